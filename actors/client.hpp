@@ -1,0 +1,125 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/managed_allocator.hpp"
+#include "messages/error_category.hpp"
+
+namespace uma {
+
+/// Options of one allocation through the facade.
+struct allocate_options {
+  std::size_t alignment = 0;  ///< 0: alignof(T), at least the backend's natural alignment
+  attach_flag attach = attach_flag::global;
+  stream_view stream{};
+  std::string label{};
+};
+
+/// A blocking facade over the allocator for code that is not an actor: tools, tests, plain
+/// threads. Each call sends one request and waits for its reply; a uma error reply is thrown as
+/// `uma::error` with the same code and message. Safe to use from several threads at once (each
+/// call uses its own scoped actor).
+class client {
+ public:
+  /// Talks to an existing allocator; does not stop it.
+  client(caf::actor_system& sys, managed_allocator_actor allocator);
+  /// Spawns an allocator with `config` and stops it when the client is destroyed.
+  explicit client(caf::actor_system& sys, allocator_config config = {});
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+  /// Stops the allocator if this client spawned it.
+  ~client();
+
+  /// The allocator's handle, for actors that want to talk to it directly.
+  [[nodiscard]] const managed_allocator_actor& handle() const noexcept { return allocator_; }
+  /// How long each call waits for its reply (default 60 s); past it the call throws
+  /// `error(backend_error)` naming the timeout.
+  void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
+
+  /// Allocates `count` elements of T.
+  template <class T>
+  [[nodiscard]] ManagedRef<T> allocate(std::size_t count, allocate_options options = {}) {
+    allocate_request r{count,          sizeof(T),      std::max(options.alignment, alignof(T)),
+                       options.attach, options.stream, std::move(options.label)};
+    return call<byte_ref>(allocate_atom_v, std::move(r)).template as<T>();
+  }
+
+  /// Prefetches `refs` to one location (broadcast) or one per ref.
+  op_result prefetch(std::vector<byte_ref> refs, std::vector<location> locations,
+                     stream_view stream = {}, completion when = completion::enqueued);
+  /// Prefetches one ref.
+  template <class T>
+  op_result prefetch(const ManagedRef<T>& ref, location loc, stream_view stream = {},
+                     completion when = completion::enqueued) {
+    return prefetch({erase(ref)}, {loc}, stream, when);
+  }
+  /// Discards the contents of `refs`.
+  op_result discard(std::vector<byte_ref> refs, stream_view stream = {},
+                    completion when = completion::enqueued);
+  /// Discards `refs` and prefetches them to `locations`.
+  op_result discard_prefetch(std::vector<byte_ref> refs, std::vector<location> locations,
+                             stream_view stream = {}, completion when = completion::enqueued);
+  /// Applies advice to `refs`.
+  op_result advise(std::vector<byte_ref> refs, advice what, location where = location::host());
+  /// Applies advice to one ref.
+  template <class T>
+  op_result advise(const ManagedRef<T>& ref, advice what, location where = location::host()) {
+    return advise(std::vector<byte_ref>{erase(ref)}, what, where);
+  }
+  /// Reads advice and last prefetch location of a ref's range.
+  template <class T>
+  [[nodiscard]] range_attributes attributes(const ManagedRef<T>& ref) {
+    return call<range_attributes>(attributes_atom_v, erase(ref));
+  }
+  /// Whether `loc` (a device, or host) can access the ref's memory.
+  template <class T>
+  [[nodiscard]] bool can_access(location loc, const ManagedRef<T>& ref) {
+    return call<bool>(can_access_atom_v, loc, erase(ref));
+  }
+  /// What kind of memory `ptr` points to.
+  [[nodiscard]] memory_kind kind_of(const void* ptr);
+  /// The allocator's counters.
+  [[nodiscard]] allocator_stats stats();
+  /// The counters once every backend call queued so far (frees included) has run.
+  [[nodiscard]] allocator_stats flush();
+  /// The outstanding-allocation report.
+  [[nodiscard]] std::vector<region_info> regions();
+
+  /// Stops the allocator (user_shutdown) and waits until its post_stop has finished.
+  void stop();
+
+  /// A typed ref seen as the untyped ref messages carry.
+  template <class T>
+  [[nodiscard]] static byte_ref erase(const ManagedRef<T>& ref) {
+    return ref.template as<std::byte>();
+  }
+
+ private:
+  template <class R, class... Ts>
+  R call(Ts&&... xs);
+
+  caf::actor_system& sys_;
+  managed_allocator_actor allocator_;
+  bool owns_;
+  std::chrono::milliseconds timeout_{60000};
+};
+
+template <class R, class... Ts>
+R client::call(Ts&&... xs) {
+  caf::scoped_actor self{sys_};
+  std::optional<R> out;
+  caf::error err;
+  self->request(allocator_, caf::duration{timeout_}, std::forward<Ts>(xs)...)
+      .receive([&](R& r) { out = std::move(r); }, [&](caf::error& e) { err = std::move(e); });
+  if (err)
+    throw to_uma_error(err);
+  return std::move(*out);
+}
+
+}  // namespace uma

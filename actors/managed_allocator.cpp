@@ -1,0 +1,523 @@
+#include "actors/managed_allocator.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <functional>
+#include <unordered_map>
+
+#include <caf/actor_cast.hpp>
+#include <caf/send.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "memory/location_rules.hpp"
+#include "memory/region_table.hpp"
+#include "messages/error_category.hpp"
+#include "sys/detail/format.hpp"
+#include "sys/work_queue.hpp"
+
+namespace uma {
+
+namespace {
+
+/// The allocator's own interface: the public one plus completions of off-loop backend work.
+using allocator_impl = managed_allocator_actor::extend<
+    caf::reacts_to<job_done_atom, std::uint64_t, caf::message, caf::error>>;
+
+/// A completion waiting for its stream: what the host callback sends back.
+struct stream_done {
+  allocator_impl actor;
+  std::uint64_t ticket;
+  caf::message payload;
+};
+
+void on_stream_done(void* arg) {
+  // Runs on a CUDA runtime thread: sends a message, calls no CUDA API.
+  std::unique_ptr<stream_done> done(static_cast<stream_done*>(arg));
+  caf::anon_send(done->actor, job_done_atom_v, done->ticket, std::move(done->payload),
+                 caf::error{});
+}
+
+class managed_allocator final : public allocator_impl::base {
+ public:
+  managed_allocator(caf::actor_config& cfg, allocator_config config,
+                    std::shared_ptr<backend> backend)
+      : allocator_impl::base(cfg),
+        config_(std::move(config)),
+        backend_(std::move(backend)),
+        control_(std::make_shared<detail::control_block>(config_.generation, backend_)),
+        quota_(config_.quota_bytes != 0 ? config_.quota_bytes : backend_->default_quota()) {
+    stats_.backend = std::string(to_string(backend_->kind()));
+    stats_.generation = config_.generation;
+    stats_.quota_bytes = quota_;
+    control_->set_waker([addr = address()] {
+      if (auto hdl = caf::actor_cast<caf::strong_actor_ptr>(addr))
+        caf::anon_send(caf::actor_cast<managed_allocator_actor>(hdl), release_atom_v);
+    });
+  }
+
+  behavior_type make_behavior() override {
+    return {
+        [this](allocate_atom, const allocate_request& r) -> caf::result<byte_ref> {
+          return guarded<byte_ref>([&] { return allocate(r); });
+        },
+        [this](prefetch_atom, const prefetch_request& r) -> caf::result<op_result> {
+          return guarded<op_result>([&] { return prefetch(r, false); });
+        },
+        [this](discard_prefetch_atom, const prefetch_request& r) -> caf::result<op_result> {
+          return guarded<op_result>([&] { return prefetch(r, true); });
+        },
+        [this](discard_atom, const discard_request& r) -> caf::result<op_result> {
+          return guarded<op_result>([&] { return discard(r); });
+        },
+        [this](advise_atom, const advise_request& r) -> caf::result<op_result> {
+          return guarded<op_result>([&] { return advise(r); });
+        },
+        [this](attributes_atom, const byte_ref& ref) -> caf::result<range_attributes> {
+          return guarded<range_attributes>([&] {
+            check_refs({&ref, 1}, "attributes");
+            return offload<range_attributes>(
+                [b = backend_, ref] { return b->attributes(ref.range()); }, {},
+                completion::enqueued, [](range_attributes&) {});
+          });
+        },
+        [this](stats_atom) -> allocator_stats { return current_stats(); },
+        [this](memory_kind_atom, std::uintptr_t address) -> caf::result<memory_kind> {
+          return guarded<memory_kind>(
+              [&] { return backend_->kind_of(reinterpret_cast<const void*>(address)); });
+        },
+        [this](can_access_atom, const location& loc, const byte_ref& ref) -> caf::result<bool> {
+          return guarded<bool>([&] { return can_access(loc, ref); });
+        },
+        [this](regions_atom) -> std::vector<region_info> {
+          return table_.report(config_.generation);
+        },
+        [this](flush_atom) -> caf::result<allocator_stats> {
+          return offload<allocator_stats>([] { return allocator_stats{}; }, {},
+                                          completion::enqueued,
+                                          [this](allocator_stats& s) { s = current_stats(); });
+        },
+        [this](release_atom) { drain_releases(); },
+        [this](job_done_atom, std::uint64_t ticket, caf::message& payload, caf::error& err) {
+          auto it = pending_.find(ticket);
+          if (it == pending_.end())
+            return;
+          auto finish = std::move(it->second);
+          pending_.erase(it);
+          finish(payload, err);
+        },
+    };
+  }
+
+  void on_exit() override {
+    post_stop();
+    allocator_impl::base::on_exit();
+  }
+
+ private:
+  // -- request handlers (throw uma::error; `guarded` turns it into the reply) -----------------
+
+  byte_ref allocate(const allocate_request& r) {
+    if (r.count == 0 || r.element_size == 0)
+      raise(errc::invalid_argument, "allocate: zero-size request (" + std::to_string(r.count) +
+                                        " elements of " + std::to_string(r.element_size) +
+                                        " bytes); uma hands out no empty regions");
+    if (r.count > SIZE_MAX / r.element_size)
+      raise(errc::overflow, "allocate: " + std::to_string(r.count) + " elements of " +
+                                std::to_string(r.element_size) + " bytes overflow size_t");
+    const std::size_t bytes = r.count * r.element_size;
+    const std::size_t guaranteed = backend_->guaranteed_alignment();
+    const std::size_t alignment = r.alignment == 0 ? guaranteed : r.alignment;
+    if (!std::has_single_bit(alignment))
+      raise(errc::invalid_argument,
+            "allocate: alignment " + std::to_string(alignment) + " is not a power of two");
+    const std::size_t padding = alignment > guaranteed ? alignment - guaranteed : 0;
+    if (bytes > SIZE_MAX - padding)
+      raise(errc::overflow, "allocate: " + detail::bytes(bytes) + " plus " +
+                                detail::bytes(padding) + " of alignment padding overflow size_t");
+    const std::size_t backend_bytes = bytes + padding;
+    if (backend_bytes > quota_ || stats_.live_bytes > quota_ - backend_bytes)
+      raise(errc::quota_exceeded, "allocate: " + detail::bytes(backend_bytes) +
+                                      " would bring live bytes to " +
+                                      std::to_string(stats_.live_bytes + backend_bytes) +
+                                      ", over the quota of " + detail::bytes(quota_));
+    if (r.stream.handle != nullptr && backend_->is_capturing(r.stream))
+      raise(errc::capture_in_progress, "allocate: stream " + detail::hex(r.stream.handle) +
+                                           " is capturing a graph; managed memory cannot be "
+                                           "allocated inside a capture");
+
+    void* base = backend_->allocate_managed(backend_bytes, r.attach);
+    detail::region* reg = nullptr;
+    try {
+      auto* data = static_cast<std::byte*>(base);
+      data += (alignment - reinterpret_cast<std::uintptr_t>(data) % alignment) % alignment;
+      reg = new detail::region(control_, next_id_, base, data, bytes, backend_bytes);
+      table_.insert(reg, r.label, r.attach);
+    } catch (...) {
+      delete reg;
+      backend_->free_managed(base, backend_bytes);
+      throw;
+    }
+    ++next_id_;
+    ++stats_.allocations;
+    ++stats_.live_regions;
+    stats_.live_bytes += backend_bytes;
+    stats_.total_bytes_allocated += backend_bytes;
+    stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
+    detail::add_ref(reg);  // the reply's count; the table keeps the initial one
+    return byte_ref::adopt(reg, 0, bytes);
+  }
+
+  caf::typed_response_promise<op_result> prefetch(const prefetch_request& r, bool discard_first) {
+    const char* op = discard_first ? "discard_prefetch" : "prefetch";
+    check_refs(r.refs, op);
+    if (r.locations.empty() || (r.locations.size() != 1 && r.locations.size() != r.refs.size()))
+      raise(errc::invalid_argument,
+            std::string(op) + ": " + std::to_string(r.refs.size()) + " refs but " +
+                std::to_string(r.locations.size()) +
+                " locations (give one location to broadcast, or one per ref)");
+    for (const auto& loc : r.locations)
+      validate_location(*backend_, location_use::prefetch, loc);
+    check_stream(r.stream, op);
+    auto ranges = ranges_of(r.refs);
+    const auto summary = summarize(ranges, r.reply_when);
+    return offload<op_result>(
+        [b = backend_, ranges = std::move(ranges), locs = r.locations, stream = r.stream,
+         keep = r.refs, discard_first, summary] {
+          if (discard_first)
+            b->discard_prefetch(ranges, locs, stream);
+          else
+            b->prefetch(ranges, locs, stream);
+          return summary;
+        },
+        r.stream, r.reply_when,
+        [this, discard_first](op_result& res) {
+          stats_.prefetches += res.ranges;
+          stats_.prefetch_bytes += res.bytes;
+          if (discard_first) {
+            stats_.discards += res.ranges;
+            stats_.discard_bytes += res.bytes;
+          }
+        });
+  }
+
+  caf::typed_response_promise<op_result> discard(const discard_request& r) {
+    check_refs(r.refs, "discard");
+    check_stream(r.stream, "discard");
+    auto ranges = ranges_of(r.refs);
+    const auto summary = summarize(ranges, r.reply_when);
+    return offload<op_result>(
+        [b = backend_, ranges = std::move(ranges), stream = r.stream, keep = r.refs, summary] {
+          b->discard(ranges, stream);
+          return summary;
+        },
+        r.stream, r.reply_when,
+        [this](op_result& res) {
+          stats_.discards += res.ranges;
+          stats_.discard_bytes += res.bytes;
+        });
+  }
+
+  caf::typed_response_promise<op_result> advise(const advise_request& r) {
+    check_refs(r.refs, "advise");
+    validate_advice(*backend_, r.what, r.where);
+    auto ranges = ranges_of(r.refs);
+    const auto summary = summarize(ranges, completion::enqueued);
+    return offload<op_result>(
+        [b = backend_, ranges = std::move(ranges), what = r.what, where = r.where, keep = r.refs,
+         summary] {
+          apply_advice_whole(*b, ranges, what, where);
+          return summary;
+        },
+        {}, completion::enqueued, [this](op_result& res) { stats_.advises += res.ranges; });
+  }
+
+  bool can_access(const location& loc, const byte_ref& ref) {
+    check_refs({&ref, 1}, "can_access");
+    validate_location(*backend_, location_use::can_access, loc);
+    if (!loc.is_device())
+      return true;
+    const auto& caps = backend_->capabilities(loc.id);
+    const auto* entry = table_.find(ref.id());
+    const bool attached_global = entry && entry->attach == attach_flag::global;
+    return caps.managed_memory && (attached_global || caps.concurrent_managed_access);
+  }
+
+  // -- validation ------------------------------------------------------------------------------
+
+  /// Every ref must be non-empty, of this incarnation, and no two may overlap.
+  void check_refs(std::span<const byte_ref> refs, const char* op) {
+    if (refs.empty())
+      raise(errc::invalid_argument, std::string(op) + ": no refs given");
+    for (std::size_t i = 0; i < refs.size(); ++i) {
+      const auto& ref = refs[i];
+      const auto where = std::string(op) + ": ref #" + std::to_string(i);
+      if (ref.empty())
+        raise(errc::invalid_argument, where + " is empty");
+      const auto* r = ref.region_record();
+      if (r->control != control_) {
+        if (!r->control->alive()) {
+          ++stats_.inert_refusals;
+          raise(errc::allocator_stopped, where + " (region " + std::to_string(r->id) +
+                                             ", generation " + std::to_string(ref.generation()) +
+                                             ") is inert: its allocator has stopped");
+        }
+        raise(errc::invalid_argument, where + " (region " + std::to_string(r->id) +
+                                          ") belongs to another allocator (generation " +
+                                          std::to_string(ref.generation()) + ")");
+      }
+    }
+    if (refs.size() > 1) {
+      std::vector<const byte_ref*> sorted;
+      sorted.reserve(refs.size());
+      for (const auto& ref : refs)
+        sorted.push_back(&ref);
+      std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) {
+        return std::pair(a->id(), a->byte_offset()) < std::pair(b->id(), b->byte_offset());
+      });
+      for (std::size_t i = 1; i < sorted.size(); ++i) {
+        const auto* a = sorted[i - 1];
+        const auto* b = sorted[i];
+        if (a->id() == b->id() && b->byte_offset() < a->byte_offset() + a->bytes())
+          raise(errc::invalid_argument, std::string(op) + ": region " + std::to_string(a->id()) +
+                                            " appears twice (overlapping ranges at byte offsets " +
+                                            std::to_string(a->byte_offset()) + " and " +
+                                            std::to_string(b->byte_offset()) + ")");
+      }
+    }
+  }
+
+  void check_stream(stream_view stream, const char* op) {
+    if (stream.handle != nullptr && backend_->kind() == backend_kind::host)
+      raise(errc::invalid_argument, std::string(op) + ": stream " + detail::hex(stream.handle) +
+                                        " given, but the host backend has no CUDA streams");
+  }
+
+  static std::vector<byte_range> ranges_of(std::span<const byte_ref> refs) {
+    std::vector<byte_range> out;
+    out.reserve(refs.size());
+    for (const auto& ref : refs)
+      out.push_back(ref.range());
+    return out;
+  }
+
+  static op_result summarize(std::span<const byte_range> ranges, completion when) {
+    op_result res;
+    res.ranges = ranges.size();
+    for (const auto& r : ranges)
+      res.bytes += r.bytes;
+    res.completed = when == completion::complete;
+    return res;
+  }
+
+  /// Applies advice to every range, or to none: if the runtime refuses one, the ranges already
+  /// advised get their previous state back before the error is rethrown.
+  static void apply_advice_whole(backend& b, std::span<const byte_range> ranges, advice what,
+                                 location where) {
+    std::vector<range_attributes> before;
+    if (ranges.size() > 1) {
+      before.reserve(ranges.size());
+      for (const auto& r : ranges)
+        before.push_back(b.attributes(r));
+    }
+    std::size_t done = 0;
+    try {
+      for (; done < ranges.size(); ++done)
+        b.advise(ranges[done], what, where);
+    } catch (...) {
+      for (std::size_t i = 0; i < done && i < before.size(); ++i)
+        restore(b, ranges[i], what, where, before[i]);
+      throw;
+    }
+  }
+
+  static void restore(backend& b, byte_range r, advice what, location where,
+                      const range_attributes& was) noexcept {
+    try {
+      switch (what) {
+        case advice::set_read_mostly:
+        case advice::unset_read_mostly:
+          b.advise(r, was.read_mostly ? advice::set_read_mostly : advice::unset_read_mostly, where);
+          return;
+        case advice::set_preferred_location:
+        case advice::unset_preferred_location:
+          if (was.preferred_location)
+            b.advise(r, advice::set_preferred_location, *was.preferred_location);
+          else
+            b.advise(r, advice::unset_preferred_location, where);
+          return;
+        case advice::set_accessed_by:
+        case advice::unset_accessed_by: {
+          const bool had = std::find(was.accessed_by.begin(), was.accessed_by.end(), where) !=
+                           was.accessed_by.end();
+          b.advise(r, had ? advice::set_accessed_by : advice::unset_accessed_by, where);
+          return;
+        }
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "uma: could not restore advice after a failed batch: %s\n", e.what());
+    }
+  }
+
+  // -- off-loop work -----------------------------------------------------------------------------
+
+  /// Runs `job` on the worker thread and replies with its result from the actor thread, once
+  /// the call returned (`enqueued`) or once `stream` reached it (`complete`). `on_success` runs
+  /// on the actor thread before the reply (stats; may rewrite the reply).
+  template <class T, class Job, class OnSuccess>
+  caf::typed_response_promise<T> offload(Job job, stream_view stream, completion when,
+                                         OnSuccess on_success) {
+    auto rp = make_response_promise<T>();
+    const auto ticket = ++next_ticket_;
+    pending_.emplace(ticket,
+                     [this, rp, on_success](caf::message& payload, caf::error& err) mutable {
+                       if (err) {
+                         count_failure(err);
+                         rp.deliver(std::move(err));
+                         return;
+                       }
+                       T value = payload.get_as<T>(0);
+                       on_success(value);
+                       rp.deliver(std::move(value));
+                     });
+    worker_.post([job = std::move(job), hdl = caf::actor_cast<allocator_impl>(this), ticket,
+                  b = backend_, stream, when]() mutable {
+      caf::message payload;
+      caf::error err;
+      try {
+        payload = caf::make_message(job());
+        if (when == completion::complete) {
+          auto done = std::make_unique<stream_done>(stream_done{hdl, ticket, payload});
+          b->launch_host_func(stream, &on_stream_done, done.get());
+          done.release();  // owned by the callback now
+          return;
+        }
+      } catch (const error& e) {
+        err = make_caf_error(e);
+      } catch (const std::exception& e) {
+        err = make_caf_error(errc::backend_error, e.what());
+      }
+      caf::anon_send(hdl, job_done_atom_v, ticket, std::move(payload), std::move(err));
+    });
+    return rp;
+  }
+
+  // -- releases and stop -------------------------------------------------------------------------
+
+  void drain_releases() {
+    for (const auto id : control_->take_releases()) {
+      auto* entry = table_.find(id);
+      if (entry == nullptr)
+        continue;
+      auto* r = entry->region;
+      if (r->refs.load(std::memory_order_acquire) != 1)
+        continue;  // re-shared since
+      table_.erase(id);
+      ++stats_.releases;
+      --stats_.live_regions;
+      stats_.live_bytes -= r->backend_bytes;
+      // cudaFree synchronizes the device: never on the actor's loop.
+      worker_.post([b = backend_, r] {
+        b->free_managed(r->base, r->backend_bytes);
+        detail::drop_table_ref(r);
+      });
+    }
+  }
+
+  void post_stop() noexcept {
+    const auto start = std::chrono::steady_clock::now();
+    control_->begin_stop();
+    stop_report report;
+    try {
+      report.pins_drained = control_->pins() == 0 || control_->wait_for_pins(config_.drain_timeout);
+    } catch (...) {
+      report.pins_drained = false;
+    }
+    worker_.drain_and_stop();  // queued prefetches, advice and frees run out first
+    try {
+      backend_->synchronize();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "uma: post_stop synchronize failed: %s\n", e.what());
+    }
+    for (auto& [id, e] : table_.take_all()) {
+      auto* r = e.region;
+      if (r->pins.load(std::memory_order_seq_cst) > 0) {
+        ++report.regions_leaked;
+        report.bytes_leaked += r->bytes;
+        report.leaked_ids.push_back(id);
+        std::fprintf(stderr,
+                     "uma: region %llu ('%s', %zu bytes, generation %llu) is still pinned after "
+                     "the %lld ms drain timeout: leaked on purpose, never freed under a reader\n",
+                     static_cast<unsigned long long>(id), e.label.c_str(), r->bytes,
+                     static_cast<unsigned long long>(config_.generation),
+                     static_cast<long long>(config_.drain_timeout.count()));
+      } else {
+        backend_->free_managed(r->base, r->backend_bytes);
+        ++report.regions_freed;
+        report.bytes_freed += r->bytes;
+      }
+      detail::drop_table_ref(r);
+    }
+    auto pending = std::exchange(pending_, {});
+    for (auto& [ticket, finish] : pending) {
+      caf::message none;
+      caf::error err = make_caf_error(errc::allocator_stopped,
+                                      "the allocator stopped before the request completed");
+      finish(none, err);
+    }
+    report.duration = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - start);
+    control_->finish_stop(std::move(report));
+  }
+
+  // -- helpers -----------------------------------------------------------------------------------
+
+  /// Runs a handler body; a thrown uma::error becomes the error reply (and a failure count).
+  template <class R, class F>
+  caf::result<R> guarded(F&& f) {
+    try {
+      return caf::result<R>(f());
+    } catch (const error& e) {
+      ++stats_.failures[static_cast<std::size_t>(e.code())];
+      return make_caf_error(e);
+    } catch (const std::bad_alloc&) {
+      ++stats_.failures[static_cast<std::size_t>(errc::out_of_memory)];
+      return make_caf_error(errc::out_of_memory, "host memory exhausted while serving a request");
+    }
+  }
+
+  void count_failure(const caf::error& err) {
+    const auto code = err.category() == error_category && err.code() < errc_slots
+                          ? err.code()
+                          : static_cast<std::uint8_t>(errc::backend_error);
+    ++stats_.failures[code];
+  }
+
+  allocator_stats current_stats() const {
+    auto s = stats_;
+    s.pending_jobs = worker_.pending();
+    return s;
+  }
+
+  allocator_config config_;
+  std::shared_ptr<backend> backend_;
+  std::shared_ptr<detail::control_block> control_;
+  std::uint64_t quota_;
+  region_table table_;
+  allocator_stats stats_;
+  std::uint64_t next_id_ = 1;
+  std::uint64_t next_ticket_ = 0;
+  std::unordered_map<std::uint64_t, std::function<void(caf::message&, caf::error&)>> pending_;
+  work_queue worker_;  // last: joined first on destruction
+};
+
+}  // namespace
+
+managed_allocator_actor spawn_allocator(caf::actor_system& sys, allocator_config config) {
+  auto b = config.backend ? config.backend : make_backend(config.choice);
+  if (config.detached)
+    return sys.spawn<managed_allocator, caf::detached>(std::move(config), b);
+  return sys.spawn<managed_allocator>(std::move(config), b);
+}
+
+}  // namespace uma

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "sys/error.hpp"
+
+namespace uma {
+
+/// Counters of one allocator incarnation. A plain value: the `stats` reply.
+struct allocator_stats {
+  std::string backend;  ///< "host" or "cuda"
+  std::uint64_t generation = 0;
+  std::uint64_t quota_bytes = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t releases = 0;
+  std::uint64_t live_regions = 0;
+  std::uint64_t live_bytes = 0;
+  std::uint64_t peak_bytes = 0;
+  std::uint64_t total_bytes_allocated = 0;
+  std::uint64_t prefetches = 0;  ///< ranges prefetched (discard_prefetch counts here too)
+  std::uint64_t prefetch_bytes = 0;
+  std::uint64_t advises = 0;   ///< ranges advised
+  std::uint64_t discards = 0;  ///< ranges discarded (discard_prefetch counts here too)
+  std::uint64_t discard_bytes = 0;
+  std::uint64_t inert_refusals = 0;  ///< requests refused because a ref was inert
+  std::uint64_t pending_jobs = 0;    ///< backend calls queued off the actor's loop
+  /// Failed requests per error code, indexed by `static_cast<size_t>(errc)`.
+  std::array<std::uint64_t, errc_slots> failures{};
+
+  /// Failures of one code.
+  [[nodiscard]] std::uint64_t failures_of(errc code) const noexcept {
+    return failures[static_cast<std::size_t>(code)];
+  }
+  /// Sum of failures of every code.
+  [[nodiscard]] std::uint64_t total_failures() const noexcept;
+
+  friend bool operator==(const allocator_stats&, const allocator_stats&) = default;
+};
+
+/// A multi-line human-readable rendering.
+[[nodiscard]] std::string to_string(const allocator_stats& s);
+
+template <class Inspector>
+auto inspect(Inspector& f, allocator_stats& x) {
+  return f(x.backend, x.generation, x.quota_bytes, x.allocations, x.releases, x.live_regions,
+           x.live_bytes, x.peak_bytes, x.total_bytes_allocated, x.prefetches, x.prefetch_bytes,
+           x.advises, x.discards, x.discard_bytes, x.inert_refusals, x.pending_jobs, x.failures);
+}
+
+}  // namespace uma

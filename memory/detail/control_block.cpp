@@ -1,0 +1,90 @@
+#include "memory/detail/control_block.hpp"
+
+#include <utility>
+
+namespace uma::detail {
+
+bool control_block::try_acquire_pin() noexcept {
+  pins_.fetch_add(1, std::memory_order_seq_cst);
+  if (state_.load(std::memory_order_seq_cst) == static_cast<int>(allocator_state::alive))
+    return true;
+  release_pin();
+  return false;
+}
+
+void control_block::release_pin() noexcept {
+  if (pins_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      state_.load(std::memory_order_seq_cst) != static_cast<int>(allocator_state::alive)) {
+    std::lock_guard lock(mutex_);  // the stopper checks its predicate under this lock
+    pins_released_.notify_all();
+  }
+}
+
+void control_block::enqueue_release(std::uint64_t region_id) noexcept {
+  std::function<void()> wake;
+  try {
+    std::lock_guard lock(mutex_);
+    if (!alive())
+      return;  // post_stop frees everything it still owns
+    releases_.push_back(region_id);
+    if (!wake_pending_ && waker_) {
+      wake_pending_ = true;
+      wake = waker_;
+    }
+  } catch (...) {
+    // Out of memory while queueing: the region stays in the table and is freed at stop.
+    return;
+  }
+  if (wake)
+    wake();
+}
+
+std::vector<std::uint64_t> control_block::take_releases() {
+  std::lock_guard lock(mutex_);
+  wake_pending_ = false;
+  return std::exchange(releases_, {});
+}
+
+void control_block::set_waker(std::function<void()> waker) {
+  std::lock_guard lock(mutex_);
+  waker_ = std::move(waker);
+}
+
+void control_block::begin_stop() noexcept {
+  state_.store(static_cast<int>(allocator_state::stopping), std::memory_order_seq_cst);
+}
+
+bool control_block::wait_for_pins(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return pins_released_.wait_for(lock, timeout, [this] { return pins_.load() == 0; });
+}
+
+void control_block::finish_stop(stop_report report) {
+  std::function<void()> old_waker;
+  {
+    std::lock_guard lock(mutex_);
+    report_ = std::move(report);
+    releases_.clear();
+    old_waker = std::move(waker_);
+    waker_ = nullptr;
+  }
+  state_.store(static_cast<int>(allocator_state::stopped), std::memory_order_seq_cst);
+}
+
+std::optional<stop_report> control_block::report() const {
+  std::lock_guard lock(mutex_);
+  return report_;
+}
+
+void drop_ref(region* r) noexcept {
+  const auto before = r->refs.fetch_sub(1, std::memory_order_acq_rel);
+  if (before == 1) {
+    delete r;  // the table let go already (post_stop): nobody else can reach it
+  } else if (before == 2) {
+    // Only the table's count is left. While the actor lives it frees the region; once it is
+    // stopping, post_stop frees it (or has), and enqueue_release does nothing.
+    r->control->enqueue_release(r->id);
+  }
+}
+
+}  // namespace uma::detail

@@ -1,0 +1,126 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "sys/backend.hpp"
+
+namespace uma {
+
+/// Life cycle of one allocator incarnation, as every ref of it sees it.
+enum class allocator_state : int { alive = 0, stopping = 1, stopped = 2 };
+
+/// What an allocator's post_stop did: published on the control block for anyone holding a ref
+/// or the client facade, since the actor that did it is gone.
+struct stop_report {
+  std::uint64_t regions_freed = 0;
+  std::uint64_t bytes_freed = 0;
+  std::uint64_t regions_leaked = 0;  ///< pinned past the drain timeout: leaked on purpose
+  std::uint64_t bytes_leaked = 0;
+  std::vector<std::uint64_t> leaked_ids;
+  bool pins_drained = true;  ///< false when the drain timeout expired with pins held
+  std::chrono::microseconds duration{0};
+};
+
+namespace detail {
+
+/// Shared by one allocator incarnation and every region (and so every ref) it handed out. It
+/// outlives the actor: refs consult it to learn that the actor stopped.
+///
+/// Ordering: pin acquisition and stop use sequentially consistent operations on `pins_` and
+/// `state_` (a store-load pair on each side), so either the pinner sees the stop or the stopper
+/// sees the pin.
+class control_block {
+ public:
+  control_block(std::uint64_t generation, std::shared_ptr<backend> backend)
+      : generation_(generation), backend_(std::move(backend)) {}
+
+  [[nodiscard]] allocator_state state() const noexcept {
+    return static_cast<allocator_state>(state_.load(std::memory_order_seq_cst));
+  }
+  [[nodiscard]] bool alive() const noexcept { return state() == allocator_state::alive; }
+  [[nodiscard]] std::uint64_t generation() const noexcept { return generation_; }
+  [[nodiscard]] backend& owning_backend() const noexcept { return *backend_; }
+
+  /// Counts a pin unless the allocator is stopping; false when it is.
+  [[nodiscard]] bool try_acquire_pin() noexcept;
+  /// Uncounts a pin; wakes a stopper waiting for pins to drain.
+  void release_pin() noexcept;
+  [[nodiscard]] std::int64_t pins() const noexcept { return pins_.load(); }
+
+  /// Called on the last drop of a live region's refs: queues `region_id` for the actor and
+  /// wakes it once per batch of releases.
+  void enqueue_release(std::uint64_t region_id) noexcept;
+  /// Takes every queued release (actor thread).
+  [[nodiscard]] std::vector<std::uint64_t> take_releases();
+  /// How to wake the actor (a message to it); cleared at stop so nothing keeps the actor alive.
+  void set_waker(std::function<void()> waker);
+
+  /// alive -> stopping: from now on pins fail and releases are left to post_stop.
+  void begin_stop() noexcept;
+  /// Waits up to `timeout` for every pin to be released; true when they were.
+  [[nodiscard]] bool wait_for_pins(std::chrono::milliseconds timeout);
+  /// stopping -> stopped, publishing what post_stop did.
+  void finish_stop(stop_report report);
+  /// The report of the finished stop, if the allocator has stopped.
+  [[nodiscard]] std::optional<stop_report> report() const;
+
+ private:
+  const std::uint64_t generation_;
+  const std::shared_ptr<backend> backend_;  // frees in post_stop need it; refs may outlive it
+  std::atomic<int> state_{static_cast<int>(allocator_state::alive)};
+  std::atomic<std::int64_t> pins_{0};
+
+  mutable std::mutex mutex_;
+  std::condition_variable pins_released_;
+  std::vector<std::uint64_t> releases_;
+  bool wake_pending_ = false;
+  std::function<void()> waker_;
+  std::optional<stop_report> report_;
+};
+
+/// One managed allocation. Owned jointly by the actor's region table (one count) and the refs
+/// (one count each); the object itself is deleted by whoever drops the last count.
+struct region {
+  region(std::shared_ptr<control_block> control, std::uint64_t id, void* base, std::byte* data,
+         std::size_t bytes, std::size_t backend_bytes)
+      : control(std::move(control)),
+        id(id),
+        base(base),
+        data(data),
+        bytes(bytes),
+        backend_bytes(backend_bytes) {}
+
+  std::atomic<std::int64_t> refs{1};  ///< the region table's count plus one per ref
+  std::atomic<std::int64_t> pins{0};
+  const std::shared_ptr<control_block> control;
+  const std::uint64_t id;
+  void* const base;         ///< what the backend returned (freed with backend_bytes)
+  std::byte* const data;    ///< first byte the user sees (base + alignment padding)
+  const std::size_t bytes;  ///< bytes the user asked for
+  const std::size_t backend_bytes;
+};
+
+/// Adds a count (a copy of a ref). Relaxed: the caller already holds a count.
+inline void add_ref(region* r) noexcept {
+  r->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+/// Drops a count. The last user count of a live region hands it back to its actor; the last
+/// count of all (the table let go at stop) deletes the record.
+void drop_ref(region* r) noexcept;
+
+/// The actor drops the table's count once it freed (or leaked) the memory.
+inline void drop_table_ref(region* r) noexcept {
+  drop_ref(r);
+}
+
+}  // namespace detail
+}  // namespace uma

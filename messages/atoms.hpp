@@ -1,0 +1,52 @@
+#pragma once
+
+#include <caf/type_id.hpp>
+
+#include "memory/allocator_stats.hpp"
+#include "memory/region_table.hpp"
+#include "messages/requests.hpp"
+
+// uma's message vocabulary. Atom texts are CAF 0.17 atoms (at most 10 characters).
+CAF_BEGIN_TYPE_ID_BLOCK(uma, caf::first_custom_type_id)
+
+CAF_ADD_ATOM(uma, uma, allocate_atom, "allocate")
+CAF_ADD_ATOM(uma, uma, release_atom, "release")
+CAF_ADD_ATOM(uma, uma, prefetch_atom, "prefetch")
+CAF_ADD_ATOM(uma, uma, discard_atom, "discard")
+CAF_ADD_ATOM(uma, uma, discard_prefetch_atom, "disc_pref")
+CAF_ADD_ATOM(uma, uma, advise_atom, "advise")
+CAF_ADD_ATOM(uma, uma, attributes_atom, "attributes")
+CAF_ADD_ATOM(uma, uma, stats_atom, "stats")
+CAF_ADD_ATOM(uma, uma, memory_kind_atom, "mem_kind")
+CAF_ADD_ATOM(uma, uma, can_access_atom, "can_access")
+CAF_ADD_ATOM(uma, uma, regions_atom, "regions")
+CAF_ADD_ATOM(uma, uma, flush_atom, "flush")
+CAF_ADD_ATOM(uma, uma, job_done_atom, "uma_done")
+
+CAF_ADD_TYPE_ID(uma, (uma::allocate_request))
+CAF_ADD_TYPE_ID(uma, (uma::prefetch_request))
+CAF_ADD_TYPE_ID(uma, (uma::discard_request))
+CAF_ADD_TYPE_ID(uma, (uma::advise_request))
+CAF_ADD_TYPE_ID(uma, (uma::op_result))
+CAF_ADD_TYPE_ID(uma, (uma::byte_ref))
+CAF_ADD_TYPE_ID(uma, (uma::location))
+CAF_ADD_TYPE_ID(uma, (uma::range_attributes))
+CAF_ADD_TYPE_ID(uma, (uma::allocator_stats))
+CAF_ADD_TYPE_ID(uma, (uma::memory_kind))
+CAF_ADD_TYPE_ID(uma, (std::vector<uma::region_info>))
+
+CAF_END_TYPE_ID_BLOCK(uma)
+
+// Local-only message types: they carry refs, raw streams or pointers, which never cross a
+// process boundary (the remote-safe interface has its own serializable types).
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocate_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::prefetch_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::discard_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::advise_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::op_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::byte_ref)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::location)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::range_attributes)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocator_stats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::memory_kind)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<uma::region_info>)

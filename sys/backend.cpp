@@ -1,0 +1,57 @@
+#include "sys/backend.hpp"
+
+#include "sys/cuda_backend.hpp"
+#include "sys/error.hpp"
+#include "sys/host_backend.hpp"
+
+namespace uma {
+
+std::string_view to_string(backend_kind k) noexcept {
+  return k == backend_kind::cuda ? "cuda" : "host";
+}
+
+std::string_view to_string(backend_choice c) noexcept {
+  switch (c) {
+    case backend_choice::automatic:
+      return "auto";
+    case backend_choice::cuda:
+      return "cuda";
+    case backend_choice::host:
+      return "host";
+  }
+  return "auto";
+}
+
+std::optional<backend_choice> parse_backend_choice(std::string_view text) noexcept {
+  if (text == "auto")
+    return backend_choice::automatic;
+  if (text == "cuda")
+    return backend_choice::cuda;
+  if (text == "host")
+    return backend_choice::host;
+  return std::nullopt;
+}
+
+bool cuda_backend_compiled() noexcept {
+#ifdef UMA_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::shared_ptr<backend> make_backend(backend_choice choice) {
+  switch (choice) {
+    case backend_choice::host:
+      return std::make_shared<host_backend>();
+    case backend_choice::cuda:
+      return make_cuda_backend();
+    case backend_choice::automatic:
+      break;
+  }
+  if (probe_cuda().usable)
+    return make_cuda_backend();
+  return std::make_shared<host_backend>();
+}
+
+}  // namespace uma

@@ -1,0 +1,142 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sys/advice.hpp"
+#include "sys/device_capabilities.hpp"
+#include "sys/location.hpp"
+#include "sys/memory_kind.hpp"
+
+namespace uma {
+
+/// Which backend an allocator runs on.
+enum class backend_kind : std::uint8_t { host = 1, cuda = 2 };
+
+/// Which backend to choose: `automatic` takes CUDA when a device is usable, else host.
+enum class backend_choice : std::uint8_t { automatic = 0, cuda = 1, host = 2 };
+
+/// How a managed allocation is first attached (`cudaMemAttachGlobal` / `cudaMemAttachHost`).
+enum class attach_flag : std::uint8_t { global = 1, host = 2 };
+
+/// A non-owning CUDA stream (`cudaStream_t`); a null handle is the legacy default stream.
+struct stream_view {
+  void* handle = nullptr;
+  friend constexpr bool operator==(stream_view, stream_view) = default;
+};
+
+/// A byte range inside one managed allocation.
+struct byte_range {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+};
+
+/// Advice and prefetch state of a range, as `cudaMemRangeGetAttribute` reports it: a field is
+/// set only when every page of the range agrees on it.
+struct range_attributes {
+  bool read_mostly = false;
+  std::optional<location> preferred_location{};      ///< none, or pages disagree
+  std::vector<location> accessed_by{};               ///< sorted, devices only
+  std::optional<location> last_prefetch_location{};  ///< none yet, or pages disagree
+
+  friend bool operator==(const range_attributes&, const range_attributes&) = default;
+};
+
+/// Calls made into the backend, counted by the backend itself: tests use these to prove that
+/// a region was freed exactly once, that a batch used the batch entry point, and so on.
+struct backend_counters {
+  std::uint64_t allocations = 0;     ///< successful allocate_managed calls
+  std::uint64_t frees = 0;           ///< successful free_managed calls
+  std::uint64_t bad_frees = 0;       ///< free_managed of a pointer the backend did not hand out
+  std::uint64_t prefetch_calls = 0;  ///< single-range prefetch calls into the runtime
+  std::uint64_t batch_calls = 0;     ///< batch entry point calls (prefetch, discard, both)
+  std::uint64_t discard_calls = 0;   ///< single-range discard (or discard+prefetch) calls
+  std::uint64_t advise_calls = 0;    ///< advise calls into the runtime
+  std::uint64_t live_allocations = 0;
+  std::uint64_t live_bytes = 0;
+};
+
+/// The CUDA-free interface every backend implements. All functions validate nothing that the
+/// caller (the allocator actor) is responsible for; they throw `uma::error` / `uma::cuda_error`
+/// naming the failing call, the error and the sizes when the runtime refuses.
+///
+/// Thread-safety: every member may be called from any thread; callers serialize per region.
+class backend {
+ public:
+  backend() = default;
+  backend(const backend&) = delete;
+  backend& operator=(const backend&) = delete;
+  virtual ~backend() = default;
+
+  /// `host` or `cuda`.
+  [[nodiscard]] virtual backend_kind kind() const noexcept = 0;
+  /// One line for logs and `uma info`: backend, devices, versions.
+  [[nodiscard]] virtual std::string description() const = 0;
+  /// Number of usable GPUs (0 on the host backend).
+  [[nodiscard]] virtual int device_count() const noexcept = 0;
+  /// Cached capabilities of GPU `ordinal`; throws `invalid_argument` for a bad ordinal.
+  [[nodiscard]] virtual const device_capabilities& capabilities(int ordinal) const = 0;
+  /// Number of host NUMA nodes (at least 1).
+  [[nodiscard]] virtual int host_numa_nodes() const noexcept = 0;
+  /// Alignment every allocate_managed result has without padding.
+  [[nodiscard]] virtual std::size_t guaranteed_alignment() const noexcept = 0;
+  /// A quota no request may pass by default: a safe fraction of the memory free at start.
+  [[nodiscard]] virtual std::size_t default_quota() const = 0;
+
+  /// Allocates `bytes` (> 0) of managed memory. Throws `error(out_of_memory)` naming the size,
+  /// or `cuda_error` for other failures.
+  [[nodiscard]] virtual void* allocate_managed(std::size_t bytes, attach_flag attach) = 0;
+  /// Frees what allocate_managed returned. Never throws: a failure is logged and counted
+  /// (`cudaErrorCudartUnloading` at process exit is accepted silently).
+  virtual void free_managed(void* ptr, std::size_t bytes) noexcept = 0;
+
+  /// Prefetches `ranges` to `locations` (size 1: broadcast; else paired by index). N > 1 uses
+  /// the batch entry point where the runtime has it. Returns when the work is enqueued.
+  virtual void prefetch(std::span<const byte_range> ranges, std::span<const location> locations,
+                        stream_view stream) = 0;
+  /// Discards the contents of `ranges` (their pages become undefined until written).
+  virtual void discard(std::span<const byte_range> ranges, stream_view stream) = 0;
+  /// Discards `ranges` and prefetches them to `locations` (broadcast or paired).
+  virtual void discard_prefetch(std::span<const byte_range> ranges,
+                                std::span<const location> locations, stream_view stream) = 0;
+  /// Applies `a` to `range`; `loc` is ignored for read-mostly and unset-preferred advice.
+  virtual void advise(byte_range range, advice a, location loc) = 0;
+  /// Reads back advice and prefetch state of `range`.
+  [[nodiscard]] virtual range_attributes attributes(byte_range range) = 0;
+
+  /// What kind of memory `ptr` points to.
+  [[nodiscard]] virtual memory_kind kind_of(const void* ptr) = 0;
+  /// True while `stream` is capturing a graph. Throws `invalid_argument` for a stream this
+  /// backend cannot have (any non-null stream on the host backend).
+  [[nodiscard]] virtual bool is_capturing(stream_view stream) = 0;
+  /// Runs `fn(arg)` on a runtime thread once `stream` reaches this point. `fn` must not call
+  /// into the runtime. The host backend runs it at once (its work is synchronous).
+  virtual void launch_host_func(stream_view stream, void (*fn)(void*), void* arg) = 0;
+  /// Waits for all work on every device.
+  virtual void synchronize() = 0;
+
+  /// Snapshot of the call counters.
+  [[nodiscard]] virtual backend_counters counters() const noexcept = 0;
+};
+
+/// "host" / "cuda".
+[[nodiscard]] std::string_view to_string(backend_kind k) noexcept;
+/// "auto" / "cuda" / "host".
+[[nodiscard]] std::string_view to_string(backend_choice c) noexcept;
+/// Parses "auto", "cuda" or "host"; nullopt otherwise.
+[[nodiscard]] std::optional<backend_choice> parse_backend_choice(std::string_view text) noexcept;
+
+/// True when this build has the CUDA backend compiled in.
+[[nodiscard]] bool cuda_backend_compiled() noexcept;
+
+/// Creates the backend `choice` names. `automatic` never fails for lack of a GPU (a missing
+/// driver means "not usable"); `cuda` throws `error(no_device)` naming the reason.
+[[nodiscard]] std::shared_ptr<backend> make_backend(backend_choice choice);
+
+}  // namespace uma

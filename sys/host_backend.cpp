@@ -1,0 +1,295 @@
+#include "sys/host_backend.hpp"
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "sys/detail/format.hpp"
+#include "sys/error.hpp"
+
+namespace uma {
+
+namespace {
+
+int count_numa_nodes() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.size() > 4 && name.compare(0, 4, "node") == 0 &&
+        std::all_of(name.begin() + 4, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      ++n;
+  }
+  return std::max(n, 1);
+}
+
+int current_numa_node() {
+  unsigned cpu = 0, node = 0;
+  if (getcpu(&cpu, &node) != 0)
+    return 0;
+  return static_cast<int>(node);
+}
+
+}  // namespace
+
+host_backend::host_backend()
+    : page_size_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
+      numa_nodes_(count_numa_nodes()) {}
+
+host_backend::~host_backend() {
+  // Regions still mapped here were leaked on purpose by an allocator (a pin outlived its drain
+  // timeout); the mapping goes with the process, never under a reader.
+}
+
+std::string host_backend::description() const {
+  return "host: system memory, " + std::to_string(numa_nodes_) + " NUMA node(s), page size " +
+         std::to_string(page_size_) + ", no GPU";
+}
+
+const device_capabilities& host_backend::capabilities(int ordinal) const {
+  raise(errc::invalid_argument,
+        "device " + std::to_string(ordinal) + " does not exist: the host backend has no GPUs");
+}
+
+std::size_t host_backend::default_quota() const {
+  const auto pages = sysconf(_SC_PHYS_PAGES);
+  return pages > 0 ? static_cast<std::size_t>(pages) * page_size_ / 2 : std::size_t{1} << 30;
+}
+
+void* host_backend::allocate_managed(std::size_t bytes, attach_flag) {
+  if (bytes == 0)
+    raise(errc::invalid_argument, "host allocate_managed: zero bytes requested");
+  const std::size_t mapped = (bytes + page_size_ - 1) / page_size_ * page_size_;
+  if (mapped < bytes)
+    raise(errc::overflow,
+          "host allocate_managed: " + detail::bytes(bytes) + " does not round up to whole pages");
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    raise(err == ENOMEM ? errc::out_of_memory : errc::backend_error,
+          "mmap(" + detail::bytes(mapped) + ") failed: " + std::strerror(err));
+  }
+  {
+    std::lock_guard lock(mutex_);
+    mappings_.emplace(reinterpret_cast<std::uintptr_t>(p),
+                      mapping{bytes, mapped, std::vector<page_state>(mapped / page_size_)});
+  }
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  live_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  return p;
+}
+
+void host_backend::free_managed(void* ptr, std::size_t bytes) noexcept {
+  std::size_t mapped = 0;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = mappings_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == mappings_.end() || it->second.bytes != bytes) {
+      bad_frees_.fetch_add(1, std::memory_order_relaxed);
+      std::fprintf(stderr, "uma: host free_managed(%s, %zu bytes): not a live allocation\n",
+                   detail::hex(ptr).c_str(), bytes);
+      return;
+    }
+    mapped = it->second.mapped_bytes;
+    mappings_.erase(it);
+  }
+  if (munmap(ptr, mapped) != 0) {
+    bad_frees_.fetch_add(1, std::memory_order_relaxed);
+    std::fprintf(stderr, "uma: munmap(%s, %zu bytes) failed: %s\n", detail::hex(ptr).c_str(),
+                 mapped, std::strerror(errno));
+    return;
+  }
+  frees_.fetch_add(1, std::memory_order_relaxed);
+  live_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+host_backend::page_span host_backend::pages_of(byte_range range, const char* operation) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(range.ptr);
+  auto it = mappings_.upper_bound(addr);
+  if (it == mappings_.begin() || range.bytes == 0)
+    raise(errc::invalid_argument, std::string(operation) + ": range " + detail::hex(range.ptr) +
+                                      " + " + detail::bytes(range.bytes) +
+                                      " is not inside a host managed allocation");
+  --it;
+  const std::size_t offset = addr - it->first;
+  if (offset >= it->second.bytes || range.bytes > it->second.bytes - offset)
+    raise(errc::invalid_argument, std::string(operation) + ": range " + detail::hex(range.ptr) +
+                                      " + " + detail::bytes(range.bytes) +
+                                      " is not inside a host managed allocation");
+  return {&it->second, offset / page_size_, (offset + range.bytes + page_size_ - 1) / page_size_};
+}
+
+location host_backend::resolve(location loc, const char* operation) const {
+  switch (loc.type) {
+    case location::kind::device:
+      raise(errc::invalid_argument, std::string(operation) + ": " + to_string(loc) +
+                                        " does not exist: the host backend has no GPUs");
+    case location::kind::host_numa:
+      if (loc.id < 0 || loc.id >= numa_nodes_)
+        raise(errc::invalid_argument, std::string(operation) + ": " + to_string(loc) +
+                                          " does not exist (" + std::to_string(numa_nodes_) +
+                                          " NUMA node(s))");
+      return loc;
+    case location::kind::host_numa_current:
+      return location::host_numa(std::min(current_numa_node(), numa_nodes_ - 1));
+    case location::kind::host:
+      return location::host();
+  }
+  raise(errc::invalid_argument, std::string(operation) + ": unknown location kind");
+}
+
+void host_backend::check_stream(stream_view stream, const char* operation) const {
+  if (stream.handle != nullptr)
+    raise(errc::invalid_argument, std::string(operation) + ": stream " +
+                                      detail::hex(stream.handle) +
+                                      " given, but the host backend has no CUDA streams");
+}
+
+void host_backend::record_prefetch(std::span<const byte_range> ranges,
+                                   std::span<const location> locations, const char* operation) {
+  check_stream({}, operation);
+  std::vector<location> resolved;
+  resolved.reserve(locations.size());
+  for (const auto& loc : locations)
+    resolved.push_back(resolve(loc, operation));
+  std::lock_guard lock(mutex_);
+  std::vector<page_span> spans;
+  spans.reserve(ranges.size());
+  for (const auto& r : ranges)
+    spans.push_back(pages_of(r, operation));  // validate all first
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const auto& loc = resolved[resolved.size() == 1 ? 0 : i];
+    for (auto p = spans[i].first; p < spans[i].last; ++p)
+      spans[i].map->pages[p].last_prefetch = loc;
+  }
+}
+
+void host_backend::prefetch(std::span<const byte_range> ranges, std::span<const location> locations,
+                            stream_view stream) {
+  check_stream(stream, "prefetch");
+  record_prefetch(ranges, locations, "prefetch");
+  (ranges.size() > 1 ? batch_calls_ : prefetch_calls_).fetch_add(1, std::memory_order_relaxed);
+}
+
+void host_backend::drop_pages(byte_range range) {
+  // Only whole pages can be dropped; a partial page at either end keeps its contents, as the
+  // contents of a discarded range are undefined anyway.
+  const auto begin = reinterpret_cast<std::uintptr_t>(range.ptr);
+  const auto first = (begin + page_size_ - 1) / page_size_ * page_size_;
+  const auto last = (begin + range.bytes) / page_size_ * page_size_;
+  if (last > first)
+    madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);  // best effort
+}
+
+void host_backend::discard(std::span<const byte_range> ranges, stream_view stream) {
+  check_stream(stream, "discard");
+  std::lock_guard lock(mutex_);
+  for (const auto& r : ranges)
+    (void)pages_of(r, "discard");
+  for (const auto& r : ranges)
+    drop_pages(r);
+  (ranges.size() > 1 ? batch_calls_ : discard_calls_).fetch_add(1, std::memory_order_relaxed);
+}
+
+void host_backend::discard_prefetch(std::span<const byte_range> ranges,
+                                    std::span<const location> locations, stream_view stream) {
+  check_stream(stream, "discard_prefetch");
+  record_prefetch(ranges, locations, "discard_prefetch");
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& r : ranges)
+      drop_pages(r);
+  }
+  (ranges.size() > 1 ? batch_calls_ : discard_calls_).fetch_add(1, std::memory_order_relaxed);
+}
+
+void host_backend::advise(byte_range range, advice a, location loc) {
+  if (advice_takes_location(a))
+    loc = resolve(loc, "advise");
+  std::lock_guard lock(mutex_);
+  const auto span = pages_of(range, "advise");
+  for (auto p = span.first; p < span.last; ++p) {
+    auto& page = span.map->pages[p];
+    switch (a) {
+      case advice::set_read_mostly:
+        page.read_mostly = true;
+        break;
+      case advice::unset_read_mostly:
+        page.read_mostly = false;
+        break;
+      case advice::set_preferred_location:
+        page.preferred = loc;
+        break;
+      case advice::unset_preferred_location:
+        page.preferred.reset();
+        break;
+      case advice::set_accessed_by: {
+        auto pos = std::lower_bound(page.accessed_by.begin(), page.accessed_by.end(), loc);
+        if (pos == page.accessed_by.end() || *pos != loc)
+          page.accessed_by.insert(pos, loc);
+        break;
+      }
+      case advice::unset_accessed_by:
+        std::erase(page.accessed_by, loc);
+        break;
+    }
+  }
+  advise_calls_.fetch_add(1, std::memory_order_relaxed);
+}
+
+range_attributes host_backend::attributes(byte_range range) {
+  std::lock_guard lock(mutex_);
+  const auto span = pages_of(range, "attributes");
+  const auto& first = span.map->pages[span.first];
+  range_attributes out{first.read_mostly, first.preferred, first.accessed_by, first.last_prefetch};
+  for (auto p = span.first + 1; p < span.last; ++p) {
+    const auto& page = span.map->pages[p];
+    out.read_mostly = out.read_mostly && page.read_mostly;
+    if (out.preferred_location != page.preferred)
+      out.preferred_location.reset();
+    if (out.last_prefetch_location != page.last_prefetch)
+      out.last_prefetch_location.reset();
+    std::vector<location> common;
+    std::set_intersection(out.accessed_by.begin(), out.accessed_by.end(), page.accessed_by.begin(),
+                          page.accessed_by.end(), std::back_inserter(common));
+    out.accessed_by = std::move(common);
+  }
+  return out;
+}
+
+memory_kind host_backend::kind_of(const void* ptr) {
+  // Without a CUDA runtime every non-null pointer is plain system memory.
+  return ptr == nullptr ? memory_kind::unknown : memory_kind::host;
+}
+
+bool host_backend::is_capturing(stream_view stream) {
+  check_stream(stream, "is_capturing");
+  return false;
+}
+
+void host_backend::launch_host_func(stream_view stream, void (*fn)(void*), void* arg) {
+  check_stream(stream, "launch_host_func");
+  fn(arg);  // host work is synchronous: the stream has already reached this point
+}
+
+backend_counters host_backend::counters() const noexcept {
+  backend_counters c;
+  c.allocations = allocations_.load(std::memory_order_relaxed);
+  c.frees = frees_.load(std::memory_order_relaxed);
+  c.bad_frees = bad_frees_.load(std::memory_order_relaxed);
+  c.prefetch_calls = prefetch_calls_.load(std::memory_order_relaxed);
+  c.batch_calls = batch_calls_.load(std::memory_order_relaxed);
+  c.discard_calls = discard_calls_.load(std::memory_order_relaxed);
+  c.advise_calls = advise_calls_.load(std::memory_order_relaxed);
+  c.live_allocations = c.allocations - c.frees;
+  c.live_bytes = live_bytes_.load(std::memory_order_relaxed);
+  return c;
+}
+
+}  // namespace uma

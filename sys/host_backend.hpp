@@ -1,0 +1,81 @@
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "sys/backend.hpp"
+
+namespace uma {
+
+/// The embedded default where no CUDA device is usable, and a real backend for CPU-only
+/// deployments: managed regions are page-aligned anonymous mappings; prefetch, advice and discard
+/// are recorded per page so that `attributes` answers exactly what was set (as CUDA aggregates
+/// per-page state over a range). Discard drops the physical pages (they read back as zeros).
+/// Freed regions are unmapped, so a read after free faults instead of reading stale data.
+/// It has no GPUs and no streams: device locations and non-null streams are invalid here.
+class host_backend final : public backend {
+ public:
+  host_backend();
+  ~host_backend() override;
+
+  [[nodiscard]] backend_kind kind() const noexcept override { return backend_kind::host; }
+  [[nodiscard]] std::string description() const override;
+  [[nodiscard]] int device_count() const noexcept override { return 0; }
+  [[nodiscard]] const device_capabilities& capabilities(int ordinal) const override;
+  [[nodiscard]] int host_numa_nodes() const noexcept override { return numa_nodes_; }
+  [[nodiscard]] std::size_t guaranteed_alignment() const noexcept override { return page_size_; }
+  [[nodiscard]] std::size_t default_quota() const override;
+
+  [[nodiscard]] void* allocate_managed(std::size_t bytes, attach_flag attach) override;
+  void free_managed(void* ptr, std::size_t bytes) noexcept override;
+  void prefetch(std::span<const byte_range> ranges, std::span<const location> locations,
+                stream_view stream) override;
+  void discard(std::span<const byte_range> ranges, stream_view stream) override;
+  void discard_prefetch(std::span<const byte_range> ranges, std::span<const location> locations,
+                        stream_view stream) override;
+  void advise(byte_range range, advice a, location loc) override;
+  [[nodiscard]] range_attributes attributes(byte_range range) override;
+
+  [[nodiscard]] memory_kind kind_of(const void* ptr) override;
+  [[nodiscard]] bool is_capturing(stream_view stream) override;
+  void launch_host_func(stream_view stream, void (*fn)(void*), void* arg) override;
+  void synchronize() override {}
+
+  [[nodiscard]] backend_counters counters() const noexcept override;
+
+ private:
+  struct page_state {
+    bool read_mostly = false;
+    std::optional<location> preferred;
+    std::vector<location> accessed_by;  // sorted
+    std::optional<location> last_prefetch;
+  };
+  struct mapping {
+    std::size_t bytes = 0;          // as requested
+    std::size_t mapped_bytes = 0;   // rounded up to pages
+    std::vector<page_state> pages;  // one per page
+  };
+  struct page_span {
+    mapping* map;
+    std::size_t first;
+    std::size_t last;  // exclusive
+  };
+
+  page_span pages_of(byte_range range, const char* operation);  // mutex_ held
+  location resolve(location loc, const char* operation) const;
+  void check_stream(stream_view stream, const char* operation) const;
+  void record_prefetch(std::span<const byte_range> ranges, std::span<const location> locations,
+                       const char* operation);
+  void drop_pages(byte_range range);  // mutex_ held
+
+  std::size_t page_size_;
+  int numa_nodes_;
+  mutable std::mutex mutex_;
+  std::map<std::uintptr_t, mapping> mappings_;
+  std::atomic<std::uint64_t> allocations_{0}, frees_{0}, bad_frees_{0}, prefetch_calls_{0},
+      batch_calls_{0}, discard_calls_{0}, advise_calls_{0}, live_bytes_{0};
+};
+
+}  // namespace uma

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace uma {
+
+/// One thread that runs jobs in the order they were posted. The allocator actor hands it every
+/// backend call that may block (a CUDA prefetch host call blocks for about the whole transfer,
+/// cudaFree synchronizes the device), so that the actor keeps serving other requests. FIFO order
+/// keeps per-region ordering: advice, prefetch and free of one region run in request order.
+class work_queue {
+ public:
+  /// Starts the thread.
+  work_queue();
+  work_queue(const work_queue&) = delete;
+  work_queue& operator=(const work_queue&) = delete;
+  /// Runs what is queued, then joins the thread.
+  ~work_queue();
+
+  /// Queues `job`; it must not throw (exceptions escaping a job terminate the process).
+  void post(std::function<void()> job);
+  /// Runs every queued job, then stops the thread. Later posts run inline on the caller.
+  void drain_and_stop() noexcept;
+  /// Jobs queued and not yet finished.
+  [[nodiscard]] std::size_t pending() const;
+
+ private:
+  void run();
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  std::size_t running_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace uma

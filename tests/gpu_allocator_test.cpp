@@ -1,0 +1,185 @@
+// Allocator behaviour on the CUDA backend. Labelled `gpu`; every test skips with a reason when no
+// CUDA device is usable (CI has none).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "support/actor_fixture.hpp"
+#include "support/cuda_kernels.hpp"
+#include "sys/cuda_backend.hpp"
+
+namespace uma {
+namespace {
+
+class gpu_allocator : public test::actor_fixture {
+ protected:
+  void SetUp() override {
+    const auto probe = probe_cuda();
+    if (!probe.usable)
+      GTEST_SKIP() << "no usable CUDA device: " << probe.reason;
+    cuda_ = make_backend(backend_choice::cuda);
+    gpu_ = make_client({.backend = cuda_, .quota_bytes = 8ull << 30});
+  }
+  void TearDown() override { gpu_.reset(); }
+
+  std::shared_ptr<backend> cuda_;
+  std::unique_ptr<client> gpu_;
+};
+
+/// A host callback that holds its stream until the test opens the gate.
+struct gate {
+  std::atomic<bool> open{false};
+  static void wait(void* self) {
+    auto* g = static_cast<gate*>(self);
+    while (!g->open.load())
+      std::this_thread::yield();
+  }
+};
+
+TEST_F(gpu_allocator, ReportsTheCudaBackend) {
+  EXPECT_EQ(gpu_->stats().backend, "cuda");
+  EXPECT_GE(cuda_->device_count(), 1);
+}
+
+TEST_F(gpu_allocator, KernelWritesThroughARefAreVisibleOnTheHostAfterSync) {
+  auto ref = gpu_->allocate<float>(1 << 20);
+  gpu_->prefetch(ref, location::device(0), {}, completion::complete);
+  test::fill_on_device(ref.data(), ref.size(), 3.0f, nullptr);
+  test::device_synchronize();
+  auto pin = ref.pin();
+  EXPECT_EQ(pin[0], 3.0f);
+  EXPECT_EQ(pin[ref.size() - 1], 3.0f);
+}
+
+TEST_F(gpu_allocator, PrefetchThroughTheActorChangesTheLastPrefetchLocation) {
+  auto ref = gpu_->allocate<float>(1 << 20);
+  gpu_->prefetch(ref, location::device(0), {}, completion::complete);
+  EXPECT_EQ(gpu_->attributes(ref).last_prefetch_location, location::device(0));
+  gpu_->prefetch(ref, location::host(), {}, completion::complete);
+  EXPECT_EQ(gpu_->attributes(ref).last_prefetch_location, location::host());
+}
+
+TEST_F(gpu_allocator, AdviceRoundTripsThroughCudaMemRangeGetAttribute) {
+  auto ref = gpu_->allocate<float>(1 << 20);
+  gpu_->advise(ref, advice::set_read_mostly);
+  gpu_->advise(ref, advice::set_preferred_location, location::device(0));
+  gpu_->advise(ref, advice::set_accessed_by, location::device(0));
+  auto a = gpu_->attributes(ref);
+  EXPECT_TRUE(a.read_mostly);
+  EXPECT_EQ(a.preferred_location, location::device(0));
+  EXPECT_EQ(a.accessed_by, std::vector<location>{location::device(0)});
+  gpu_->advise(ref, advice::unset_accessed_by, location::device(0));
+  gpu_->advise(ref, advice::unset_preferred_location);
+  gpu_->advise(ref, advice::unset_read_mostly);
+  EXPECT_EQ(gpu_->attributes(ref),
+            range_attributes{.last_prefetch_location = a.last_prefetch_location});
+}
+
+TEST_F(gpu_allocator, BatchPrefetchOfManyRefsUsesTheBatchEntryPoint) {
+  std::vector<byte_ref> refs;
+  for (int i = 0; i < 16; ++i)
+    refs.push_back(client::erase(gpu_->allocate<float>(16384)));
+  const auto before = cuda_->counters();
+  gpu_->prefetch(refs, {location::device(0)}, {}, completion::complete);
+  const auto after = cuda_->counters();
+  if (cuda_->capabilities(0).batch_api)
+    EXPECT_EQ(after.batch_calls, before.batch_calls + 1);
+  else
+    EXPECT_EQ(after.prefetch_calls, before.prefetch_calls + 16);
+  for (const auto& r : refs)
+    EXPECT_EQ(gpu_->attributes(r).last_prefetch_location, location::device(0));
+}
+
+TEST_F(gpu_allocator, MemoryKindOfAManagedRef) {
+  auto ref = gpu_->allocate<float>(1024);
+  EXPECT_EQ(gpu_->kind_of(ref.data()), memory_kind::cuda_managed);
+  EXPECT_TRUE(gpu_->can_access(location::device(0), ref));
+  EXPECT_TRUE(gpu_->can_access(location::host(), ref));
+}
+
+TEST_F(gpu_allocator, AllocationDuringAStreamCaptureIsRefused) {
+  void* stream = test::create_stream();
+  test::begin_capture(stream);
+  UMA_EXPECT_ERROR((void)gpu_->allocate<float>(1024, {.stream = {stream}}),
+                   errc::capture_in_progress, "capturing");
+  test::end_capture_and_destroy(stream);
+  test::destroy_stream(stream);
+  EXPECT_EQ(gpu_->stats().failures_of(errc::capture_in_progress), 1u);
+  EXPECT_EQ(cuda_->counters().allocations, 0u);
+}
+
+TEST_F(gpu_allocator, PrefetchToTheHostNumaNodeOfDevice0) {
+  const int numa = cuda_->capabilities(0).host_numa_id;
+  if (numa < 0)
+    GTEST_SKIP() << "device 0 reports no host NUMA node";
+  auto ref = gpu_->allocate<float>(1 << 20);
+  gpu_->prefetch(ref, location::host_numa(numa), {}, completion::complete);
+  const auto last = gpu_->attributes(ref).last_prefetch_location;
+  ASSERT_TRUE(last.has_value());
+  EXPECT_TRUE(last->is_host_side()) << to_string(*last);
+}
+
+TEST_F(gpu_allocator, AStreamTiedPinKeepsTheRegionAcrossAStop) {
+  void* stream = test::create_stream();
+  auto ref = gpu_->allocate<float>(1 << 20);
+  gate g;
+  cuda_->launch_host_func({stream}, &gate::wait, &g);  // the stream stalls here
+  ref.pin_until({stream});
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    gpu_->stop();
+    stopped = true;
+  });
+  while (ref.valid())
+    std::this_thread::yield();  // stopping, waiting for the pin
+  EXPECT_EQ(cuda_->counters().frees, 0u);
+  EXPECT_FALSE(stopped.load());
+  g.open = true;  // the stream reaches the pin's callback, which releases it
+  stopper.join();
+  EXPECT_EQ(cuda_->counters().frees, 1u);
+  EXPECT_TRUE(ref.stop_info()->pins_drained);
+  test::stream_synchronize(stream);
+  test::destroy_stream(stream);
+}
+
+TEST_F(gpu_allocator, StatsAreAnsweredWhileA1GiBPrefetchRuns) {
+  constexpr std::size_t bytes = 1ull << 30;
+  auto ref = gpu_->allocate<std::byte>(bytes);
+  std::memset(ref.pin().data(), 1, bytes);  // resident on the host
+  std::atomic<bool> done{false};
+  std::thread mover([&] {
+    gpu_->prefetch(ref, location::device(0));
+    done = true;
+  });
+  while (gpu_->stats().pending_jobs == 0 && !done)
+    std::this_thread::yield();
+  int answered = 0;
+  std::chrono::nanoseconds worst{0};
+  while (!done) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)gpu_->stats();
+    worst = std::max(worst, std::chrono::steady_clock::now() - t0);
+    ++answered;
+  }
+  mover.join();
+  std::printf("[ measure  ] %d stats replies during the 1 GiB prefetch, worst %.1f us\n", answered,
+              std::chrono::duration<double, std::micro>(worst).count());
+  EXPECT_GT(answered, 0);
+}
+
+TEST_F(gpu_allocator, TwoGpuPrefetchToDevice1AndPeerAccess) {
+  if (cuda_->device_count() < 2)
+    GTEST_SKIP() << "needs two GPUs, this machine has one";
+  auto ref = gpu_->allocate<float>(1 << 20);
+  gpu_->prefetch(ref, location::device(1), {}, completion::complete);
+  EXPECT_EQ(gpu_->attributes(ref).last_prefetch_location, location::device(1));
+  gpu_->advise(ref, advice::set_accessed_by, location::device(1));
+  EXPECT_EQ(gpu_->attributes(ref).accessed_by, std::vector<location>{location::device(1)});
+  EXPECT_TRUE(gpu_->can_access(location::device(1), ref));
+}
+
+}  // namespace
+}  // namespace uma

@@ -1,0 +1,55 @@
+#pragma once
+
+#include <memory>
+
+#include <gtest/gtest.h>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "actors/client.hpp"
+#include "messages/register_types.hpp"
+#include "sys/host_backend.hpp"
+
+namespace uma::test {
+
+/// An actor system per test, with uma registered, and a host-backend allocator behind a facade.
+/// The backend is kept so tests can read its call counters.
+class actor_fixture : public ::testing::Test {
+ protected:
+  struct uma_config : caf::actor_system_config {
+    uma_config() { register_types(*this); }
+  };
+
+  allocator_config host_config() {
+    allocator_config c;
+    c.backend = backend_;
+    return c;
+  }
+
+  /// A fresh allocator on the fixture's backend.
+  std::unique_ptr<client> make_client(allocator_config c) {
+    if (!c.backend)
+      c.backend = backend_;
+    return std::make_unique<client>(sys_, std::move(c));
+  }
+
+  std::shared_ptr<host_backend> backend_ = std::make_shared<host_backend>();
+  uma_config cfg_;
+  caf::actor_system sys_{cfg_};
+  std::unique_ptr<client> uma_ = make_client(host_config());
+};
+
+/// Asserts that `stmt` throws uma::error with `code` and a message containing `words`.
+#define UMA_EXPECT_ERROR(stmt, expected_code, words)                   \
+  do {                                                                 \
+    try {                                                              \
+      stmt;                                                            \
+      ADD_FAILURE() << #stmt " did not throw";                         \
+    } catch (const ::uma::error& e) {                                  \
+      EXPECT_EQ(e.code(), expected_code) << e.what();                  \
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos)  \
+          << "message '" << e.what() << "' lacks '" << (words) << "'"; \
+    }                                                                  \
+  } while (false)
+
+}  // namespace uma::test

@@ -1,0 +1,144 @@
+#include "tests/support/cuda_kernels.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace uma::test {
+
+namespace {
+
+void check(cudaError_t status, const char* call, const char* file, int line) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", file, line, call, cudaGetErrorName(status),
+                 cudaGetErrorString(status));
+    std::abort();
+  }
+}
+
+#define UMA_TEST_CUDA(call) check((call), #call, __FILE__, __LINE__)
+
+constexpr unsigned int block_size = 256;
+
+unsigned int grid_for(std::size_t n) {
+  const std::size_t blocks = (n + block_size - 1) / block_size;
+  return static_cast<unsigned int>(blocks < 4096 ? (blocks == 0 ? 1 : blocks) : 4096);
+}
+
+cudaStream_t as_stream(void* stream) {
+  return static_cast<cudaStream_t>(stream);
+}
+
+__global__ void fill_kernel(float* data, std::size_t n, float value) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(blockDim.x) * gridDim.x) {
+    data[i] = value;
+  }
+}
+
+__global__ void add_kernel(float* data, std::size_t n, float delta) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(blockDim.x) * gridDim.x) {
+    data[i] += delta;
+  }
+}
+
+__global__ void sum_kernel(const float* data, std::size_t n, double* out) {
+  double local = 0.0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(blockDim.x) * gridDim.x) {
+    local += data[i];
+  }
+  atomicAdd(out, local);
+}
+
+}  // namespace
+
+void fill_on_device(float* data, std::size_t n, float value, void* stream) {
+  fill_kernel<<<grid_for(n), block_size, 0, as_stream(stream)>>>(data, n, value);
+  UMA_TEST_CUDA(cudaGetLastError());
+}
+
+void add_on_device(float* data, std::size_t n, float delta, void* stream) {
+  add_kernel<<<grid_for(n), block_size, 0, as_stream(stream)>>>(data, n, delta);
+  UMA_TEST_CUDA(cudaGetLastError());
+}
+
+double sum_on_device(const float* data, std::size_t n) {
+  double* out = nullptr;
+  UMA_TEST_CUDA(cudaMalloc(&out, sizeof(double)));
+  UMA_TEST_CUDA(cudaMemset(out, 0, sizeof(double)));
+  sum_kernel<<<grid_for(n), block_size>>>(data, n, out);
+  UMA_TEST_CUDA(cudaGetLastError());
+  double result = 0.0;
+  UMA_TEST_CUDA(cudaMemcpy(&result, out, sizeof(double), cudaMemcpyDeviceToHost));
+  UMA_TEST_CUDA(cudaFree(out));
+  return result;
+}
+
+void* create_stream() {
+  cudaStream_t stream = nullptr;
+  UMA_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
+void destroy_stream(void* stream) {
+  if (stream != nullptr) {
+    UMA_TEST_CUDA(cudaStreamDestroy(as_stream(stream)));
+  }
+}
+
+void stream_synchronize(void* stream) {
+  UMA_TEST_CUDA(cudaStreamSynchronize(as_stream(stream)));
+}
+
+void device_synchronize() {
+  UMA_TEST_CUDA(cudaDeviceSynchronize());
+}
+
+void* alloc_device(std::size_t bytes) {
+  void* ptr = nullptr;
+  UMA_TEST_CUDA(cudaMalloc(&ptr, bytes));
+  return ptr;
+}
+
+void free_device(void* ptr) {
+  UMA_TEST_CUDA(cudaFree(ptr));
+}
+
+void* alloc_pinned(std::size_t bytes) {
+  void* ptr = nullptr;
+  UMA_TEST_CUDA(cudaMallocHost(&ptr, bytes));
+  return ptr;
+}
+
+void free_pinned(void* ptr) {
+  UMA_TEST_CUDA(cudaFreeHost(ptr));
+}
+
+void* alloc_pool(std::size_t bytes, void* stream) {
+  void* ptr = nullptr;
+  UMA_TEST_CUDA(cudaMallocAsync(&ptr, bytes, as_stream(stream)));
+  UMA_TEST_CUDA(cudaStreamSynchronize(as_stream(stream)));
+  return ptr;
+}
+
+void free_pool(void* ptr, void* stream) {
+  UMA_TEST_CUDA(cudaFreeAsync(ptr, as_stream(stream)));
+  UMA_TEST_CUDA(cudaStreamSynchronize(as_stream(stream)));
+}
+
+void begin_capture(void* stream) {
+  UMA_TEST_CUDA(cudaStreamBeginCapture(as_stream(stream), cudaStreamCaptureModeThreadLocal));
+}
+
+void end_capture_and_destroy(void* stream) {
+  cudaGraph_t graph = nullptr;
+  UMA_TEST_CUDA(cudaStreamEndCapture(as_stream(stream), &graph));
+  if (graph != nullptr) {
+    UMA_TEST_CUDA(cudaGraphDestroy(graph));
+  }
+}
+
+}  // namespace uma::test

@@ -1,0 +1,44 @@
+#pragma once
+
+// GPU helpers for uma's tests, compiled by nvcc in tests/support/cuda_kernels.cu. The header is
+// free of CUDA headers: streams are plain `void*` (a `cudaStream_t`; null is the legacy default
+// stream). Every helper aborts with a message naming the failing call: these are test fixtures,
+// not library code.
+
+#include <cstddef>
+
+namespace uma::test {
+
+/// Enqueues a kernel setting `data[0, n)` to `value` on `stream`.
+void fill_on_device(float* data, std::size_t n, float value, void* stream);
+/// Enqueues a kernel adding `delta` to every element of `data[0, n)` on `stream`.
+void add_on_device(float* data, std::size_t n, float delta, void* stream);
+/// Sums `data[0, n)` on the device (legacy default stream) and waits for the result.
+[[nodiscard]] double sum_on_device(const float* data, std::size_t n);
+
+/// A new non-blocking stream on the current device.
+[[nodiscard]] void* create_stream();
+/// Destroys a stream from create_stream (null is ignored).
+void destroy_stream(void* stream);
+/// Waits for all work on `stream`.
+void stream_synchronize(void* stream);
+/// Waits for all work on the current device.
+void device_synchronize();
+
+/// cudaMalloc / cudaFree.
+[[nodiscard]] void* alloc_device(std::size_t bytes);
+void free_device(void* ptr);
+/// cudaMallocHost / cudaFreeHost.
+[[nodiscard]] void* alloc_pinned(std::size_t bytes);
+void free_pinned(void* ptr);
+/// cudaMallocAsync from the current device's default pool, ordered on `stream` and waited for.
+[[nodiscard]] void* alloc_pool(std::size_t bytes, void* stream);
+/// cudaFreeAsync on `stream`, waited for.
+void free_pool(void* ptr, void* stream);
+
+/// Starts capturing `stream` into a graph (thread-local capture mode).
+void begin_capture(void* stream);
+/// Ends the capture on `stream` and destroys the captured graph.
+void end_capture_and_destroy(void* stream);
+
+}  // namespace uma::test
