@@ -287,10 +287,18 @@ class managed_allocator final : public allocator_impl::base {
     }
   }
 
+  /// Stream-ordered work must not be enqueued into a capture: a prefetch there fails and
+  /// invalidates the caller's capture, so it is refused before anything is enqueued.
   void check_stream(stream_view stream, const char* op) {
-    if (stream.handle != nullptr && backend_->kind() == backend_kind::host)
+    if (stream.handle == nullptr)
+      return;
+    if (backend_->kind() == backend_kind::host)
       raise(errc::invalid_argument, std::string(op) + ": stream " + detail::hex(stream.handle) +
                                         " given, but the host backend has no CUDA streams");
+    if (backend_->is_capturing(stream))
+      raise(errc::capture_in_progress, std::string(op) + ": stream " + detail::hex(stream.handle) +
+                                           " is capturing a graph; uma does not enqueue managed "
+                                           "memory operations into a capture");
   }
 
   static std::vector<byte_range> ranges_of(std::span<const byte_ref> refs) {

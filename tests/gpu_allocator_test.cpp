@@ -82,8 +82,9 @@ TEST_F(gpu_allocator, BatchPrefetchOfManyRefsUsesTheBatchEntryPoint) {
   std::vector<byte_ref> refs;
   for (int i = 0; i < 16; ++i)
     refs.push_back(client::erase(gpu_->allocate<float>(16384)));
+  void* stream = test::create_stream();
   const auto before = cuda_->counters();
-  gpu_->prefetch(refs, {location::device(0)}, {}, completion::complete);
+  gpu_->prefetch(refs, {location::device(0)}, {stream}, completion::complete);
   const auto after = cuda_->counters();
   if (cuda_->capabilities(0).batch_api)
     EXPECT_EQ(after.batch_calls, before.batch_calls + 1);
@@ -91,6 +92,29 @@ TEST_F(gpu_allocator, BatchPrefetchOfManyRefsUsesTheBatchEntryPoint) {
     EXPECT_EQ(after.prefetch_calls, before.prefetch_calls + 16);
   for (const auto& r : refs)
     EXPECT_EQ(gpu_->attributes(r).last_prefetch_location, location::device(0));
+  test::destroy_stream(stream);
+}
+
+TEST_F(gpu_allocator, BatchPrefetchOnTheDefaultStreamLoopsOverSingleCalls) {
+  // The batch entry points refuse the legacy default stream.
+  std::vector<byte_ref> refs;
+  for (int i = 0; i < 4; ++i)
+    refs.push_back(client::erase(gpu_->allocate<float>(16384)));
+  const auto before = cuda_->counters();
+  gpu_->prefetch(refs, {location::device(0)}, {}, completion::complete);
+  EXPECT_EQ(cuda_->counters().prefetch_calls, before.prefetch_calls + 4);
+  for (const auto& r : refs)
+    EXPECT_EQ(gpu_->attributes(r).last_prefetch_location, location::device(0));
+}
+
+TEST_F(gpu_allocator, PrefetchIntoACapturingStreamIsRefusedAndLeavesTheCaptureIntact) {
+  auto ref = gpu_->allocate<float>(1024);
+  void* stream = test::create_stream();
+  test::begin_capture(stream);
+  UMA_EXPECT_ERROR(gpu_->prefetch(ref, location::device(0), {stream}), errc::capture_in_progress,
+                   "capturing");
+  test::end_capture_and_destroy(stream);  // aborts the test if the capture was invalidated
+  test::destroy_stream(stream);
 }
 
 TEST_F(gpu_allocator, MemoryKindOfAManagedRef) {
