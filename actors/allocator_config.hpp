@@ -2,11 +2,21 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+
+#include "memory/allocator_stats.hpp"
+#include "memory/detail/control_block.hpp"
 
 #include "sys/backend.hpp"
 
 namespace uma {
+
+/// How allocations are served.
+enum class allocation_policy : std::uint8_t {
+  direct,  ///< one backend allocation (cudaMallocManaged) per request
+  pool,    ///< page-aligned blocks carved from large slabs (memory/pool.hpp)
+};
 
 /// How an allocator incarnation is set up.
 struct allocator_config {
@@ -21,8 +31,16 @@ struct allocator_config {
   std::chrono::milliseconds drain_timeout{5000};
   /// Incarnation number; refs of other generations are inert for this allocator.
   std::uint64_t generation = 1;
+  /// `direct` (the default: every region is its own allocation) or `pool`.
+  allocation_policy policy = allocation_policy::direct;
+  /// Pool growth unit, and the largest request the pool serves (larger ones go direct).
+  std::size_t slab_bytes = std::size_t{64} << 20;
+  std::size_t max_pooled_block = std::size_t{16} << 20;
   /// Run the actor on its own thread rather than on CAF's scheduler.
   bool detached = false;
+  /// Called at the end of post_stop with the incarnation's final counters and what post_stop
+  /// did (a supervisor keeps per-generation totals with it). Runs on the actor's thread.
+  std::function<void(const allocator_stats&, const stop_report&)> on_stop{};
 };
 
 }  // namespace uma

@@ -88,6 +88,8 @@ class client {
   [[nodiscard]] allocator_stats stats();
   /// The counters once every backend call queued so far (frees included) has run.
   [[nodiscard]] allocator_stats flush();
+  /// Gives the pool's completely free slabs back to the backend; returns how many.
+  std::uint64_t trim() { return call<std::uint64_t>(trim_atom_v); }
   /// The outstanding-allocation report.
   [[nodiscard]] std::vector<region_info> regions();
 

@@ -10,7 +10,9 @@
 #include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "memory/coalesce.hpp"
 #include "memory/location_rules.hpp"
+#include "memory/pool.hpp"
 #include "memory/region_table.hpp"
 #include "messages/error_category.hpp"
 #include "sys/detail/format.hpp"
@@ -22,7 +24,7 @@ namespace {
 
 /// The allocator's own interface: the public one plus completions of off-loop backend work.
 using allocator_impl = managed_allocator_actor::extend<
-    caf::reacts_to<job_done_atom, std::uint64_t, caf::message, caf::error>>;
+    caf::reacts_to<job_done_atom, std::uint64_t, caf::message, caf::error, bool>>;
 
 /// A completion waiting for its stream: what the host callback sends back.
 struct stream_done {
@@ -34,8 +36,8 @@ struct stream_done {
 void on_stream_done(void* arg) {
   // Runs on a CUDA runtime thread: sends a message, calls no CUDA API.
   std::unique_ptr<stream_done> done(static_cast<stream_done*>(arg));
-  caf::anon_send(done->actor, job_done_atom_v, done->ticket, std::move(done->payload),
-                 caf::error{});
+  caf::anon_send(done->actor, job_done_atom_v, done->ticket, std::move(done->payload), caf::error{},
+                 false);
 }
 
 class managed_allocator final : public allocator_impl::base {
@@ -50,6 +52,12 @@ class managed_allocator final : public allocator_impl::base {
     stats_.backend = std::string(to_string(backend_->kind()));
     stats_.generation = config_.generation;
     stats_.quota_bytes = quota_;
+    if (config_.policy == allocation_policy::pool)
+      pool_ = std::make_unique<block_pool>(
+          *backend_, config_.slab_bytes, config_.max_pooled_block, attach_flag::global, quota_,
+          [this](void* base, std::size_t bytes) {
+            worker_.post([b = backend_, base, bytes] { b->free_managed(base, bytes); });
+          });
     control_->set_waker([addr = address()] {
       if (auto hdl = caf::actor_cast<caf::strong_actor_ptr>(addr))
         caf::anon_send(caf::actor_cast<managed_allocator_actor>(hdl), release_atom_v);
@@ -98,18 +106,26 @@ class managed_allocator final : public allocator_impl::base {
                                           [this](allocator_stats& s) { s = current_stats(); });
         },
         [this](release_atom) { drain_releases(); },
-        [this](job_done_atom, std::uint64_t ticket, caf::message& payload, caf::error& err) {
+        [this](trim_atom) -> std::uint64_t { return pool_ ? pool_->trim() : 0; },
+        [this](job_done_atom, std::uint64_t ticket, caf::message& payload, caf::error& err,
+               bool fatal) {
           auto it = pending_.find(ticket);
           if (it == pending_.end())
             return;
           auto finish = std::move(it->second);
           pending_.erase(it);
+          auto reason = fatal ? err : caf::error{};
           finish(payload, err);
+          if (fatal)
+            quit(std::move(reason));  // the supervisor decides what comes next
         },
     };
   }
 
   void on_exit() override {
+    // on_exit also runs from on_destroy (no handle left), where the execution unit is stale:
+    // replies delivered by post_stop go through the scheduler's shared queue.
+    context(nullptr);
     post_stop();
     allocator_impl::base::on_exit();
   }
@@ -135,7 +151,10 @@ class managed_allocator final : public allocator_impl::base {
     if (bytes > SIZE_MAX - padding)
       raise(errc::overflow, "allocate: " + detail::bytes(bytes) + " plus " +
                                 detail::bytes(padding) + " of alignment padding overflow size_t");
-    const std::size_t backend_bytes = bytes + padding;
+    const bool pooled = pool_ && r.attach == attach_flag::global && pool_->serves(bytes, alignment);
+    // A pooled block is page-rounded; a direct region carries its alignment padding.
+    const std::size_t backend_bytes =
+        pooled ? (bytes + pool_->page() - 1) / pool_->page() * pool_->page() : bytes + padding;
     if (backend_bytes > quota_ || stats_.live_bytes > quota_ - backend_bytes)
       raise(errc::quota_exceeded, "allocate: " + detail::bytes(backend_bytes) +
                                       " would bring live bytes to " +
@@ -146,17 +165,19 @@ class managed_allocator final : public allocator_impl::base {
                                            " is capturing a graph; managed memory cannot be "
                                            "allocated inside a capture");
 
-    void* base = backend_->allocate_managed(backend_bytes, r.attach);
-    detail::region* reg = nullptr;
-    try {
-      auto* data = static_cast<std::byte*>(base);
-      data += (alignment - reinterpret_cast<std::uintptr_t>(data) % alignment) % alignment;
-      reg = new detail::region(control_, next_id_, base, data, bytes, backend_bytes);
-      table_.insert(reg, r.label, r.attach);
-    } catch (...) {
-      delete reg;
-      backend_->free_managed(base, backend_bytes);
-      throw;
+    detail::region* reg = pooled ? allocate_block(bytes, r.label) : nullptr;
+    if (reg == nullptr) {
+      void* base = backend_->allocate_managed(backend_bytes, r.attach);
+      try {
+        auto* data = static_cast<std::byte*>(base);
+        data += (alignment - reinterpret_cast<std::uintptr_t>(data) % alignment) % alignment;
+        reg = new detail::region(control_, next_id_, base, data, bytes, backend_bytes);
+        table_.insert(reg, r.label, r.attach);
+      } catch (...) {
+        delete reg;
+        backend_->free_managed(base, backend_bytes);
+        throw;
+      }
     }
     ++next_id_;
     ++stats_.allocations;
@@ -166,6 +187,38 @@ class managed_allocator final : public allocator_impl::base {
     stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
     detail::add_ref(reg);  // the reply's count; the table keeps the initial one
     return byte_ref::adopt(reg, 0, bytes);
+  }
+
+  /// A pooled region: a block carved from a slab (no backend call unless the pool grows).
+  detail::region* allocate_block(std::size_t bytes, const std::string& label) {
+    const auto blk = pool_->allocate(bytes);
+    detail::region* reg = nullptr;
+    try {
+      reg = new detail::region(control_, next_id_, blk.data, blk.data, bytes, blk.bytes, blk.slab,
+                               blk.offset);
+      table_.insert(reg, label, attach_flag::global);
+    } catch (...) {
+      delete reg;
+      pool_->deallocate(blk);
+      throw;
+    }
+    return reg;
+  }
+
+  /// The ranges of `refs`, each keyed by the allocation it lies in, merged where adjacent.
+  coalesced_ranges coalesced(std::span<const byte_ref> refs, std::span<const location> locations) {
+    std::vector<keyed_range> keyed;
+    keyed.reserve(refs.size());
+    for (std::size_t i = 0; i < refs.size(); ++i) {
+      const auto* r = refs[i].region_record();
+      const std::uint64_t allocation = r->pooled() ? r->slab : (std::uint64_t{1} << 32) + r->id;
+      keyed.push_back(
+          {allocation, refs[i].range(),
+           locations.empty() ? location::host() : locations[locations.size() == 1 ? 0 : i]});
+    }
+    auto out = coalesce(std::move(keyed));
+    stats_.ranges_coalesced += refs.size() - out.ranges.size();
+    return out;
   }
 
   caf::typed_response_promise<op_result> prefetch(const prefetch_request& r, bool discard_first) {
@@ -179,15 +232,16 @@ class managed_allocator final : public allocator_impl::base {
     for (const auto& loc : r.locations)
       validate_location(*backend_, location_use::prefetch, loc);
     check_stream(r.stream, op);
-    auto ranges = ranges_of(r.refs);
-    const auto summary = summarize(ranges, r.reply_when);
+    auto summary = summarize(ranges_of(r.refs), r.reply_when);
+    auto merged = coalesced(r.refs, r.locations);
+    summary.backend_ranges = merged.ranges.size();
     return offload<op_result>(
-        [b = backend_, ranges = std::move(ranges), locs = r.locations, stream = r.stream,
-         keep = r.refs, discard_first, summary] {
+        [b = backend_, merged = std::move(merged), stream = r.stream, keep = r.refs, discard_first,
+         summary] {
           if (discard_first)
-            b->discard_prefetch(ranges, locs, stream);
+            b->discard_prefetch(merged.ranges, merged.locations, stream);
           else
-            b->prefetch(ranges, locs, stream);
+            b->prefetch(merged.ranges, merged.locations, stream);
           return summary;
         },
         r.stream, r.reply_when,
@@ -204,10 +258,12 @@ class managed_allocator final : public allocator_impl::base {
   caf::typed_response_promise<op_result> discard(const discard_request& r) {
     check_refs(r.refs, "discard");
     check_stream(r.stream, "discard");
-    auto ranges = ranges_of(r.refs);
-    const auto summary = summarize(ranges, r.reply_when);
+    auto summary = summarize(ranges_of(r.refs), r.reply_when);
+    auto merged = coalesced(r.refs, {});
+    summary.backend_ranges = merged.ranges.size();
     return offload<op_result>(
-        [b = backend_, ranges = std::move(ranges), stream = r.stream, keep = r.refs, summary] {
+        [b = backend_, ranges = std::move(merged.ranges), stream = r.stream, keep = r.refs,
+         summary] {
           b->discard(ranges, stream);
           return summary;
         },
@@ -218,18 +274,44 @@ class managed_allocator final : public allocator_impl::base {
         });
   }
 
-  caf::typed_response_promise<op_result> advise(const advise_request& r) {
+  /// Advice the allocator knows to change nothing is skipped (tracked per whole region).
+  caf::result<op_result> advise(const advise_request& r) {
     check_refs(r.refs, "advise");
     validate_advice(*backend_, r.what, r.where);
-    auto ranges = ranges_of(r.refs);
-    const auto summary = summarize(ranges, completion::enqueued);
+    auto summary = summarize(ranges_of(r.refs), completion::enqueued);
+    std::vector<byte_range> todo;
+    std::vector<std::uint64_t> touched;
+    for (const auto& ref : r.refs) {
+      auto* entry = table_.find(ref.id());
+      const bool whole = ref.byte_offset() == 0 && ref.bytes() == ref.region_record()->bytes;
+      if (whole && entry->advice.unchanged_by(r.what, r.where)) {
+        ++stats_.advice_elided;
+        continue;
+      }
+      if (whole)
+        entry->advice.apply(r.what, r.where);
+      else
+        entry->advice.known = false;  // part of the region: its state is no longer one value
+      todo.push_back(ref.range());
+      touched.push_back(ref.id());
+    }
+    summary.backend_ranges = todo.size();
+    if (todo.empty()) {
+      stats_.advises += summary.ranges;
+      return summary;
+    }
     return offload<op_result>(
-        [b = backend_, ranges = std::move(ranges), what = r.what, where = r.where, keep = r.refs,
+        [b = backend_, todo = std::move(todo), what = r.what, where = r.where, keep = r.refs,
          summary] {
-          apply_advice_whole(*b, ranges, what, where);
+          apply_advice_whole(*b, todo, what, where);
           return summary;
         },
-        {}, completion::enqueued, [this](op_result& res) { stats_.advises += res.ranges; });
+        {}, completion::enqueued, [this](op_result& res) { stats_.advises += res.ranges; },
+        [this, touched = std::move(touched)] {
+          for (auto id : touched)  // the runtime refused: what is in force is not known
+            if (auto* e = table_.find(id))
+              e->advice.known = false;
+        });
   }
 
   bool can_access(const location& loc, const byte_ref& ref) {
@@ -339,6 +421,27 @@ class managed_allocator final : public allocator_impl::base {
     }
   }
 
+  /// Takes every advice in `state` back from `range` (all of them when the state is unknown).
+  static void reset_advice(backend& b, byte_range range, const advice_state& state,
+                           int devices) noexcept {
+    try {
+      if (!state.known || state.read_mostly)
+        b.advise(range, advice::unset_read_mostly, location::host());
+      if (!state.known || state.preferred)
+        b.advise(range, advice::unset_preferred_location, location::host());
+      if (state.known) {
+        for (const auto& loc : state.accessed_by)
+          b.advise(range, advice::unset_accessed_by, loc);
+      } else {
+        for (int d = 0; d < devices; ++d)
+          b.advise(range, advice::unset_accessed_by, location::device(d));
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "uma: could not reset the advice of a released pool block: %s\n",
+                   e.what());
+    }
+  }
+
   static void restore(backend& b, byte_range r, advice what, location where,
                       const range_attributes& was) noexcept {
     try {
@@ -374,24 +477,28 @@ class managed_allocator final : public allocator_impl::base {
   /// on the actor thread before the reply (stats; may rewrite the reply).
   template <class T, class Job, class OnSuccess>
   caf::typed_response_promise<T> offload(Job job, stream_view stream, completion when,
-                                         OnSuccess on_success) {
+                                         OnSuccess on_success,
+                                         std::function<void()> on_failure = {}) {
     auto rp = make_response_promise<T>();
     const auto ticket = ++next_ticket_;
-    pending_.emplace(ticket,
-                     [this, rp, on_success](caf::message& payload, caf::error& err) mutable {
-                       if (err) {
-                         count_failure(err);
-                         rp.deliver(std::move(err));
-                         return;
-                       }
-                       T value = payload.get_as<T>(0);
-                       on_success(value);
-                       rp.deliver(std::move(value));
-                     });
+    pending_.emplace(
+        ticket, [this, rp, on_success, on_failure](caf::message& payload, caf::error& err) mutable {
+          if (err) {
+            if (on_failure)
+              on_failure();
+            count_failure(err);
+            rp.deliver(std::move(err));
+            return;
+          }
+          T value = payload.get_as<T>(0);
+          on_success(value);
+          rp.deliver(std::move(value));
+        });
     worker_.post([job = std::move(job), hdl = caf::actor_cast<allocator_impl>(this), ticket,
                   b = backend_, stream, when]() mutable {
       caf::message payload;
       caf::error err;
+      bool fatal = false;
       try {
         payload = caf::make_message(job());
         if (when == completion::complete) {
@@ -402,10 +509,11 @@ class managed_allocator final : public allocator_impl::base {
         }
       } catch (const error& e) {
         err = make_caf_error(e);
+        fatal = is_fatal(e);
       } catch (const std::exception& e) {
         err = make_caf_error(errc::backend_error, e.what());
       }
-      caf::anon_send(hdl, job_done_atom_v, ticket, std::move(payload), std::move(err));
+      caf::anon_send(hdl, job_done_atom_v, ticket, std::move(payload), std::move(err), fatal);
     });
     return rp;
   }
@@ -420,10 +528,22 @@ class managed_allocator final : public allocator_impl::base {
       auto* r = entry->region;
       if (r->refs.load(std::memory_order_acquire) != 1)
         continue;  // re-shared since
-      table_.erase(id);
       ++stats_.releases;
       --stats_.live_regions;
       stats_.live_bytes -= r->backend_bytes;
+      if (r->pooled()) {
+        // The block's pages keep their advice: take it back before anyone else gets them (the
+        // worker is FIFO, so the reset runs before any request of the block's next owner).
+        if (!entry->advice.is_default())
+          worker_.post(
+              [b = backend_, range = byte_range{r->data, r->backend_bytes}, state = entry->advice,
+               devices = backend_->device_count()] { reset_advice(*b, range, state, devices); });
+        table_.erase(id);
+        pool_->deallocate({r->slab, r->slab_offset, r->backend_bytes, r->data});
+        detail::drop_table_ref(r);
+        continue;
+      }
+      table_.erase(id);
       // cudaFree synchronizes the device: never on the actor's loop.
       worker_.post([b = backend_, r] {
         b->free_managed(r->base, r->backend_bytes);
@@ -447,11 +567,16 @@ class managed_allocator final : public allocator_impl::base {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "uma: post_stop synchronize failed: %s\n", e.what());
     }
+    std::uint64_t leaked_backend_bytes = 0;
+    std::vector<std::uint32_t> pinned_slabs;  // a slab with a pinned block is leaked whole
     for (auto& [id, e] : table_.take_all()) {
       auto* r = e.region;
       if (r->pins.load(std::memory_order_seq_cst) > 0) {
+        if (r->pooled())
+          pinned_slabs.push_back(r->slab);
         ++report.regions_leaked;
         report.bytes_leaked += r->bytes;
+        leaked_backend_bytes += r->backend_bytes;
         report.leaked_ids.push_back(id);
         std::fprintf(stderr,
                      "uma: region %llu ('%s', %zu bytes, generation %llu) is still pinned after "
@@ -460,12 +585,15 @@ class managed_allocator final : public allocator_impl::base {
                      static_cast<unsigned long long>(config_.generation),
                      static_cast<long long>(config_.drain_timeout.count()));
       } else {
-        backend_->free_managed(r->base, r->backend_bytes);
+        if (!r->pooled())
+          backend_->free_managed(r->base, r->backend_bytes);
         ++report.regions_freed;
         report.bytes_freed += r->bytes;
       }
       detail::drop_table_ref(r);
     }
+    if (pool_)
+      pool_->release_all(pinned_slabs);  // the worker has stopped: frees run here, in order
     auto pending = std::exchange(pending_, {});
     for (auto& [ticket, finish] : pending) {
       caf::message none;
@@ -475,6 +603,17 @@ class managed_allocator final : public allocator_impl::base {
     }
     report.duration = std::chrono::duration_cast<std::chrono::microseconds>(
         std::chrono::steady_clock::now() - start);
+    // What the incarnation holds after post_stop: only what it had to leak.
+    stats_.releases += report.regions_freed;
+    stats_.live_regions = report.regions_leaked;
+    stats_.live_bytes = leaked_backend_bytes;
+    if (config_.on_stop) {
+      try {
+        config_.on_stop(current_stats(), report);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "uma: on_stop callback failed: %s\n", e.what());
+      }
+    }
     control_->finish_stop(std::move(report));
   }
 
@@ -487,7 +626,13 @@ class managed_allocator final : public allocator_impl::base {
       return caf::result<R>(f());
     } catch (const error& e) {
       ++stats_.failures[static_cast<std::size_t>(e.code())];
-      return make_caf_error(e);
+      if (!is_fatal(e))
+        return make_caf_error(e);
+      // Reply first, then end this incarnation with the error as exit reason.
+      auto rp = make_response_promise<R>();
+      rp.deliver(make_caf_error(e));
+      quit(make_caf_error(e));
+      return rp;
     } catch (const std::bad_alloc&) {
       ++stats_.failures[static_cast<std::size_t>(errc::out_of_memory)];
       return make_caf_error(errc::out_of_memory, "host memory exhausted while serving a request");
@@ -504,6 +649,13 @@ class managed_allocator final : public allocator_impl::base {
   allocator_stats current_stats() const {
     auto s = stats_;
     s.pending_jobs = worker_.pending();
+    s.reserved_bytes = s.live_bytes;
+    if (pool_) {
+      const auto p = pool_->stats();
+      s.reserved_bytes = p.reserved_bytes + (s.live_bytes - p.used_bytes);  // slabs + direct
+      s.pool_slabs = p.slabs;
+      s.fragmentation = p.fragmentation();
+    }
     return s;
   }
 
@@ -516,7 +668,8 @@ class managed_allocator final : public allocator_impl::base {
   std::uint64_t next_id_ = 1;
   std::uint64_t next_ticket_ = 0;
   std::unordered_map<std::uint64_t, std::function<void(caf::message&, caf::error&)>> pending_;
-  work_queue worker_;  // last: joined first on destruction
+  std::unique_ptr<block_pool> pool_;  // pool policy only
+  work_queue worker_;                 // last: joined first on destruction
 };
 
 }  // namespace

@@ -24,8 +24,13 @@ struct allocator_stats {
   std::uint64_t advises = 0;   ///< ranges advised
   std::uint64_t discards = 0;  ///< ranges discarded (discard_prefetch counts here too)
   std::uint64_t discard_bytes = 0;
-  std::uint64_t inert_refusals = 0;  ///< requests refused because a ref was inert
-  std::uint64_t pending_jobs = 0;    ///< backend calls queued off the actor's loop
+  std::uint64_t inert_refusals = 0;    ///< requests refused because a ref was inert
+  std::uint64_t pending_jobs = 0;      ///< backend calls queued off the actor's loop
+  std::uint64_t advice_elided = 0;     ///< advice calls skipped because they changed nothing
+  std::uint64_t ranges_coalesced = 0;  ///< ranges merged into a neighbour before the backend
+  std::uint64_t reserved_bytes = 0;    ///< pool: bytes held in slabs (direct: = live_bytes)
+  std::uint64_t pool_slabs = 0;
+  double fragmentation = 0.0;  ///< pool: 1 - largest free block / free bytes
   /// Failed requests per error code, indexed by `static_cast<size_t>(errc)`.
   std::array<std::uint64_t, errc_slots> failures{};
 
@@ -46,7 +51,9 @@ template <class Inspector>
 auto inspect(Inspector& f, allocator_stats& x) {
   return f(x.backend, x.generation, x.quota_bytes, x.allocations, x.releases, x.live_regions,
            x.live_bytes, x.peak_bytes, x.total_bytes_allocated, x.prefetches, x.prefetch_bytes,
-           x.advises, x.discards, x.discard_bytes, x.inert_refusals, x.pending_jobs, x.failures);
+           x.advises, x.discards, x.discard_bytes, x.inert_refusals, x.pending_jobs,
+           x.advice_elided, x.ranges_coalesced, x.reserved_bytes, x.pool_slabs, x.fragmentation,
+           x.failures);
 }
 
 }  // namespace uma

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "memory/advice_state.hpp"
 #include "memory/detail/control_block.hpp"
 #include "sys/backend.hpp"
 
@@ -39,6 +40,7 @@ class region_table {
     std::string label;
     attach_flag attach = attach_flag::global;
     std::chrono::steady_clock::time_point created;
+    advice_state advice{};  ///< what was applied to the whole region (for elision)
   };
 
   /// Adds `r` (the table takes over the region's initial count).

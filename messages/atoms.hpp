@@ -4,6 +4,7 @@
 
 #include "memory/allocator_stats.hpp"
 #include "memory/region_table.hpp"
+#include "memory/supervision_stats.hpp"
 #include "messages/requests.hpp"
 
 // uma's message vocabulary. Atom texts are CAF 0.17 atoms (at most 10 characters).
@@ -21,7 +22,10 @@ CAF_ADD_ATOM(uma, uma, memory_kind_atom, "mem_kind")
 CAF_ADD_ATOM(uma, uma, can_access_atom, "can_access")
 CAF_ADD_ATOM(uma, uma, regions_atom, "regions")
 CAF_ADD_ATOM(uma, uma, flush_atom, "flush")
+CAF_ADD_ATOM(uma, uma, trim_atom, "trim")
 CAF_ADD_ATOM(uma, uma, job_done_atom, "uma_done")
+CAF_ADD_ATOM(uma, uma, supervision_atom, "supervise")
+CAF_ADD_ATOM(uma, uma, respawn_atom, "respawn")
 
 CAF_ADD_TYPE_ID(uma, (uma::allocate_request))
 CAF_ADD_TYPE_ID(uma, (uma::prefetch_request))
@@ -34,6 +38,7 @@ CAF_ADD_TYPE_ID(uma, (uma::range_attributes))
 CAF_ADD_TYPE_ID(uma, (uma::allocator_stats))
 CAF_ADD_TYPE_ID(uma, (uma::memory_kind))
 CAF_ADD_TYPE_ID(uma, (std::vector<uma::region_info>))
+CAF_ADD_TYPE_ID(uma, (uma::supervision_stats))
 
 CAF_END_TYPE_ID_BLOCK(uma)
 
@@ -50,3 +55,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::range_attributes)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocator_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::memory_kind)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<uma::region_info>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::supervision_stats)

@@ -31,7 +31,16 @@ using managed_allocator_actor = caf::typed_actor<
     caf::replies_to<regions_atom>::with<std::vector<region_info>>,
     /// -> stats, once every backend call queued before it has run
     caf::replies_to<flush_atom>::with<allocator_stats>,
+    /// -> pool slabs given back to the backend (0 for the direct policy)
+    caf::replies_to<trim_atom>::with<std::uint64_t>,
     /// the last drop of a live region's refs wakes the actor with this (no reply)
     caf::reacts_to<release_atom>>;
+
+/// The supervisor's interface: the allocator's, forwarded to the current incarnation, plus the
+/// supervision counters. Clients hold this (or its managed_allocator_actor view) as the stable
+/// address of "the allocator".
+using allocator_supervisor_actor = managed_allocator_actor::extend<
+    /// -> restarts, generations, last exit reason
+    caf::replies_to<supervision_atom>::with<supervision_stats>>;
 
 }  // namespace uma

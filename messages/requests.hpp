@@ -54,9 +54,10 @@ struct advise_request {
 
 /// Reply to prefetch / discard / discard_prefetch / advise: what was done.
 struct op_result {
-  std::uint64_t ranges = 0;  ///< ranges acted on
-  std::uint64_t bytes = 0;   ///< bytes covered
-  bool completed = false;    ///< true when the reply waited for stream completion
+  std::uint64_t ranges = 0;          ///< ranges acted on
+  std::uint64_t bytes = 0;           ///< bytes covered
+  bool completed = false;            ///< true when the reply waited for stream completion
+  std::uint64_t backend_ranges = 0;  ///< ranges passed to the backend after coalescing/elision
   friend bool operator==(const op_result&, const op_result&) = default;
 };
 

@@ -125,7 +125,8 @@ void throw_cuda_error(cudaError_t status, std::string_view call, std::string_vie
   message += ':';
   message += std::to_string(line);
   message += ']';
-  throw cuda_error(classify_cuda_error(status), static_cast<int>(status), sticky, message);
+  throw cuda_error(sticky ? errc::context_lost : classify_cuda_error(status),
+                   static_cast<int>(status), sticky, message);
 }
 
 }  // namespace uma::detail

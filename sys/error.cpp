@@ -22,8 +22,20 @@ std::string_view to_string(errc code) noexcept {
       return "backend_error";
     case errc::overflow:
       return "overflow";
+    case errc::context_lost:
+      return "context_lost";
+    case errc::unrecoverable:
+      return "unrecoverable";
   }
   return "unknown_error";
+}
+
+bool is_fatal(const error& e) noexcept {
+  if (dynamic_cast<const fatal_error*>(&e) != nullptr)
+    return true;
+  if (const auto* cuda = dynamic_cast<const cuda_error*>(&e); cuda != nullptr && cuda->sticky())
+    return true;
+  return e.code() == errc::context_lost || e.code() == errc::unrecoverable;
 }
 
 void raise(errc code, const std::string& message) {

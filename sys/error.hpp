@@ -19,10 +19,12 @@ enum class errc : std::uint8_t {
   no_device,            ///< no usable CUDA device (no driver, no device)
   backend_error,        ///< any other backend failure; the message names the call
   overflow,             ///< count x element size (or padding) does not fit in size_t
+  context_lost,         ///< the backend's context is lost or poisoned (sticky CUDA error)
+  unrecoverable,        ///< the allocator cannot go on and must not be restarted
 };
 
 /// Number of error codes plus one (index 0 is unused), for per-code counters.
-inline constexpr std::size_t errc_slots = static_cast<std::size_t>(errc::overflow) + 1;
+inline constexpr std::size_t errc_slots = static_cast<std::size_t>(errc::unrecoverable) + 1;
 
 /// The error's name, e.g. "out_of_memory".
 [[nodiscard]] std::string_view to_string(errc code) noexcept;
@@ -56,6 +58,17 @@ class cuda_error : public error {
   int status_;
   bool sticky_;
 };
+
+/// A failure after which the allocator incarnation cannot go on: it replies the error, then
+/// exits with it as its exit reason, and its supervisor decides what happens next.
+class fatal_error : public error {
+ public:
+  using error::error;
+};
+
+/// True for errors that end an allocator incarnation: `fatal_error`, a sticky `cuda_error`, or
+/// the codes context_lost and unrecoverable.
+[[nodiscard]] bool is_fatal(const error& e) noexcept;
 
 /// Throws `error(code, message)`; a helper so hot paths build the message only on failure.
 [[noreturn]] void raise(errc code, const std::string& message);

@@ -38,13 +38,17 @@ int current_numa_node() {
 
 }  // namespace
 
-host_backend::host_backend()
+host_backend::host_backend(std::size_t quarantine_regions)
     : page_size_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
-      numa_nodes_(count_numa_nodes()) {}
+      numa_nodes_(count_numa_nodes()),
+      quarantine_limit_(quarantine_regions) {}
 
 host_backend::~host_backend() {
   // Regions still mapped here were leaked on purpose by an allocator (a pin outlived its drain
-  // timeout); the mapping goes with the process, never under a reader.
+  // timeout); the mapping goes with the process, never under a reader. Quarantined ranges are
+  // this backend's own reservations: they go with it.
+  for (const auto& [base, mapped] : quarantine_)
+    munmap(reinterpret_cast<void*>(base), mapped);
 }
 
 std::string host_backend::description() const {
@@ -92,21 +96,68 @@ void host_backend::free_managed(void* ptr, std::size_t bytes) noexcept {
     auto it = mappings_.find(reinterpret_cast<std::uintptr_t>(ptr));
     if (it == mappings_.end() || it->second.bytes != bytes) {
       bad_frees_.fetch_add(1, std::memory_order_relaxed);
-      std::fprintf(stderr, "uma: host free_managed(%s, %zu bytes): not a live allocation\n",
-                   detail::hex(ptr).c_str(), bytes);
+      const bool twice = it == mappings_.end() && is_quarantined_locked(ptr);
+      std::fprintf(stderr, "uma: host free_managed(%s, %zu bytes): %s\n",
+                   detail::hex(ptr).c_str(), bytes,
+                   twice ? "double free (the region was freed before and is quarantined)"
+                         : "not a live allocation");
       return;
     }
     mapped = it->second.mapped_bytes;
     mappings_.erase(it);
   }
-  if (munmap(ptr, mapped) != 0) {
-    bad_frees_.fetch_add(1, std::memory_order_relaxed);
-    std::fprintf(stderr, "uma: munmap(%s, %zu bytes) failed: %s\n", detail::hex(ptr).c_str(),
-                 mapped, std::strerror(errno));
-    return;
-  }
+  poison(ptr, mapped);
   frees_.fetch_add(1, std::memory_order_relaxed);
   live_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+void host_backend::poison(void* ptr, std::size_t mapped) noexcept {
+  // MAP_FIXED replaces the pages in one step: the memory goes back to the system, the range
+  // stays reserved (no later mmap can reuse it) and any access through a stale pointer faults.
+  if (quarantine_limit_ == 0 ||
+      mmap(ptr, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+           0) == MAP_FAILED) {
+    if (munmap(ptr, mapped) != 0)
+      std::fprintf(stderr, "uma: munmap(%s, %zu bytes) failed: %s\n", detail::hex(ptr).c_str(),
+                   mapped, std::strerror(errno));
+    return;
+  }
+  std::pair<std::uintptr_t, std::size_t> evicted{0, 0};
+  try {
+    std::lock_guard lock(mutex_);
+    quarantine_.emplace_back(reinterpret_cast<std::uintptr_t>(ptr), mapped);
+    if (quarantine_.size() > quarantine_limit_) {
+      evicted = quarantine_.front();
+      quarantine_.pop_front();
+    }
+  } catch (...) {
+    evicted = {reinterpret_cast<std::uintptr_t>(ptr), mapped};  // no room to remember it
+  }
+  if (evicted.second != 0)
+    munmap(reinterpret_cast<void*>(evicted.first), evicted.second);
+}
+
+bool host_backend::is_live(const void* ptr, std::size_t bytes) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  std::lock_guard lock(mutex_);
+  auto it = mappings_.upper_bound(addr);
+  if (it == mappings_.begin())
+    return false;
+  --it;
+  const std::size_t offset = addr - it->first;
+  return offset < it->second.bytes && bytes <= it->second.bytes - offset;
+}
+
+bool host_backend::is_quarantined(const void* ptr) const {
+  std::lock_guard lock(mutex_);
+  return is_quarantined_locked(ptr);
+}
+
+bool host_backend::is_quarantined_locked(const void* ptr) const noexcept {
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  return std::any_of(quarantine_.begin(), quarantine_.end(), [addr](const auto& q) {
+    return addr >= q.first && addr - q.first < q.second;
+  });
 }
 
 host_backend::page_span host_backend::pages_of(byte_range range, const char* operation) {

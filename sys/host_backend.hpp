@@ -1,8 +1,11 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "sys/backend.hpp"
@@ -13,11 +16,20 @@ namespace uma {
 /// deployments: managed regions are page-aligned anonymous mappings; prefetch, advice and discard
 /// are recorded per page so that `attributes` answers exactly what was set (as CUDA aggregates
 /// per-page state over a range). Discard drops the physical pages (they read back as zeros).
-/// Freed regions are unmapped, so a read after free faults instead of reading stale data.
-/// It has no GPUs and no streams: device locations and non-null streams are invalid here.
+/// Freed regions are poisoned: their pages are replaced by an inaccessible (`PROT_NONE`)
+/// mapping with no memory behind it and kept in a quarantine of the most recent frees, so a read
+/// or write after free faults instead of reading stale data, the address range is not handed out
+/// again while quarantined, and a second free of it is recognised as a double free (instead of
+/// freeing a newer region that happens to reuse the address). Past the quarantine the range is
+/// unmapped. It has no GPUs and no streams: device locations and non-null streams are invalid
+/// here.
 class host_backend final : public backend {
  public:
-  host_backend();
+  /// Freed regions kept poisoned by default (address space only: they hold no memory).
+  static constexpr std::size_t default_quarantine = 1024;
+
+  /// A backend that keeps the last `quarantine_regions` freed regions poisoned (0: unmap at once).
+  explicit host_backend(std::size_t quarantine_regions = default_quarantine);
   ~host_backend() override;
 
   [[nodiscard]] backend_kind kind() const noexcept override { return backend_kind::host; }
@@ -45,6 +57,12 @@ class host_backend final : public backend {
 
   [[nodiscard]] backend_counters counters() const noexcept override;
 
+  /// True when `[ptr, ptr + bytes)` lies inside one live (allocated, not yet freed) region: what a
+  /// test checks a pin against.
+  [[nodiscard]] bool is_live(const void* ptr, std::size_t bytes) const;
+  /// True when `ptr` lies inside a freed region that is still quarantined (poisoned).
+  [[nodiscard]] bool is_quarantined(const void* ptr) const;
+
  private:
   struct page_state {
     bool read_mostly = false;
@@ -69,11 +87,15 @@ class host_backend final : public backend {
   void record_prefetch(std::span<const byte_range> ranges, std::span<const location> locations,
                        const char* operation);
   void drop_pages(byte_range range);  // mutex_ held
+  void poison(void* ptr, std::size_t mapped) noexcept;
+  [[nodiscard]] bool is_quarantined_locked(const void* ptr) const noexcept;  // mutex_ held
 
   std::size_t page_size_;
   int numa_nodes_;
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, mapping> mappings_;
+  const std::size_t quarantine_limit_;
+  std::deque<std::pair<std::uintptr_t, std::size_t>> quarantine_;  // base, mapped bytes; oldest first
   std::atomic<std::uint64_t> allocations_{0}, frees_{0}, bad_frees_{0}, prefetch_calls_{0},
       batch_calls_{0}, discard_calls_{0}, advise_calls_{0}, live_bytes_{0};
 };

@@ -7,9 +7,11 @@
 #include <cstring>
 #include <thread>
 
+#include "actors/allocator_supervisor.hpp"
 #include "support/actor_fixture.hpp"
 #include "support/cuda_kernels.hpp"
 #include "sys/cuda_backend.hpp"
+#include "sys/fault_injecting_backend.hpp"
 
 namespace uma {
 namespace {
@@ -203,6 +205,78 @@ TEST_F(gpu_allocator, TwoGpuPrefetchToDevice1AndPeerAccess) {
   gpu_->advise(ref, advice::set_accessed_by, location::device(1));
   EXPECT_EQ(gpu_->attributes(ref).accessed_by, std::vector<location>{location::device(1)});
   EXPECT_TRUE(gpu_->can_access(location::device(1), ref));
+}
+
+TEST_F(gpu_allocator, SupervisorRestartsACudaAllocatorWhoseContextIsLost) {
+  auto faults = std::make_shared<fault_injecting_backend>(cuda_);
+  supervisor_config cfg;
+  cfg.allocator.backend = faults;
+  cfg.allocator.quota_bytes = 1ull << 30;
+  cfg.backoff_initial = std::chrono::milliseconds(0);
+  auto sup = spawn_supervisor(sys_, cfg);
+  client c(sys_, sup);
+  auto old_ref = c.allocate<float>(1 << 20);
+  c.prefetch(old_ref, location::device(0), {}, completion::complete);
+  faults->inject({backend_op::prefetch, 1, errc::context_lost});
+  UMA_EXPECT_ERROR(c.prefetch(old_ref, location::host()), errc::context_lost, "injected");
+  auto s = query_supervision(sys_, sup);
+  for (int i = 0; i < 1000000 && !(s.current_generation == 2 && s.state == "running"); ++i) {
+    std::this_thread::yield();
+    s = query_supervision(sys_, sup);
+  }
+  ASSERT_EQ(s.current_generation, 2u);
+  EXPECT_FALSE(old_ref.valid());
+  UMA_EXPECT_ERROR(c.prefetch(old_ref, location::device(0)), errc::allocator_stopped, "inert");
+  auto fresh = c.allocate<float>(1 << 20);
+  EXPECT_EQ(fresh.generation(), 2u);
+  c.prefetch(fresh, location::device(0), {}, completion::complete);
+  test::fill_on_device(fresh.data(), fresh.size(), 2.0f, nullptr);
+  test::device_synchronize();
+  EXPECT_EQ(fresh.pin()[12345], 2.0f);
+  old_ref.reset();
+  fresh.reset();
+  c.stop();
+  EXPECT_EQ(cuda_->counters().frees, cuda_->counters().allocations);
+  EXPECT_EQ(cuda_->counters().bad_frees, 0u);
+}
+
+TEST_F(gpu_allocator, RequestsDuringRepeatedCudaRestartsAreAllAnswered) {
+  auto faults = std::make_shared<fault_injecting_backend>(cuda_);
+  faults->inject({backend_op::allocate, 10, errc::context_lost, true, true});
+  supervisor_config cfg;
+  cfg.allocator.backend = faults;
+  cfg.allocator.quota_bytes = 1ull << 30;
+  cfg.max_restarts = 100000;
+  cfg.backoff_initial = std::chrono::milliseconds(0);
+  auto sup = spawn_supervisor(sys_, cfg);
+  std::atomic<std::uint64_t> ok{0}, refused{0}, unexpected{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t)
+    clients.emplace_back([&] {
+      client c(sys_, sup);
+      for (int i = 0; i < 100; ++i) {
+        try {
+          auto ref = c.allocate<float>(4096);
+          c.prefetch(ref, location::device(0));
+          ++ok;
+        } catch (const error& e) {
+          (e.code() == errc::allocator_stopped || e.code() == errc::context_lost ? refused
+                                                                                 : unexpected)++;
+        }
+      }
+    });
+  for (auto& t : clients)
+    t.join();
+  const auto s = query_supervision(sys_, sup);
+  std::printf("[ measure  ] cuda: %llu restarts, %llu ok, %llu refused\n",
+              static_cast<unsigned long long>(s.restarts),
+              static_cast<unsigned long long>(ok.load()),
+              static_cast<unsigned long long>(refused.load()));
+  EXPECT_GT(s.restarts, 10u);
+  EXPECT_EQ(unexpected.load(), 0u);
+  client(sys_, sup).stop();
+  EXPECT_EQ(cuda_->counters().frees, cuda_->counters().allocations);
+  EXPECT_EQ(cuda_->counters().live_bytes, 0u);
 }
 
 }  // namespace

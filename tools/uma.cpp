@@ -1,140 +1,62 @@
-// The `uma` command line tool.
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
+// The `uma` command line tool: parses the command line and runs one command.
+//
+//   uma info  [--backend auto|cuda|host]
+//   uma demo  [--backend ...] [--producers N] [--consumers N] [--batches N] [--floats N]
+//   uma stats [--json | --prometheus] [--workload short|none] [--backend ...]
+//
+// Exit status: 0 ok, 1 runtime failure, 2 usage error (tools/cli_options.hpp).
 
 #include <cstdio>
-#include <cstring>
-#include <iostream>
-#include <numeric>
+#include <exception>
 #include <string>
 #include <string_view>
+#include <vector>
 
-#include "actors/client.hpp"
-#include "messages/register_types.hpp"
+#include "sys/error.hpp"
+#include "tools/cli_commands.hpp"
+#include "tools/cli_options.hpp"
 
 namespace {
 
-constexpr const char* usage = R"(usage: uma <command> [options]
-
-commands:
-  demo      allocate, fill, prefetch, advise, read back attributes, print stats, stop the
-            allocator and show that a clone of a ref went inert
-  help      this text
-
-options:
-  --backend auto|cuda|host   which backend to run on (default auto: CUDA if a device is
-                             usable, else host)
-)";
-
-struct options {
-  std::string command;
-  uma::backend_choice backend = uma::backend_choice::automatic;
-};
-
-/// Parses argv; prints what is wrong and returns nullopt on bad input.
-std::optional<options> parse(int argc, char** argv) {
-  options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h" || arg == "help") {
-      o.command = "help";
-    } else if (arg == "--backend") {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "uma: --backend needs a value (auto, cuda or host)\n");
-        return std::nullopt;
-      }
-      const auto choice = uma::parse_backend_choice(argv[++i]);
-      if (!choice) {
-        std::fprintf(stderr, "uma: unknown backend '%s' (expected auto, cuda or host)\n", argv[i]);
-        return std::nullopt;
-      }
-      o.backend = *choice;
-    } else if (!arg.empty() && arg[0] == '-') {
-      std::fprintf(stderr, "uma: unknown option '%s'\n", argv[i]);
-      return std::nullopt;
-    } else if (o.command.empty()) {
-      o.command = arg;
-    } else {
-      std::fprintf(stderr, "uma: unexpected argument '%s'\n", argv[i]);
-      return std::nullopt;
-    }
+int dispatch(const uma::cli::options& o) {
+  using uma::cli::command;
+  if (o.help) {
+    std::fputs(std::string(uma::cli::usage(o.what)).c_str(), stdout);
+    return uma::cli::exit_ok;
   }
-  if (o.command.empty())
-    o.command = "help";
-  return o;
-}
-
-struct cli_config : caf::actor_system_config {
-  cli_config() { uma::register_types(*this); }
-};
-
-std::string describe(const std::optional<uma::location>& loc) {
-  return loc ? uma::to_string(*loc) : std::string("none");
-}
-
-int demo(const options& o) {
-  auto backend = uma::make_backend(o.backend);
-  std::cout << "backend: " << uma::to_string(backend->kind()) << " (" << backend->description()
-            << ")\n";
-  cli_config cfg;
-  caf::actor_system sys{cfg};
-  uma::client uma(sys, uma::allocator_config{.backend = backend});
-
-  constexpr std::size_t n = 1 << 20;
-  auto data = uma.allocate<float>(n, {.label = "demo"});
-  std::cout << "allocated " << data.bytes() << " bytes, region " << data.id() << ", generation "
-            << data.generation() << "\n";
-  {
-    auto pin = data.pin();
-    std::iota(pin.begin(), pin.end(), 0.0f);
+  switch (o.what) {
+    case command::info:
+      return uma::cli::run_info(o);
+    case command::demo:
+      return uma::cli::run_demo(o);
+    case command::stats:
+      return uma::cli::run_stats(o);
+    case command::help:
+      break;
   }
-  const auto target =
-      backend->device_count() > 0 ? uma::location::device(0) : uma::location::host();
-  const auto res = uma.prefetch(data, target, {}, uma::completion::complete);
-  std::cout << "prefetched " << res.bytes << " bytes to " << uma::to_string(target) << "\n";
-  uma.advise(data, uma::advice::set_read_mostly);
-  uma.advise(data, uma::advice::set_preferred_location, target);
-  const auto attrs = uma.attributes(data);
-  std::cout << "attributes: read_mostly=" << (attrs.read_mostly ? "true" : "false")
-            << " preferred_location=" << describe(attrs.preferred_location)
-            << " last_prefetch_location=" << describe(attrs.last_prefetch_location) << "\n";
-  {
-    auto pin = data.pin();
-    const double sum = std::accumulate(pin.begin(), pin.end(), 0.0);
-    std::cout << "read back: sum of 0.." << n - 1 << " = " << sum << "\n";
-  }
-  std::cout << "stats:\n" << uma::to_string(uma.stats());
-  auto clone = data;
-  uma.stop();
-  const auto report = clone.stop_info();
-  std::cout << "allocator stopped: freed " << (report ? report->regions_freed : 0) << " region(s), "
-            << (report ? report->bytes_freed : 0) << " bytes, leaked "
-            << (report ? report->regions_leaked : 0) << "\n";
-  std::cout << "clone after stop: valid=" << (clone.valid() ? "true" : "false")
-            << " data=" << static_cast<const void*>(clone.data()) << "\n";
-  return clone.valid() ? 1 : 0;
+  std::fputs(std::string(uma::cli::usage(command::help)).c_str(), stdout);
+  return uma::cli::exit_ok;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto o = parse(argc, argv);
-  if (!o) {
-    std::fputs(usage, stderr);
-    return 2;
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  const auto parsed = uma::cli::parse_arguments(args);
+  if (!parsed.parsed) {
+    const std::string help_hint =
+        parsed.context == uma::cli::command::help
+            ? std::string("uma --help")
+            : "uma " + std::string(uma::cli::to_string(parsed.context)) + " --help";
+    std::fprintf(stderr, "%s\nrun '%s' for usage\n", parsed.error.c_str(), help_hint.c_str());
+    return uma::cli::exit_usage;
   }
   try {
-    if (o->command == "help") {
-      std::fputs(usage, stdout);
-      return 0;
-    }
-    if (o->command == "demo")
-      return demo(*o);
-    std::fprintf(stderr, "uma: unknown command '%s'\n", o->command.c_str());
-    std::fputs(usage, stderr);
-    return 2;
+    return dispatch(*parsed.parsed);
   } catch (const uma::error& e) {
     std::fprintf(stderr, "uma: %s: %s\n", std::string(uma::to_string(e.code())).c_str(), e.what());
-    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "uma: %s\n", e.what());
   }
+  return uma::cli::exit_failure;
 }

@@ -89,23 +89,33 @@ class control_block {
 /// One managed allocation. Owned jointly by the actor's region table (one count) and the refs
 /// (one count each); the object itself is deleted by whoever drops the last count.
 struct region {
+  /// Marks a region that owns its own backend allocation (not a pooled block).
+  static constexpr std::uint32_t no_slab = 0xffffffffu;
+
   region(std::shared_ptr<control_block> control, std::uint64_t id, void* base, std::byte* data,
-         std::size_t bytes, std::size_t backend_bytes)
+         std::size_t bytes, std::size_t backend_bytes, std::uint32_t slab = no_slab,
+         std::size_t slab_offset = 0)
       : control(std::move(control)),
         id(id),
         base(base),
         data(data),
         bytes(bytes),
-        backend_bytes(backend_bytes) {}
+        backend_bytes(backend_bytes),
+        slab(slab),
+        slab_offset(slab_offset) {}
 
   std::atomic<std::int64_t> refs{1};  ///< the region table's count plus one per ref
   std::atomic<std::int64_t> pins{0};
   const std::shared_ptr<control_block> control;
   const std::uint64_t id;
-  void* const base;         ///< what the backend returned (freed with backend_bytes)
-  std::byte* const data;    ///< first byte the user sees (base + alignment padding)
-  const std::size_t bytes;  ///< bytes the user asked for
-  const std::size_t backend_bytes;
+  void* const base;                 ///< what the backend returned (freed with backend_bytes)
+  std::byte* const data;            ///< first byte the user sees (base + alignment padding)
+  const std::size_t bytes;          ///< bytes the user asked for
+  const std::size_t backend_bytes;  ///< for a pooled block: its page-rounded size
+  const std::uint32_t slab;         ///< pool slab, or no_slab
+  const std::size_t slab_offset;
+
+  [[nodiscard]] bool pooled() const noexcept { return slab != no_slab; }
 };
 
 /// Adds a count (a copy of a ref). Relaxed: the caller already holds a count.

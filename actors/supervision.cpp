@@ -1,0 +1,40 @@
+#include "actors/supervision.hpp"
+
+#include <caf/exit_reason.hpp>
+
+#include "messages/error_category.hpp"
+
+namespace uma {
+
+std::string_view to_string(supervisor_decision d) noexcept {
+  switch (d) {
+    case supervisor_decision::resume:
+      return "resume";
+    case supervisor_decision::restart:
+      return "restart";
+    case supervisor_decision::stop:
+      return "stop";
+    case supervisor_decision::escalate:
+      return "escalate";
+  }
+  return "escalate";
+}
+
+supervisor_decision default_decider(const caf::error& reason) noexcept {
+  if (!reason || reason == caf::exit_reason::normal || reason == caf::exit_reason::user_shutdown)
+    return supervisor_decision::stop;
+  if (reason.category() != error_category)
+    return supervisor_decision::escalate;
+  switch (static_cast<errc>(reason.code())) {
+    case errc::context_lost:
+      return supervisor_decision::restart;
+    case errc::out_of_memory:
+      return supervisor_decision::resume;
+    case errc::unrecoverable:
+      return supervisor_decision::stop;
+    default:
+      return supervisor_decision::escalate;
+  }
+}
+
+}  // namespace uma

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+#include <caf/error.hpp>
+
+#include "actors/allocator_config.hpp"
+
+namespace uma {
+
+/// What a supervisor does about a failed allocator incarnation.
+enum class supervisor_decision : std::uint8_t {
+  resume,    ///< the failure is the request's, not the allocator's: keep going
+  restart,   ///< replace the incarnation (a new generation), after a backoff
+  stop,      ///< stay down: later requests get allocator_stopped
+  escalate,  ///< the supervisor itself exits with a reason naming the failure
+};
+
+/// "resume", "restart", "stop", "escalate".
+[[nodiscard]] std::string_view to_string(supervisor_decision d) noexcept;
+
+/// The default decision table, keyed by error type (the uma code), never by message text:
+/// context_lost -> restart; out_of_memory -> resume; unrecoverable -> stop; normal exits ->
+/// stop; anything else (other uma codes, CAF errors, crashes) -> escalate.
+[[nodiscard]] supervisor_decision default_decider(const caf::error& reason) noexcept;
+
+/// How a supervisor runs its allocator.
+struct supervisor_config {
+  /// Template for each incarnation; `generation` and `on_stop` are set by the supervisor.
+  allocator_config allocator{};
+  /// At most this many restarts within `within`; one more escalates.
+  std::uint32_t max_restarts = 10;
+  std::chrono::milliseconds within{60000};
+  /// Delay before the k-th restart in the window: min(backoff_initial * 2^(k-1), backoff_max).
+  std::chrono::milliseconds backoff_initial{10};
+  std::chrono::milliseconds backoff_max{2000};
+  /// The decision table; default_decider when empty.
+  std::function<supervisor_decision(const caf::error&)> decider{};
+};
+
+}  // namespace uma

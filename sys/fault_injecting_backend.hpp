@@ -1,0 +1,116 @@
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sys/backend.hpp"
+#include "sys/error.hpp"
+
+namespace uma {
+
+/// The backend operations a fault can target.
+enum class backend_op : std::uint8_t {
+  allocate,
+  free,
+  prefetch,
+  discard,
+  discard_prefetch,
+  advise,
+  attributes,
+  kind_of,
+  is_capturing,
+  launch_host_func,
+  synchronize,
+};
+inline constexpr std::size_t backend_op_count =
+    static_cast<std::size_t>(backend_op::synchronize) + 1;
+
+/// "allocate", "prefetch", ...
+[[nodiscard]] std::string_view to_string(backend_op op) noexcept;
+
+/// One scripted failure: the `nth` call (1-based, counted from when the fault was injected) of
+/// `op` fails with `code`; with `every`, every `nth` call from then on fails. `fatal` makes the
+/// failure end the allocator incarnation (a `fatal_error`): "make the actor fail on a chosen
+/// request". A failed `free` still releases the memory (nothing leaks) but is counted as bad.
+struct fault {
+  backend_op op = backend_op::allocate;
+  std::uint64_t nth = 1;
+  errc code = errc::backend_error;
+  bool every = false;
+  bool fatal = false;
+};
+
+/// Parses "OP:N:CODE[:every][:fatal]", e.g. "prefetch:3:context_lost" or
+/// "allocate:50:backend_error:every:fatal". Throws `error(invalid_argument)` naming what is wrong.
+[[nodiscard]] fault parse_fault(std::string_view spec);
+
+/// A decorator for tests and `uma demo --inject-fault`: forwards every call to the wrapped
+/// backend unless a scripted fault says this call fails. Thread-safe.
+class fault_injecting_backend final : public backend {
+ public:
+  explicit fault_injecting_backend(std::shared_ptr<backend> inner);
+
+  /// Adds a fault; its call count starts now.
+  void inject(fault f);
+  /// Removes every fault.
+  void clear();
+  /// Calls of `op` seen so far (failed ones included).
+  [[nodiscard]] std::uint64_t calls(backend_op op) const noexcept;
+  /// Failures injected so far.
+  [[nodiscard]] std::uint64_t injected() const noexcept { return injected_.load(); }
+  /// The wrapped backend.
+  [[nodiscard]] backend& inner() const noexcept { return *inner_; }
+
+  [[nodiscard]] backend_kind kind() const noexcept override { return inner_->kind(); }
+  [[nodiscard]] std::string description() const override;
+  [[nodiscard]] int device_count() const noexcept override { return inner_->device_count(); }
+  [[nodiscard]] const device_capabilities& capabilities(int ordinal) const override {
+    return inner_->capabilities(ordinal);
+  }
+  [[nodiscard]] int host_numa_nodes() const noexcept override { return inner_->host_numa_nodes(); }
+  [[nodiscard]] std::size_t guaranteed_alignment() const noexcept override {
+    return inner_->guaranteed_alignment();
+  }
+  [[nodiscard]] std::size_t default_quota() const override { return inner_->default_quota(); }
+
+  [[nodiscard]] void* allocate_managed(std::size_t bytes, attach_flag attach) override;
+  void free_managed(void* ptr, std::size_t bytes) noexcept override;
+  void prefetch(std::span<const byte_range> ranges, std::span<const location> locations,
+                stream_view stream) override;
+  void discard(std::span<const byte_range> ranges, stream_view stream) override;
+  void discard_prefetch(std::span<const byte_range> ranges, std::span<const location> locations,
+                        stream_view stream) override;
+  void advise(byte_range range, advice a, location loc) override;
+  [[nodiscard]] range_attributes attributes(byte_range range) override;
+  [[nodiscard]] memory_kind kind_of(const void* ptr) override;
+  [[nodiscard]] bool is_capturing(stream_view stream) override;
+  void launch_host_func(stream_view stream, void (*fn)(void*), void* arg) override;
+  void synchronize() override;
+  [[nodiscard]] backend_counters counters() const noexcept override;
+
+ private:
+  struct armed {
+    fault spec;
+    std::uint64_t start;  // calls of spec.op when injected
+    bool spent = false;
+  };
+  /// Counts a call of `op`; returns the fault to raise, if one is due.
+  std::optional<fault> tick(backend_op op);
+  /// Counts a call and throws if a fault is due.
+  void maybe_fail(backend_op op);
+
+  std::shared_ptr<backend> inner_;
+  mutable std::mutex mutex_;
+  std::array<std::uint64_t, backend_op_count> calls_{};
+  std::vector<armed> faults_;
+  std::atomic<std::uint64_t> injected_{0};
+  std::atomic<std::uint64_t> failed_frees_{0};
+};
+
+}  // namespace uma

@@ -1,0 +1,105 @@
+#include <gtest/gtest.h>
+
+#include <string_view>
+#include <vector>
+
+#include "tools/cli_options.hpp"
+
+namespace uma::cli {
+namespace {
+
+parse_result parse(std::vector<std::string_view> args) {
+  return parse_arguments(args);
+}
+
+TEST(CliOptions, NoArgumentsAsksForTheOverview) {
+  const auto r = parse({});
+  ASSERT_TRUE(r.parsed);
+  EXPECT_TRUE(r.parsed->help);
+  EXPECT_EQ(r.parsed->what, command::help);
+}
+
+TEST(CliOptions, ACommandTakesItsOwnOptionsInBothSpellings) {
+  const auto r = parse({"demo", "--backend=host", "--producers", "3", "--floats=1024"});
+  ASSERT_TRUE(r.parsed) << r.error;
+  EXPECT_EQ(r.parsed->what, command::demo);
+  EXPECT_EQ(r.parsed->backend, backend_choice::host);
+  EXPECT_EQ(r.parsed->producers, 3u);
+  EXPECT_EQ(r.parsed->floats, 1024u);
+  EXPECT_EQ(r.parsed->consumers, 2u);  // default kept
+}
+
+TEST(CliOptions, StatsFormatsAndWorkload) {
+  const auto json = parse({"stats", "--json", "--workload", "none"});
+  ASSERT_TRUE(json.parsed) << json.error;
+  EXPECT_EQ(json.parsed->format, output_format::json);
+  EXPECT_FALSE(json.parsed->workload);
+  const auto prom = parse({"stats", "--prometheus"});
+  ASSERT_TRUE(prom.parsed) << prom.error;
+  EXPECT_EQ(prom.parsed->format, output_format::prometheus);
+  EXPECT_TRUE(prom.parsed->workload);
+}
+
+TEST(CliOptions, HelpForACommandEitherWay) {
+  for (const auto& args : {std::vector<std::string_view>{"stats", "--help"},
+                           std::vector<std::string_view>{"help", "stats"}}) {
+    const auto r = parse(args);
+    ASSERT_TRUE(r.parsed) << r.error;
+    EXPECT_TRUE(r.parsed->help);
+    EXPECT_EQ(r.parsed->what, command::stats);
+  }
+}
+
+TEST(CliOptions, RefusesAnUnknownOptionNamingTheCommand) {
+  const auto r = parse({"stats", "--jsno"});
+  EXPECT_FALSE(r.parsed);
+  EXPECT_EQ(r.error, "uma stats: unknown option '--jsno'");
+  EXPECT_EQ(r.context, command::stats);
+}
+
+TEST(CliOptions, RefusesAnotherCommandsOption) {
+  const auto r = parse({"info", "--json"});
+  EXPECT_FALSE(r.parsed);
+  EXPECT_EQ(r.error, "uma info: unknown option '--json'");
+}
+
+TEST(CliOptions, RefusesAnUnknownBackend) {
+  const auto r = parse({"demo", "--backend", "gpu"});
+  EXPECT_FALSE(r.parsed);
+  EXPECT_EQ(r.error, "uma demo: unknown backend 'gpu' (expected auto, cuda or host)");
+}
+
+TEST(CliOptions, RefusesBothMachineFormatsAtOnce) {
+  const auto r = parse({"stats", "--json", "--prometheus"});
+  EXPECT_FALSE(r.parsed);
+  EXPECT_EQ(r.error, "uma stats: --json and --prometheus exclude each other");
+}
+
+TEST(CliOptions, RefusesZeroJunkAndOversizedCounts) {
+  for (const char* value : {"0", "-1", "3x", "", "65"}) {
+    const auto r = parse({"demo", "--producers", value});
+    EXPECT_FALSE(r.parsed) << value;
+    EXPECT_NE(r.error.find("--producers needs a count from 1 to 64"), std::string::npos) << r.error;
+  }
+}
+
+TEST(CliOptions, RefusesAMissingValueAndAValueForAFlag) {
+  EXPECT_EQ(parse({"demo", "--floats"}).error, "uma demo: --floats needs a value");
+  EXPECT_EQ(parse({"stats", "--json=yes"}).error, "uma stats: --json takes no value");
+}
+
+TEST(CliOptions, RefusesUnknownCommandsAndStrayArguments) {
+  EXPECT_EQ(parse({"frobnicate"}).error, "uma: unknown command 'frobnicate'");
+  EXPECT_EQ(parse({"--backend", "host", "info"}).error,
+            "uma: expected a command before '--backend'");
+  EXPECT_EQ(parse({"info", "extra"}).error, "uma info: unexpected argument 'extra'");
+}
+
+TEST(CliOptions, EveryCommandHasAUsageTextStartingWithItsSynopsis) {
+  EXPECT_TRUE(usage(command::help).starts_with("usage: uma <command>"));
+  for (const auto c : {command::info, command::demo, command::stats})
+    EXPECT_TRUE(usage(c).starts_with("usage: uma " + std::string(to_string(c)))) << to_string(c);
+}
+
+}  // namespace
+}  // namespace uma::cli

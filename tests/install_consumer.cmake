@@ -1,0 +1,74 @@
+# The packaging test: installs uma's build tree to a scratch prefix, configures and builds
+# examples/consumer against it with find_package(uma), and runs it. Needs no network: uma comes
+# from the build tree, CAF, Threads and CUDA from the system.
+#
+#   cmake -DUMA_BUILD_DIR=... -DCONSUMER_SOURCE_DIR=... -DWORK_DIR=... [-DGENERATOR=...]
+#         [-DCXX_COMPILER=...] [-DBUILD_TYPE=...] [-DSANITIZE=address,undefined]
+#         -P tests/install_consumer.cmake
+cmake_minimum_required(VERSION 3.25)
+
+foreach(required UMA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR)
+  if(NOT ${required})
+    message(FATAL_ERROR "install_consumer.cmake: -D${required}=... is required")
+  endif()
+endforeach()
+
+# run(<step> <command...>): runs a step, stops with its output when it fails; the output is left
+# in `step_output`.
+function(run step)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${step} failed (${rc}):\n${out}")
+  endif()
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+set(prefix "${WORK_DIR}/prefix")
+set(build "${WORK_DIR}/build")
+file(REMOVE_RECURSE "${WORK_DIR}")
+
+run("cmake --install" "${CMAKE_COMMAND}" --install "${UMA_BUILD_DIR}" --prefix "${prefix}")
+
+# What a consumer relies on: the package files, FindCAF next to them, headers in their folders.
+file(GLOB_RECURSE config_files "${prefix}/*/umaConfig.cmake")
+list(LENGTH config_files found)
+if(NOT found EQUAL 1)
+  message(FATAL_ERROR "expected one umaConfig.cmake under ${prefix}, found: ${config_files}")
+endif()
+get_filename_component(config_dir "${config_files}" DIRECTORY)
+foreach(file umaConfigVersion.cmake umaTargets.cmake FindCAF.cmake)
+  if(NOT EXISTS "${config_dir}/${file}")
+    message(FATAL_ERROR "${file} is not installed next to umaConfig.cmake (${config_dir})")
+  endif()
+endforeach()
+foreach(header sys/backend.hpp memory/managed_ref.hpp memory/detail/control_block.hpp
+               messages/interface.hpp actors/client.hpp)
+  if(NOT EXISTS "${prefix}/include/uma/${header}")
+    message(FATAL_ERROR "header ${header} is not installed under ${prefix}/include/uma")
+  endif()
+endforeach()
+
+set(configure_args -S "${CONSUMER_SOURCE_DIR}" -B "${build}" "-DCMAKE_PREFIX_PATH=${prefix}"
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+if(GENERATOR)
+  list(APPEND configure_args -G "${GENERATOR}")
+endif()
+if(CXX_COMPILER)
+  list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+endif()
+if(BUILD_TYPE)
+  list(APPEND configure_args "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
+endif()
+if(SANITIZE)
+  # A sanitized libuma.a needs the sanitizer runtimes in the consumer too.
+  string(REPLACE ";" "," SANITIZE "${SANITIZE}")
+  list(APPEND configure_args "-DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZE}"
+       "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
+endif()
+run("configure examples/consumer" "${CMAKE_COMMAND}" ${configure_args})
+run("build examples/consumer" "${CMAKE_COMMAND}" --build "${build}")
+run("run uma_consumer" "${build}/uma_consumer")
+message("${step_output}")
+if(NOT step_output MATCHES "^OK: ")
+  message(FATAL_ERROR "uma_consumer did not report OK")
+endif()

@@ -1,0 +1,152 @@
+// Restart intensity and backoff in virtual time: CAF's test_coordinator runs every actor on the
+// test thread and its clock only moves when the test advances it. Failures are injected on the
+// allocate path, which runs on the actor's own thread, so nothing here depends on real threads.
+#include <gtest/gtest.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "actors/allocator_supervisor.hpp"
+#include "messages/error_category.hpp"
+#include "messages/register_types.hpp"
+#include "sys/fault_injecting_backend.hpp"
+#include "sys/host_backend.hpp"
+
+namespace uma {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct virtual_time_config : caf::actor_system_config {
+  virtual_time_config() {
+    register_types(*this);
+    set("scheduler.policy", caf::atom("testing"));
+  }
+};
+
+class supervisor_virtual_time : public ::testing::Test {
+ protected:
+  supervisor_virtual_time() {
+    faults_->inject({backend_op::allocate, 1, errc::context_lost, true, true});
+  }
+  ~supervisor_virtual_time() override {
+    // Nothing runs unless the test runs it: stop what is alive, then drain, so that the actor
+    // system's destructor finds no running actor.
+    if (sup_)
+      caf::anon_send_exit(sup_, caf::exit_reason::user_shutdown);
+    if (watcher_)
+      caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
+    sup_ = nullptr;
+    watcher_ = nullptr;
+    while (sched_.run() > 0 || sched_.trigger_timeouts() > 0) {
+    }
+  }
+
+  allocator_supervisor_actor start(supervisor_config cfg) {
+    cfg.allocator.backend = faults_;
+    auto sup = spawn_supervisor(sys_, std::move(cfg));
+    sup_ = sup;
+    sched_.run();
+    // Watch the supervisor's exit from a test actor.
+    watcher_ = sys_.spawn([this, sup](caf::event_based_actor* self) -> caf::behavior {
+      self->monitor(sup);
+      self->set_down_handler([this](caf::down_msg& dm) { supervisor_exit_ = dm.reason; });
+      return {[](int) {}};
+    });
+    sched_.run();
+    return sup;
+  }
+
+  /// Makes the current incarnation fail: its allocate hits the injected fatal fault.
+  void crash(const allocator_supervisor_actor& sup) {
+    caf::anon_send(sup, allocate_atom_v, allocate_request{16, 1});
+    sched_.run();
+  }
+
+  supervision_stats stats(const allocator_supervisor_actor& sup) {
+    supervision_stats out;
+    sys_.spawn([&](caf::event_based_actor* self) {
+      self->request(sup, caf::infinite, supervision_atom_v).then([&](supervision_stats& s) {
+        out = std::move(s);
+      });
+    });
+    sched_.run();
+    return out;
+  }
+
+  virtual_time_config cfg_;
+  caf::actor_system sys_{cfg_};
+  caf::scheduler::test_coordinator& sched_ =
+      dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler());
+  std::shared_ptr<fault_injecting_backend> faults_ =
+      std::make_shared<fault_injecting_backend>(std::make_shared<host_backend>());
+  caf::actor watcher_;
+  allocator_supervisor_actor sup_;
+  caf::error supervisor_exit_;
+};
+
+TEST_F(supervisor_virtual_time, BackoffDoublesPerRestartAndIsCapped) {
+  supervisor_config cfg;
+  cfg.max_restarts = 10;
+  cfg.within = 60s;
+  cfg.backoff_initial = 100ms;
+  cfg.backoff_max = 300ms;
+  auto sup = start(cfg);
+  const std::chrono::milliseconds expected[] = {100ms, 200ms, 300ms, 300ms};
+  for (std::size_t i = 0; i < std::size(expected); ++i) {
+    crash(sup);
+    auto s = stats(sup);
+    ASSERT_EQ(s.state, "restarting") << "restart " << i;
+    EXPECT_EQ(s.current_generation, i + 1);
+    sched_.advance_time(expected[i] - 1ms);
+    sched_.run();
+    EXPECT_EQ(stats(sup).state, "restarting")
+        << "restarted before its backoff of " << expected[i].count() << " ms";
+    sched_.advance_time(1ms);
+    sched_.run();
+    s = stats(sup);
+    EXPECT_EQ(s.state, "running");
+    EXPECT_EQ(s.current_generation, i + 2);
+  }
+  const auto s = stats(sup);
+  EXPECT_EQ(s.backoffs_ms, (std::vector<std::uint64_t>{100, 200, 300, 300}));
+  EXPECT_EQ(s.restarts, 4u);
+}
+
+TEST_F(supervisor_virtual_time, ExceedingTheRestartIntensityEscalatesNamingTheLimit) {
+  supervisor_config cfg;
+  cfg.max_restarts = 2;
+  cfg.within = 10s;
+  cfg.backoff_initial = 0ms;
+  auto sup = start(cfg);
+  crash(sup);
+  crash(sup);
+  EXPECT_FALSE(supervisor_exit_);
+  crash(sup);  // the third failure within 10 s
+  ASSERT_TRUE(supervisor_exit_);
+  EXPECT_EQ(supervisor_exit_.category(), error_category);
+  EXPECT_EQ(supervisor_exit_.code(), static_cast<std::uint8_t>(errc::unrecoverable));
+  const auto text = sys_.render(supervisor_exit_);
+  EXPECT_NE(text.find("restart intensity exceeded: 2 restarts within 10000 ms"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("context_lost"), std::string::npos) << text;
+}
+
+TEST_F(supervisor_virtual_time, RestartsOutsideTheWindowDoNotCount) {
+  supervisor_config cfg;
+  cfg.max_restarts = 1;
+  cfg.within = 1s;
+  cfg.backoff_initial = 0ms;
+  auto sup = start(cfg);
+  crash(sup);
+  sched_.advance_time(2s);  // the first restart leaves the window
+  sched_.run();
+  crash(sup);
+  EXPECT_FALSE(supervisor_exit_);
+  EXPECT_EQ(stats(sup).current_generation, 3u);
+}
+
+}  // namespace
+}  // namespace uma

@@ -1,0 +1,27 @@
+#pragma once
+
+// The commands of the `uma` tool. Each returns the process exit status (tools/cli_options.hpp)
+// and throws `uma::error` for runtime failures, which main() reports with exit status 1.
+
+#include <caf/actor_system_config.hpp>
+
+#include "messages/register_types.hpp"
+#include "tools/cli_options.hpp"
+
+namespace uma::cli {
+
+/// An actor system configuration with uma's types registered.
+struct actor_config : caf::actor_system_config {
+  actor_config() { register_types(*this); }
+};
+
+/// `uma info`: backend, devices, versions, capability flags, memory-model verdicts.
+[[nodiscard]] int run_info(const options& o);
+
+/// `uma demo`: the worker pipeline, the allocator's stats, then a stop that leaves a clone inert.
+[[nodiscard]] int run_demo(const options& o);
+
+/// `uma stats`: a short workload, then the counters as text, JSON or Prometheus exposition.
+[[nodiscard]] int run_stats(const options& o);
+
+}  // namespace uma::cli

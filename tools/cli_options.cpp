@@ -1,0 +1,314 @@
+#include "tools/cli_options.hpp"
+
+#include <charconv>
+
+namespace uma::cli {
+
+namespace {
+
+constexpr std::string_view overview = R"(usage: uma <command> [options]
+
+commands:
+  info    the backend uma runs on, its devices (name, compute capability, memory), driver
+          and runtime versions, each device's capability flags and its memory model
+  demo    the worker pipeline: producer actors pass managed batches to consumer actors
+          through a transform on GPU 0 (host backend: a host loop); then the allocator
+          stops while a ref is held, and a clone of that ref is shown to be inert
+  stats   a short workload on an allocator, then its counters as text, JSON or
+          Prometheus text exposition
+  help    this text; `uma help <command>` or `uma <command> --help` for a command
+
+every command takes:
+  --backend auto|cuda|host   auto (default): CUDA when a device is usable, else host
+  -h, --help                 the command's options
+
+exit status: 0 ok, 1 runtime failure (a failed request or check, no usable device for
+--backend cuda), 2 usage error
+)";
+
+constexpr std::string_view info_usage = R"(usage: uma info [--backend auto|cuda|host]
+
+Prints the backend uma runs on (with auto: why CUDA is not usable, when it is not), each
+device's name, compute capability and memory, the driver and runtime versions, the capability
+flags uma reads for each device, and the memory model they add up to: whether the GPU can
+access CPU memory, how the CPU reaches GPU-resident managed memory, and whether CPU/GPU
+atomics work.
+
+  --backend auto|cuda|host   the backend to describe (default auto)
+  -h, --help                 this text
+)";
+
+constexpr std::string_view demo_usage =
+    R"(usage: uma demo [--backend auto|cuda|host] [--producers N] [--consumers N]
+                [--batches N] [--floats N]
+
+Runs the worker pipeline: producer actors allocate batches of floats through the allocator
+actor, fill them, prefetch them to GPU 0 (host backend: the host), transform them there (a CUDA
+kernel; on the host backend a host loop), bring them back and pass the refs by message to
+consumer actors, which verify every element. Prints a progress line and the allocator's stats,
+then stops the allocator while a ref is held and shows that a clone of it went inert.
+
+  --backend auto|cuda|host   the allocator's backend (default auto)
+  --producers N              producer actors, 1 to 64 (default 2)
+  --consumers N              consumer actors, 1 to 64 (default 2)
+  --batches N                batches per producer, 1 to 1048576 (default 8)
+  --floats N                 floats per batch, 1 to 268435456 (default 65536)
+  -h, --help                 this text
+
+Exits 1 when a batch mismatches, a request fails or a region is left live after the run.
+)";
+
+constexpr std::string_view stats_usage =
+    R"(usage: uma stats [--json | --prometheus] [--workload short|none]
+                 [--backend auto|cuda|host]
+
+Spawns an allocator, runs a short workload on it, waits until every queued backend call has
+run and prints the allocator's counters. The workload allocates four regions, fills them,
+prefetches them (to GPU 0 on CUDA), advises two read-mostly, discards one, makes one zero-size
+request (refused: it shows in the failure counters) and releases everything.
+
+  --json                     one JSON object, keys named as the allocator_stats fields
+  --prometheus               Prometheus text exposition (# HELP / # TYPE, labels backend,
+                             generation; failures by code)
+  --workload short|none      the workload above (default), or none: a fresh allocator
+  --backend auto|cuda|host   the allocator's backend (default auto)
+  -h, --help                 this text
+)";
+
+/// The options each command takes (beyond --help).
+enum class flag : std::uint8_t {
+  backend,
+  json,
+  prometheus,
+  workload,
+  producers,
+  consumers,
+  batches,
+  floats
+};
+
+struct flag_spec {
+  std::string_view name;
+  flag which;
+  bool takes_value;
+};
+
+constexpr flag_spec flags[] = {
+    {"--backend", flag::backend, true},        {"--json", flag::json, false},
+    {"--prometheus", flag::prometheus, false}, {"--workload", flag::workload, true},
+    {"--producers", flag::producers, true},    {"--consumers", flag::consumers, true},
+    {"--batches", flag::batches, true},        {"--floats", flag::floats, true},
+};
+
+[[nodiscard]] bool accepts(command c, flag f) noexcept {
+  switch (c) {
+    case command::info:
+      return f == flag::backend;
+    case command::demo:
+      return f == flag::backend || f == flag::producers || f == flag::consumers ||
+             f == flag::batches || f == flag::floats;
+    case command::stats:
+      return f == flag::backend || f == flag::json || f == flag::prometheus || f == flag::workload;
+    case command::help:
+      return false;
+  }
+  return false;
+}
+
+[[nodiscard]] std::optional<command> parse_command(std::string_view text) noexcept {
+  if (text == "info")
+    return command::info;
+  if (text == "demo")
+    return command::demo;
+  if (text == "stats")
+    return command::stats;
+  if (text == "help")
+    return command::help;
+  return std::nullopt;
+}
+
+/// A count in [1, most]; nullopt for anything else (signs, junk, zero, too large).
+[[nodiscard]] std::optional<std::size_t> parse_count(std::string_view text,
+                                                     std::size_t most) noexcept {
+  std::size_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || value == 0 || value > most)
+    return std::nullopt;
+  return value;
+}
+
+struct parser {
+  parse_result out;
+  options o;
+
+  /// Records a usage error of the current command; returns false for the caller to pass on.
+  bool refuse(const std::string& what) {
+    out.error = "uma";
+    if (o.what != command::help)
+      out.error += " " + std::string(to_string(o.what));
+    out.error += ": " + what;
+    return false;
+  }
+
+  bool count(std::string_view name, std::string_view value, std::size_t most, std::size_t& target) {
+    const auto n = parse_count(value, most);
+    if (!n)
+      return refuse(std::string(name) + " needs a count from 1 to " + std::to_string(most) +
+                    ", not '" + std::string(value) + "'");
+    target = *n;
+    return true;
+  }
+
+  bool apply(const flag_spec& spec, std::string_view value) {
+    switch (spec.which) {
+      case flag::backend: {
+        const auto choice = parse_backend_choice(value);
+        if (!choice)
+          return refuse("unknown backend '" + std::string(value) +
+                        "' (expected auto, cuda or host)");
+        o.backend = *choice;
+        return true;
+      }
+      case flag::json:
+      case flag::prometheus: {
+        const auto format =
+            spec.which == flag::json ? output_format::json : output_format::prometheus;
+        if (o.format != output_format::text && o.format != format)
+          return refuse("--json and --prometheus exclude each other");
+        o.format = format;
+        return true;
+      }
+      case flag::workload:
+        if (value == "short" || value == "none") {
+          o.workload = value == "short";
+          return true;
+        }
+        return refuse("unknown workload '" + std::string(value) + "' (expected short or none)");
+      case flag::producers:
+        return count(spec.name, value, 64, o.producers);
+      case flag::consumers:
+        return count(spec.name, value, 64, o.consumers);
+      case flag::batches:
+        return count(spec.name, value, std::size_t{1} << 20, o.batches);
+      case flag::floats:
+        return count(spec.name, value, std::size_t{1} << 28, o.floats);
+    }
+    return refuse("unhandled option '" + std::string(spec.name) + "'");
+  }
+
+  /// Parses the options after the command; false (with out.error set) on the first bad one.
+  bool options_after(std::span<const std::string_view> args) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const std::string_view arg = args[i];
+      if (arg == "--help" || arg == "-h") {
+        o.help = true;
+        continue;
+      }
+      if (!arg.starts_with("-"))
+        return refuse("unexpected argument '" + std::string(arg) + "'");
+      const auto eq = arg.find('=');
+      const std::string_view name = arg.substr(0, eq);
+      const flag_spec* spec = nullptr;
+      for (const auto& f : flags)
+        if (f.name == name)
+          spec = &f;
+      if (spec == nullptr || !accepts(o.what, spec->which))
+        return refuse("unknown option '" + std::string(name) + "'");
+      std::string_view value;
+      if (spec->takes_value) {
+        if (eq != std::string_view::npos) {
+          value = arg.substr(eq + 1);
+        } else if (i + 1 < args.size()) {
+          value = args[++i];
+        } else {
+          return refuse(std::string(name) + " needs a value");
+        }
+      } else if (eq != std::string_view::npos) {
+        return refuse(std::string(name) + " takes no value");
+      }
+      if (!apply(*spec, value))
+        return false;
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+std::string_view to_string(command c) noexcept {
+  switch (c) {
+    case command::info:
+      return "info";
+    case command::demo:
+      return "demo";
+    case command::stats:
+      return "stats";
+    case command::help:
+      return "help";
+  }
+  return "help";
+}
+
+std::string_view usage(command c) noexcept {
+  switch (c) {
+    case command::info:
+      return info_usage;
+    case command::demo:
+      return demo_usage;
+    case command::stats:
+      return stats_usage;
+    case command::help:
+      return overview;
+  }
+  return overview;
+}
+
+parse_result parse_arguments(std::span<const std::string_view> args) {
+  parser p;
+  if (args.empty()) {
+    p.o.help = true;  // bare `uma`: the overview
+    p.out.parsed = p.o;
+    return p.out;
+  }
+  const std::string_view first = args.front();
+  if (first == "--help" || first == "-h") {
+    if (args.size() > 1) {
+      p.refuse("unexpected argument '" + std::string(args[1]) + "' after " + std::string(first));
+      return p.out;
+    }
+    p.o.help = true;
+    p.out.parsed = p.o;
+    return p.out;
+  }
+  const auto cmd = parse_command(first);
+  if (!cmd) {
+    p.refuse(first.starts_with("-") ? "expected a command before '" + std::string(first) + "'"
+                                    : "unknown command '" + std::string(first) + "'");
+    return p.out;
+  }
+  p.o.what = *cmd;
+  p.out.context = *cmd;
+  if (*cmd == command::help) {
+    // `uma help [command]`: the overview, or that command's usage.
+    p.o.help = true;
+    if (args.size() > 2) {
+      p.refuse("unexpected argument '" + std::string(args[2]) + "'");
+      return p.out;
+    }
+    if (args.size() == 2) {
+      const auto topic = parse_command(args[1]);
+      if (!topic) {
+        p.refuse("unknown command '" + std::string(args[1]) + "'");
+        return p.out;
+      }
+      p.o.what = *topic;
+    }
+    p.out.parsed = p.o;
+    return p.out;
+  }
+  if (p.options_after(args.subspan(1)))
+    p.out.parsed = p.o;
+  return p.out;
+}
+
+}  // namespace uma::cli

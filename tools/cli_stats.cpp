@@ -1,0 +1,64 @@
+// `uma stats`: a short workload on an allocator, then its counters.
+
+#include <iostream>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/client.hpp"
+#include "tools/cli_commands.hpp"
+#include "tools/stats_format.hpp"
+
+namespace uma::cli {
+
+namespace {
+
+/// Exercises every counter family once: allocations, prefetch, advice, discard, a refused
+/// request, releases. Leaves nothing allocated.
+void run_workload(client& uma, location target) {
+  std::vector<ManagedRef<float>> refs;
+  for (const std::size_t floats : {1u << 12, 1u << 14, 1u << 16, 1u << 18}) {
+    refs.push_back(uma.allocate<float>(floats, {.label = "stats workload"}));
+    auto pin = refs.back().pin();
+    std::fill(pin.begin(), pin.end(), 1.0f);
+  }
+  std::vector<byte_ref> all;
+  for (const auto& r : refs)
+    all.push_back(client::erase(r));
+  static_cast<void>(uma.prefetch(all, {target}, {}, completion::complete));
+  static_cast<void>(uma.advise({all[0], all[1]}, advice::set_read_mostly));
+  static_cast<void>(uma.discard({all[2]}, {}, completion::complete));
+  try {
+    static_cast<void>(uma.allocate<float>(0, {.label = "refused on purpose"}));
+  } catch (const error& e) {
+    if (e.code() != errc::invalid_argument)
+      throw;  // anything but the expected refusal is a real failure
+  }
+}
+
+}  // namespace
+
+int run_stats(const options& o) {
+  const auto backend = make_backend(o.backend);
+  actor_config cfg;
+  caf::actor_system sys{cfg};
+  client uma(sys, allocator_config{.backend = backend});
+  if (o.workload)
+    run_workload(uma, backend->device_count() > 0 ? location::device(0) : location::host());
+  const auto stats = uma.flush();
+  switch (o.format) {
+    case output_format::json:
+      std::cout << to_json(stats);
+      break;
+    case output_format::prometheus:
+      std::cout << to_prometheus(stats);
+      break;
+    case output_format::text:
+      std::cout << to_string(stats);
+      break;
+  }
+  std::cout.flush();
+  return std::cout ? exit_ok : exit_failure;
+}
+
+}  // namespace uma::cli
