@@ -8,6 +8,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include "actors/allocator_supervisor.hpp"
 #include "actors/client.hpp"
 #include "examples/worker_pipeline.hpp"
 #include "tools/cli_commands.hpp"
@@ -47,7 +48,14 @@ namespace {
 }  // namespace
 
 int run_demo(const options& o) {
-  auto backend = make_backend(o.backend);
+  std::shared_ptr<backend> backend = make_backend(o.backend);
+  std::shared_ptr<fault_injecting_backend> faults;
+  if (!o.faults.empty()) {
+    faults = std::make_shared<fault_injecting_backend>(backend);
+    for (const auto& f : o.faults)
+      faults->inject(f);
+    backend = faults;
+  }
   std::cout << "backend: " << to_string(backend->kind()) << " (" << backend->description() << ")\n";
   const pipeline::pipeline_options shape{
       .producers = o.producers, .consumers = o.consumers, .batches = o.batches, .floats = o.floats};
@@ -55,7 +63,11 @@ int run_demo(const options& o) {
 
   actor_config cfg;
   caf::actor_system sys{cfg};
-  client uma(sys, allocator_config{.backend = backend});
+  supervisor_config supervision;
+  supervision.allocator.backend = backend;
+  supervision.backoff_initial = std::chrono::milliseconds(1);
+  const auto supervisor = spawn_supervisor(sys, supervision);
+  client uma(sys, supervisor);
 
   // On a terminal the progress line rewrites itself; in a log only its final state is written.
   const bool terminal = isatty(fileno(stdout)) != 0;
@@ -72,7 +84,23 @@ int run_demo(const options& o) {
   std::cout << "pipeline: " << pipeline::summarize(result);
   std::cout << "stats after the pipeline:\n" << to_string(result.stats);
 
+  const auto sv = query_supervision(sys, supervisor);
+  std::cout << "supervisor: generation " << sv.current_generation << ", " << sv.restarts
+            << " restart(s), state " << sv.state;
+  if (faults)
+    std::cout << ", " << faults->injected() << " fault(s) injected";
+  if (!sv.last_exit_reason.empty())
+    std::cout << ", last exit: " << sv.last_exit_reason;
+  std::cout << "\n";
+  if (sv.state != "running") {
+    std::cerr << "uma demo: the allocator is " << sv.state << "; nothing more to show\n";
+    return exit_failure;
+  }
   const bool inert = stop_while_held(uma);
+  if (faults) {
+    // Failed batches are the point of injecting faults; leaks and hangs are not.
+    return inert && result.stats.live_regions == 0 ? exit_ok : exit_failure;
+  }
   if (!result.ok()) {
     std::cerr << "uma demo: the pipeline failed (see above)\n";
     return exit_failure;

@@ -40,7 +40,7 @@ atomics work.
 
 constexpr std::string_view demo_usage =
     R"(usage: uma demo [--backend auto|cuda|host] [--producers N] [--consumers N]
-                [--batches N] [--floats N]
+                [--batches N] [--floats N] [--inject-fault OP:N:CODE[:every][:fatal]]...
 
 Runs the worker pipeline: producer actors allocate batches of floats through the allocator
 actor, fill them, prefetch them to GPU 0 (host backend: the host), transform them there (a CUDA
@@ -53,9 +53,19 @@ then stops the allocator while a ref is held and shows that a clone of it went i
   --consumers N              consumer actors, 1 to 64 (default 2)
   --batches N                batches per producer, 1 to 1048576 (default 8)
   --floats N                 floats per batch, 1 to 268435456 (default 65536)
+  --inject-fault SPEC        fail the Nth (with :every, every Nth) call of a backend operation
+                             with an error code; :fatal ends the allocator incarnation, and its
+                             supervisor decides (context_lost: restart, unrecoverable: stop,
+                             others: escalate). OP is allocate, free, prefetch, discard,
+                             discard_prefetch, advise, attributes, kind_of, is_capturing,
+                             launch_host_func or synchronize. Repeatable. Example:
+                             --inject-fault prefetch:5:context_lost
   -h, --help                 this text
 
-Exits 1 when a batch mismatches, a request fails or a region is left live after the run.
+The allocator runs under a supervisor; the supervisor's restarts and generations are printed.
+Exits 1 when a batch mismatches, a request fails or a region is left live after the run; with
+--inject-fault, failed batches are expected and only a leak, an unanswered request or an
+escalation fails the demo.
 )";
 
 constexpr std::string_view stats_usage =
@@ -84,7 +94,8 @@ enum class flag : std::uint8_t {
   producers,
   consumers,
   batches,
-  floats
+  floats,
+  inject_fault
 };
 
 struct flag_spec {
@@ -94,10 +105,11 @@ struct flag_spec {
 };
 
 constexpr flag_spec flags[] = {
-    {"--backend", flag::backend, true},        {"--json", flag::json, false},
-    {"--prometheus", flag::prometheus, false}, {"--workload", flag::workload, true},
-    {"--producers", flag::producers, true},    {"--consumers", flag::consumers, true},
-    {"--batches", flag::batches, true},        {"--floats", flag::floats, true},
+    {"--backend", flag::backend, true},           {"--json", flag::json, false},
+    {"--prometheus", flag::prometheus, false},    {"--workload", flag::workload, true},
+    {"--producers", flag::producers, true},       {"--consumers", flag::consumers, true},
+    {"--batches", flag::batches, true},           {"--floats", flag::floats, true},
+    {"--inject-fault", flag::inject_fault, true},
 };
 
 [[nodiscard]] bool accepts(command c, flag f) noexcept {
@@ -106,7 +118,7 @@ constexpr flag_spec flags[] = {
       return f == flag::backend;
     case command::demo:
       return f == flag::backend || f == flag::producers || f == flag::consumers ||
-             f == flag::batches || f == flag::floats;
+             f == flag::batches || f == flag::floats || f == flag::inject_fault;
     case command::stats:
       return f == flag::backend || f == flag::json || f == flag::prometheus || f == flag::workload;
     case command::help:
@@ -192,6 +204,13 @@ struct parser {
         return count(spec.name, value, std::size_t{1} << 20, o.batches);
       case flag::floats:
         return count(spec.name, value, std::size_t{1} << 28, o.floats);
+      case flag::inject_fault:
+        try {
+          o.faults.push_back(parse_fault(value));
+          return true;
+        } catch (const error& e) {
+          return refuse(e.what());
+        }
     }
     return refuse("unhandled option '" + std::string(spec.name) + "'");
   }

@@ -1,5 +1,9 @@
 #pragma once
 
+#include <vector>
+
+#include "sys/fault_injecting_backend.hpp"
+
 // Command-line parsing of the `uma` tool: which command, which options, and the usage texts.
 // Pure functions over the argument list, so tests can check what is accepted and refused.
 
@@ -41,6 +45,7 @@ struct options {
   std::size_t consumers = 2;
   std::size_t batches = 8;
   std::size_t floats = std::size_t{1} << 16;
+  std::vector<fault> faults;  ///< `demo --inject-fault`, in order
 };
 
 /// The outcome of parsing: options, or the reason the command line is refused.
