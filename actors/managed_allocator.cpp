@@ -10,6 +10,8 @@
 #include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/request_checks.hpp"
+#include "memory/advice_ops.hpp"
 #include "memory/coalesce.hpp"
 #include "memory/location_rules.hpp"
 #include "memory/pool.hpp"
@@ -325,149 +327,13 @@ class managed_allocator final : public allocator_impl::base {
     return caps.managed_memory && (attached_global || caps.concurrent_managed_access);
   }
 
-  // -- validation ------------------------------------------------------------------------------
+  // -- validation (actors/request_checks) -------------------------------------------------------
 
-  /// Every ref must be non-empty, of this incarnation, and no two may overlap.
   void check_refs(std::span<const byte_ref> refs, const char* op) {
-    if (refs.empty())
-      raise(errc::invalid_argument, std::string(op) + ": no refs given");
-    for (std::size_t i = 0; i < refs.size(); ++i) {
-      const auto& ref = refs[i];
-      const auto where = std::string(op) + ": ref #" + std::to_string(i);
-      if (ref.empty())
-        raise(errc::invalid_argument, where + " is empty");
-      const auto* r = ref.region_record();
-      if (r->control != control_) {
-        if (!r->control->alive()) {
-          ++stats_.inert_refusals;
-          raise(errc::allocator_stopped, where + " (region " + std::to_string(r->id) +
-                                             ", generation " + std::to_string(ref.generation()) +
-                                             ") is inert: its allocator has stopped");
-        }
-        raise(errc::invalid_argument, where + " (region " + std::to_string(r->id) +
-                                          ") belongs to another allocator (generation " +
-                                          std::to_string(ref.generation()) + ")");
-      }
-    }
-    if (refs.size() > 1) {
-      std::vector<const byte_ref*> sorted;
-      sorted.reserve(refs.size());
-      for (const auto& ref : refs)
-        sorted.push_back(&ref);
-      std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) {
-        return std::pair(a->id(), a->byte_offset()) < std::pair(b->id(), b->byte_offset());
-      });
-      for (std::size_t i = 1; i < sorted.size(); ++i) {
-        const auto* a = sorted[i - 1];
-        const auto* b = sorted[i];
-        if (a->id() == b->id() && b->byte_offset() < a->byte_offset() + a->bytes())
-          raise(errc::invalid_argument, std::string(op) + ": region " + std::to_string(a->id()) +
-                                            " appears twice (overlapping ranges at byte offsets " +
-                                            std::to_string(a->byte_offset()) + " and " +
-                                            std::to_string(b->byte_offset()) + ")");
-      }
-    }
+    uma::check_refs(refs, op, *control_, stats_.inert_refusals);
   }
-
-  /// Stream-ordered work must not be enqueued into a capture: a prefetch there fails and
-  /// invalidates the caller's capture, so it is refused before anything is enqueued.
   void check_stream(stream_view stream, const char* op) {
-    if (stream.handle == nullptr)
-      return;
-    if (backend_->kind() == backend_kind::host)
-      raise(errc::invalid_argument, std::string(op) + ": stream " + detail::hex(stream.handle) +
-                                        " given, but the host backend has no CUDA streams");
-    if (backend_->is_capturing(stream))
-      raise(errc::capture_in_progress, std::string(op) + ": stream " + detail::hex(stream.handle) +
-                                           " is capturing a graph; uma does not enqueue managed "
-                                           "memory operations into a capture");
-  }
-
-  static std::vector<byte_range> ranges_of(std::span<const byte_ref> refs) {
-    std::vector<byte_range> out;
-    out.reserve(refs.size());
-    for (const auto& ref : refs)
-      out.push_back(ref.range());
-    return out;
-  }
-
-  static op_result summarize(std::span<const byte_range> ranges, completion when) {
-    op_result res;
-    res.ranges = ranges.size();
-    for (const auto& r : ranges)
-      res.bytes += r.bytes;
-    res.completed = when == completion::complete;
-    return res;
-  }
-
-  /// Applies advice to every range, or to none: if the runtime refuses one, the ranges already
-  /// advised get their previous state back before the error is rethrown.
-  static void apply_advice_whole(backend& b, std::span<const byte_range> ranges, advice what,
-                                 location where) {
-    std::vector<range_attributes> before;
-    if (ranges.size() > 1) {
-      before.reserve(ranges.size());
-      for (const auto& r : ranges)
-        before.push_back(b.attributes(r));
-    }
-    std::size_t done = 0;
-    try {
-      for (; done < ranges.size(); ++done)
-        b.advise(ranges[done], what, where);
-    } catch (...) {
-      for (std::size_t i = 0; i < done && i < before.size(); ++i)
-        restore(b, ranges[i], what, where, before[i]);
-      throw;
-    }
-  }
-
-  /// Takes every advice in `state` back from `range` (all of them when the state is unknown).
-  static void reset_advice(backend& b, byte_range range, const advice_state& state,
-                           int devices) noexcept {
-    try {
-      if (!state.known || state.read_mostly)
-        b.advise(range, advice::unset_read_mostly, location::host());
-      if (!state.known || state.preferred)
-        b.advise(range, advice::unset_preferred_location, location::host());
-      if (state.known) {
-        for (const auto& loc : state.accessed_by)
-          b.advise(range, advice::unset_accessed_by, loc);
-      } else {
-        for (int d = 0; d < devices; ++d)
-          b.advise(range, advice::unset_accessed_by, location::device(d));
-      }
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "uma: could not reset the advice of a released pool block: %s\n",
-                   e.what());
-    }
-  }
-
-  static void restore(backend& b, byte_range r, advice what, location where,
-                      const range_attributes& was) noexcept {
-    try {
-      switch (what) {
-        case advice::set_read_mostly:
-        case advice::unset_read_mostly:
-          b.advise(r, was.read_mostly ? advice::set_read_mostly : advice::unset_read_mostly, where);
-          return;
-        case advice::set_preferred_location:
-        case advice::unset_preferred_location:
-          if (was.preferred_location)
-            b.advise(r, advice::set_preferred_location, *was.preferred_location);
-          else
-            b.advise(r, advice::unset_preferred_location, where);
-          return;
-        case advice::set_accessed_by:
-        case advice::unset_accessed_by: {
-          const bool had = std::find(was.accessed_by.begin(), was.accessed_by.end(), where) !=
-                           was.accessed_by.end();
-          b.advise(r, had ? advice::set_accessed_by : advice::unset_accessed_by, where);
-          return;
-        }
-      }
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "uma: could not restore advice after a failed batch: %s\n", e.what());
-    }
+    uma::check_stream(*backend_, stream, op);
   }
 
   // -- off-loop work -----------------------------------------------------------------------------
