@@ -20,7 +20,7 @@ std::vector<region_info> region_table::report(std::uint64_t generation) const {
   for (const auto& [id, e] : entries_)
     out.push_back(region_info{
         id, generation, e.region->bytes, e.label, e.attach,
-        e.region->refs.load(std::memory_order_relaxed) - 1,  // minus the table's own count
+        e.region->refs.load(std::memory_order_relaxed),
         e.region->pins.load(std::memory_order_relaxed),
         std::chrono::duration_cast<std::chrono::milliseconds>(now - e.created).count()});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });

@@ -77,14 +77,23 @@ std::optional<stop_report> control_block::report() const {
 }
 
 void drop_ref(region* r) noexcept {
-  const auto before = r->refs.fetch_sub(1, std::memory_order_acq_rel);
-  if (before == 1) {
-    delete r;  // the table let go already (post_stop): nobody else can reach it
-  } else if (before == 2) {
-    // Only the table's count is left. While the actor lives it frees the region; once it is
-    // stopping, post_stop frees it (or has), and enqueue_release does nothing.
-    r->control->enqueue_release(r->id);
+  if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1)
+    return;  // other handles remain: never touch the record after the decrement
+  // The last user still owns the record: take what the release needs before letting go.
+  auto control = r->control;
+  const auto id = r->id;
+  if (r->owners.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete r;  // the table let go already (post_stop freed or leaked the memory)
+    return;
   }
+  // The table still holds it: while the actor lives it frees the region; once it is stopping,
+  // post_stop frees it (or has) and enqueue_release does nothing.
+  control->enqueue_release(id);
+}
+
+void drop_table_ref(region* r) noexcept {
+  if (r->owners.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    delete r;
 }
 
 }  // namespace uma::detail

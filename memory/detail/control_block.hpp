@@ -86,8 +86,11 @@ class control_block {
   std::optional<stop_report> report_;
 };
 
-/// One managed allocation. Owned jointly by the actor's region table (one count) and the refs
-/// (one count each); the object itself is deleted by whoever drops the last count.
+/// One managed allocation. `refs` counts the user handles (ManagedRef copies, pins); `owners`
+/// counts who may still touch the record: the actor's region table (until it freed the memory)
+/// and the users as a group (while refs > 0). Whoever drops the last owner deletes the record.
+/// Keeping the two apart means a clone's drop is one decrement and never reads the record after
+/// it: only the last user, which still owns it, reads it (then lets go).
 struct region {
   /// Marks a region that owns its own backend allocation (not a pooled block).
   static constexpr std::uint32_t no_slab = 0xffffffffu;
@@ -104,7 +107,8 @@ struct region {
         slab(slab),
         slab_offset(slab_offset) {}
 
-  std::atomic<std::int64_t> refs{1};  ///< the region table's count plus one per ref
+  std::atomic<std::int64_t> refs{0};    ///< user handles
+  std::atomic<std::int32_t> owners{1};  ///< the table, plus 1 while refs > 0
   std::atomic<std::int64_t> pins{0};
   const std::shared_ptr<control_block> control;
   const std::uint64_t id;
@@ -118,19 +122,24 @@ struct region {
   [[nodiscard]] bool pooled() const noexcept { return slab != no_slab; }
 };
 
-/// Adds a count (a copy of a ref). Relaxed: the caller already holds a count.
+/// Adds a user count (a copy of a ref). Relaxed: the caller already holds one.
 inline void add_ref(region* r) noexcept {
   r->refs.fetch_add(1, std::memory_order_relaxed);
 }
 
-/// Drops a count. The last user count of a live region hands it back to its actor; the last
-/// count of all (the table let go at stop) deletes the record.
+/// The actor hands out the first user count of a fresh region (refs 0 -> 1, users own it).
+inline void adopt_first_ref(region* r) noexcept {
+  r->owners.fetch_add(1, std::memory_order_relaxed);
+  r->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+/// Drops a user count. The last one hands a live region back to its actor; if the table let go
+/// already (the allocator stopped), it deletes the record.
 void drop_ref(region* r) noexcept;
 
-/// The actor drops the table's count once it freed (or leaked) the memory.
-inline void drop_table_ref(region* r) noexcept {
-  drop_ref(r);
-}
+/// The actor drops the table's ownership once it freed (or leaked) the memory; deletes the
+/// record unless users still hold it.
+void drop_table_ref(region* r) noexcept;
 
 }  // namespace detail
 }  // namespace uma
