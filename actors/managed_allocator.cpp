@@ -187,7 +187,7 @@ class managed_allocator final : public allocator_impl::base {
     stats_.live_bytes += backend_bytes;
     stats_.total_bytes_allocated += backend_bytes;
     stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
-    detail::add_ref(reg);  // the reply's count; the table keeps the initial one
+    detail::adopt_first_ref(reg);  // the reply's count; the table keeps the initial one
     return byte_ref::adopt(reg, 0, bytes);
   }
 
@@ -392,7 +392,7 @@ class managed_allocator final : public allocator_impl::base {
       if (entry == nullptr)
         continue;
       auto* r = entry->region;
-      if (r->refs.load(std::memory_order_acquire) != 1)
+      if (r->refs.load(std::memory_order_acquire) != 0)
         continue;  // re-shared since
       ++stats_.releases;
       --stats_.live_regions;
@@ -437,7 +437,10 @@ class managed_allocator final : public allocator_impl::base {
     std::vector<std::uint32_t> pinned_slabs;  // a slab with a pinned block is leaked whole
     for (auto& [id, e] : table_.take_all()) {
       auto* r = e.region;
-      if (r->pins.load(std::memory_order_seq_cst) > 0) {
+      // After a successful drain no pin can be held: a non-zero region count is a pin attempt
+      // that is backing off (try_pin raises it before it learns of the stop). Only a drain that
+      // timed out leaves real readers behind.
+      if (!report.pins_drained && r->pins.load(std::memory_order_seq_cst) > 0) {
         if (r->pooled())
           pinned_slabs.push_back(r->slab);
         ++report.regions_leaked;
