@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -70,6 +71,7 @@ namespace uma::asio {
 
 namespace detail {
 
+/// The category behind `uma::asio::category()`: names the code, nothing more.
 class uma_error_category final : public boost::system::error_category {
  public:
   // A fixed id makes codes compare equal across shared libraries, as Boost.System recommends.
@@ -138,9 +140,8 @@ class bridge {
       : sys_(&sys), allocator_(std::move(allocator)), executor_(std::move(executor)) {}
 
   /// The same, completing on `context`'s executor (an `io_context`, a `thread_pool`).
-  template <class ExecutionContext>
-  requires std::is_convertible_v<ExecutionContext&, boost::asio::execution_context&> bridge(
-      caf::actor_system& sys, managed_allocator_actor allocator, ExecutionContext& context)
+  template <std::derived_from<boost::asio::execution_context> ExecutionContext>
+  bridge(caf::actor_system& sys, managed_allocator_actor allocator, ExecutionContext& context)
       : bridge(sys, std::move(allocator), executor_type(context.get_executor())) {}
 
   /// The default completion executor.

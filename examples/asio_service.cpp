@@ -154,7 +154,15 @@ awaitable<void> accept_loop(tcp::acceptor& acceptor, uma::asio::bridge bridge,
     if (ec)
       co_return;  // closed: the run is over
     auto executor = socket.get_executor();
-    net::co_spawn(executor, serve(std::move(socket), bridge), net::detached);
+    net::co_spawn(executor, serve(std::move(socket), bridge), [](std::exception_ptr e) {
+      if (!e)
+        return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        std::fprintf(stderr, "asio_service: a server session failed: %s\n", x.what());
+      }
+    });
   }
 }
 
