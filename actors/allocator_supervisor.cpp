@@ -6,6 +6,7 @@
 
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/managed_allocator.hpp"
@@ -71,6 +72,15 @@ class allocator_supervisor final : public supervisor_impl::base {
           return forward<allocator_stats>(a);
         },
         [this](trim_atom a) -> caf::result<std::uint64_t> { return forward<std::uint64_t>(a); },
+        [this](quota_atom a, std::uint64_t bytes) -> caf::result<std::uint64_t> {
+          // A quota set survives restarts: later incarnations start with it.
+          return forward_then<std::uint64_t>(
+              [this, bytes](std::uint64_t quota) {
+                if (bytes != 0)
+                  config_.allocator.quota_bytes = quota;
+              },
+              a, bytes);
+        },
         [this](release_atom a) {
           if (child_)
             send(child_, a);
@@ -87,8 +97,15 @@ class allocator_supervisor final : public supervisor_impl::base {
     // on_exit also runs from on_destroy (no handle left), where the execution unit is stale:
     // every send from here goes through the scheduler's shared queue.
     context(nullptr);
-    if (child_)
-      send_exit(child_, caf::exit_reason::user_shutdown);
+    if (child_) {
+      // Demonitor first: the incarnation's down message would otherwise schedule this actor
+      // while it is being destroyed (when the last handle went away without a stop).
+      // Anonymous: the receiver unlinks from an exit message's sender, which may be this
+      // half-destroyed actor.
+      demonitor(child_.address());
+      caf::anon_send_exit(child_, caf::exit_reason::user_shutdown);
+      child_ = nullptr;
+    }
     fail_stash(make_caf_error(errc::allocator_stopped, "the allocator supervisor stopped"));
     supervisor_impl::base::on_exit();
   }
@@ -98,11 +115,19 @@ class allocator_supervisor final : public supervisor_impl::base {
 
   template <class R, class... Ts>
   caf::typed_response_promise<R> forward(Ts... xs) {
+    return forward_then<R>(std::function<void(R)>{}, std::move(xs)...);
+  }
+
+  /// forward, with `on_reply` called with a successful reply before it is delivered.
+  template <class R, class... Ts>
+  caf::typed_response_promise<R> forward_then(std::function<void(R)> on_reply, Ts... xs) {
     auto rp = make_response_promise<R>();
     if (child_) {
-      forward_now<R>(rp, std::move(xs)...);
+      forward_now<R>(rp, on_reply, std::move(xs)...);
     } else if (state_ == "restarting") {
-      stash_.push_back({[this, rp, xs...]() mutable { forward_now<R>(rp, std::move(xs)...); },
+      stash_.push_back({[this, rp, on_reply, xs...]() mutable {
+                          forward_now<R>(rp, on_reply, std::move(xs)...);
+                        },
                         [rp](caf::error err) mutable { rp.deliver(std::move(err)); }});
     } else {
       rp.deliver(make_caf_error(errc::allocator_stopped,
@@ -113,21 +138,26 @@ class allocator_supervisor final : public supervisor_impl::base {
   }
 
   template <class R, class... Ts>
-  void forward_now(caf::typed_response_promise<R> rp, Ts... xs) {
+  void forward_now(caf::typed_response_promise<R> rp, std::function<void(R)> on_reply, Ts... xs) {
     const auto gen = generation_;
     request(child_, caf::infinite, std::move(xs)...)
-        .then([rp](R& r) mutable { rp.deliver(std::move(r)); },
-              [this, rp, gen](caf::error& err) mutable {
-                if (err.category() == error_category) {
-                  rp.deliver(std::move(err));
-                  return;
-                }
-                // The incarnation went away under the request: say so, never a bare CAF error.
-                rp.deliver(make_caf_error(errc::allocator_stopped,
-                                          "allocator generation " + std::to_string(gen) +
-                                              " went down while serving the request (" +
-                                              system().render(err) + ")"));
-              });
+        .then(
+            [rp, on_reply](R& r) mutable {
+              if (on_reply)
+                on_reply(r);
+              rp.deliver(std::move(r));
+            },
+            [this, rp, gen](caf::error& err) mutable {
+              if (err.category() == error_category) {
+                rp.deliver(std::move(err));
+                return;
+              }
+              // The incarnation went away under the request: say so, never a bare CAF error.
+              rp.deliver(make_caf_error(errc::allocator_stopped,
+                                        "allocator generation " + std::to_string(gen) +
+                                            " went down while serving the request (" +
+                                            system().render(err) + ")"));
+            });
   }
 
   void fail_stash(const caf::error& err) {

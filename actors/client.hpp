@@ -90,6 +90,11 @@ class client {
   [[nodiscard]] allocator_stats flush();
   /// Gives the pool's completely free slabs back to the backend; returns how many.
   std::uint64_t trim() { return call<std::uint64_t>(trim_atom_v); }
+  /// The quota in force; non-zero `set_bytes` sets it first (invalid_argument, and no change,
+  /// when it is below the live bytes). Through a supervisor the new quota outlives restarts.
+  std::uint64_t quota(std::uint64_t set_bytes = 0) {
+    return call<std::uint64_t>(quota_atom_v, set_bytes);
+  }
   /// The outstanding-allocation report.
   [[nodiscard]] std::vector<region_info> regions();
 

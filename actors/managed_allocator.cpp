@@ -109,6 +109,17 @@ class managed_allocator final : public allocator_impl::base {
         },
         [this](release_atom) { drain_releases(); },
         [this](trim_atom) -> std::uint64_t { return pool_ ? pool_->trim() : 0; },
+        [this](quota_atom, std::uint64_t bytes) -> caf::result<std::uint64_t> {
+          return guarded<std::uint64_t>([&] {
+            if (bytes != 0 && bytes < stats_.live_bytes)
+              raise(errc::invalid_argument, "quota: " + detail::bytes(bytes) +
+                                                " is below the live bytes (" +
+                                                detail::bytes(stats_.live_bytes) + ")");
+            if (bytes != 0)
+              quota_ = stats_.quota_bytes = bytes;  // a pool keeps its slab limit from the start
+            return quota_;
+          });
+        },
         [this](job_done_atom, std::uint64_t ticket, caf::message& payload, caf::error& err,
                bool fatal) {
           auto it = pending_.find(ticket);

@@ -5,6 +5,7 @@
 #include "memory/allocator_stats.hpp"
 #include "memory/region_table.hpp"
 #include "memory/supervision_stats.hpp"
+#include "messages/remote_types.hpp"
 #include "messages/requests.hpp"
 
 // uma's message vocabulary. Atom texts are CAF 0.17 atoms (at most 10 characters).
@@ -26,6 +27,10 @@ CAF_ADD_ATOM(uma, uma, trim_atom, "trim")
 CAF_ADD_ATOM(uma, uma, job_done_atom, "uma_done")
 CAF_ADD_ATOM(uma, uma, supervision_atom, "supervise")
 CAF_ADD_ATOM(uma, uma, respawn_atom, "respawn")
+CAF_ADD_ATOM(uma, uma, quota_atom, "quota")
+CAF_ADD_ATOM(uma, uma, open_session_atom, "open_sess")
+CAF_ADD_ATOM(uma, uma, close_session_atom, "close_sess")
+CAF_ADD_ATOM(uma, uma, export_ipc_atom, "export_ipc")
 
 CAF_ADD_TYPE_ID(uma, (uma::allocate_request))
 CAF_ADD_TYPE_ID(uma, (uma::prefetch_request))
@@ -39,20 +44,31 @@ CAF_ADD_TYPE_ID(uma, (uma::allocator_stats))
 CAF_ADD_TYPE_ID(uma, (uma::memory_kind))
 CAF_ADD_TYPE_ID(uma, (std::vector<uma::region_info>))
 CAF_ADD_TYPE_ID(uma, (uma::supervision_stats))
+// The remote-safe interface (messages/remote_interface.hpp): inspectable, registered by
+// register_types, so they serialize.
+CAF_ADD_TYPE_ID(uma, (uma::region_handle))
+CAF_ADD_TYPE_ID(uma, (uma::remote_allocate_request))
+CAF_ADD_TYPE_ID(uma, (uma::remote_prefetch_request))
+CAF_ADD_TYPE_ID(uma, (uma::remote_discard_request))
+CAF_ADD_TYPE_ID(uma, (uma::remote_advise_request))
+CAF_ADD_TYPE_ID(uma, (uma::remote_op_result))
+CAF_ADD_TYPE_ID(uma, (uma::remote_attributes))
+CAF_ADD_TYPE_ID(uma, (uma::remote_stats))
+CAF_ADD_TYPE_ID(uma, (std::vector<uma::remote_region_info>))
 
 CAF_END_TYPE_ID_BLOCK(uma)
 
 // Local-only message types: they carry refs, raw streams or pointers, which never cross a
 // process boundary (the remote-safe interface has its own serializable types).
+// `location` and `allocator_stats` are not listed: they are plain inspectable values that the
+// remote types embed, and CAF 0.17 silently skips a field whose type is listed here.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocate_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::prefetch_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::discard_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::advise_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::op_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::byte_ref)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::location)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::range_attributes)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocator_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::memory_kind)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<uma::region_info>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::supervision_stats)

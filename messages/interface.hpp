@@ -33,6 +33,9 @@ using managed_allocator_actor = caf::typed_actor<
     caf::replies_to<flush_atom>::with<allocator_stats>,
     /// -> pool slabs given back to the backend (0 for the direct policy)
     caf::replies_to<trim_atom>::with<std::uint64_t>,
+    /// (bytes) -> the quota in force; 0 only reads it, non-zero sets it. invalid_argument (and
+    ///    no change) when the new quota is below the live bytes
+    caf::replies_to<quota_atom, std::uint64_t>::with<std::uint64_t>,
     /// the last drop of a live region's refs wakes the actor with this (no reply)
     caf::reacts_to<release_atom>>;
 

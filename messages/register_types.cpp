@@ -1,6 +1,7 @@
 #include "messages/register_types.hpp"
 
 #include "messages/error_category.hpp"
+#include "messages/remote_interface.hpp"
 
 namespace uma {
 
@@ -9,6 +10,18 @@ void register_types(caf::actor_system_config& cfg) {
                          [](std::uint8_t code, caf::atom_value, const caf::message& ctx) {
                            return render(caf::error(code, error_category, ctx));
                          });
+  // The remote-safe interface: CAF 0.17 serializes only registered types, and both ends must
+  // agree on these names (they are part of the interface a remote_actor lookup checks).
+  // add_message_type<T> registers std::vector<T> as well.
+  cfg.add_message_type<region_handle>("uma::region_handle");
+  cfg.add_message_type<remote_allocate_request>("uma::remote_allocate_request");
+  cfg.add_message_type<remote_prefetch_request>("uma::remote_prefetch_request");
+  cfg.add_message_type<remote_discard_request>("uma::remote_discard_request");
+  cfg.add_message_type<remote_advise_request>("uma::remote_advise_request");
+  cfg.add_message_type<remote_op_result>("uma::remote_op_result");
+  cfg.add_message_type<remote_attributes>("uma::remote_attributes");
+  cfg.add_message_type<remote_region_info>("uma::remote_region_info");
+  cfg.add_message_type<remote_stats>("uma::remote_stats");
 }
 
 }  // namespace uma

@@ -4,8 +4,10 @@
 
 namespace uma {
 
-/// Registers uma with an actor system configuration: the `uma` error category and its renderer.
-/// Call once on the config before constructing the `caf::actor_system`.
+/// Registers uma with an actor system configuration: the `uma` error category and its renderer,
+/// and the message types of the remote-safe interface (messages/remote_interface.hpp), so that
+/// they serialize. Call once on the config before constructing the `caf::actor_system`. (Talking
+/// to another process also needs the middleman: `cfg.load<caf::io::middleman>()`.)
 void register_types(caf::actor_system_config& cfg);
 
 }  // namespace uma

@@ -97,8 +97,58 @@ TEST(CliOptions, RefusesUnknownCommandsAndStrayArguments) {
 
 TEST(CliOptions, EveryCommandHasAUsageTextStartingWithItsSynopsis) {
   EXPECT_TRUE(usage(command::help).starts_with("usage: uma <command>"));
-  for (const auto c : {command::info, command::demo, command::stats})
+  for (const auto c :
+       {command::info, command::demo, command::stats, command::serve, command::regions})
     EXPECT_TRUE(usage(c).starts_with("usage: uma " + std::string(to_string(c)))) << to_string(c);
+}
+
+TEST(CliOptions, ServeListensOnLoopbackUnlessBindSaysOtherwise) {
+  const auto r = parse({"serve", "--port", "0", "--for=5", "--quota", "1048576"});
+  ASSERT_TRUE(r.parsed) << r.error;
+  EXPECT_EQ(r.parsed->what, command::serve);
+  EXPECT_EQ(r.parsed->port, std::uint16_t{0});
+  EXPECT_EQ(r.parsed->bind, "127.0.0.1");
+  EXPECT_FALSE(r.parsed->bind_given);
+  EXPECT_EQ(r.parsed->serve_seconds, 5u);
+  EXPECT_EQ(r.parsed->quota_bytes, 1048576u);
+  const auto any = parse({"serve", "--port", "4242", "--bind", "0.0.0.0"});
+  ASSERT_TRUE(any.parsed) << any.error;
+  EXPECT_EQ(any.parsed->bind, "0.0.0.0");
+  EXPECT_TRUE(any.parsed->bind_given);
+}
+
+TEST(CliOptions, ServeRefusesAMissingPortABadPortAndAnEmptyBind) {
+  EXPECT_EQ(parse({"serve"}).error, "uma serve: --port is required (0 takes a free port)");
+  EXPECT_EQ(parse({"serve", "--port", "65536"}).error,
+            "uma serve: --port needs a port from 0 to 65535, not '65536'");
+  EXPECT_EQ(parse({"serve", "--port", "1", "--bind="}).error,
+            "uma serve: --bind needs an address (an empty one would listen on every interface)");
+  EXPECT_EQ(parse({"serve", "--port", "1", "--for", "0"}).error,
+            "uma serve: --for needs seconds from 1 to 604800, not '0'");
+}
+
+TEST(CliOptions, ConnectTakesHostAndPort) {
+  const auto r = parse({"stats", "--connect", "127.0.0.1:4242", "--json"});
+  ASSERT_TRUE(r.parsed) << r.error;
+  EXPECT_TRUE(r.parsed->connect);
+  EXPECT_EQ(r.parsed->connect_host, "127.0.0.1");
+  EXPECT_EQ(r.parsed->connect_port, 4242);
+  const auto v6 = parse({"regions", "--connect=[::1]:7"});
+  ASSERT_TRUE(v6.parsed) << v6.error;
+  EXPECT_EQ(v6.parsed->connect_host, "::1");
+  for (const char* bad : {"4242", "host:", ":4242", "host:0", "host:65536", "::1:4242", "h:4x"})
+    EXPECT_FALSE(parse_endpoint(bad)) << bad;
+}
+
+TEST(CliOptions, ConnectExcludesTheLocalAllocatorsOptions) {
+  EXPECT_EQ(parse({"stats", "--connect", "h:1", "--workload", "none"}).error,
+            "uma stats: --workload runs on a local allocator; it does not go with --connect");
+  EXPECT_NE(parse({"stats", "--connect", "h:1", "--backend", "host"}).error.find("has its own"),
+            std::string::npos);
+  EXPECT_EQ(parse({"regions"}).error,
+            "uma regions: --connect HOST:PORT is required (the address of a `uma serve`)");
+  EXPECT_EQ(parse({"regions", "--connect", "h:1", "--prometheus"}).error,
+            "uma regions: unknown option '--prometheus'");
 }
 
 }  // namespace

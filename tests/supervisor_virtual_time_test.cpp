@@ -50,11 +50,14 @@ class supervisor_virtual_time : public ::testing::Test {
     sup_ = sup;
     sched_.run();
     // Watch the supervisor's exit from a test actor.
-    watcher_ = sys_.spawn([this, sup](caf::event_based_actor* self) -> caf::behavior {
-      self->monitor(sup);
-      self->set_down_handler([this](caf::down_msg& dm) { supervisor_exit_ = dm.reason; });
-      return {[](int) {}};
-    });
+    // (Function actors get a spawn argument: with none, CAF 0.17 binds a null reference.)
+    watcher_ = sys_.spawn(
+        [this, sup](caf::event_based_actor* self, int) -> caf::behavior {
+          self->monitor(sup);
+          self->set_down_handler([this](caf::down_msg& dm) { supervisor_exit_ = dm.reason; });
+          return {[](int) {}};
+        },
+        0);
     sched_.run();
     return sup;
   }
@@ -67,11 +70,13 @@ class supervisor_virtual_time : public ::testing::Test {
 
   supervision_stats stats(const allocator_supervisor_actor& sup) {
     supervision_stats out;
-    sys_.spawn([&](caf::event_based_actor* self) {
-      self->request(sup, caf::infinite, supervision_atom_v).then([&](supervision_stats& s) {
-        out = std::move(s);
-      });
-    });
+    sys_.spawn(
+        [&](caf::event_based_actor* self, int) {
+          self->request(sup, caf::infinite, supervision_atom_v).then([&](supervision_stats& s) {
+            out = std::move(s);
+          });
+        },
+        0);
     sched_.run();
     return out;
   }

@@ -4,6 +4,7 @@
 // and throws `uma::error` for runtime failures, which main() reports with exit status 1.
 
 #include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
 
 #include "messages/register_types.hpp"
 #include "tools/cli_options.hpp"
@@ -15,13 +16,26 @@ struct actor_config : caf::actor_system_config {
   actor_config() { register_types(*this); }
 };
 
+/// The same with CAF's middleman loaded, for the commands that talk to other processes.
+struct remote_actor_config : actor_config {
+  remote_actor_config() { load<caf::io::middleman>(); }
+};
+
 /// `uma info`: backend, devices, versions, capability flags, memory-model verdicts.
 [[nodiscard]] int run_info(const options& o);
 
 /// `uma demo`: the worker pipeline, the allocator's stats, then a stop that leaves a clone inert.
 [[nodiscard]] int run_demo(const options& o);
 
-/// `uma stats`: a short workload, then the counters as text, JSON or Prometheus exposition.
+/// `uma stats`: a short workload, then the counters as text, JSON or Prometheus exposition;
+/// with --connect, the counters of a serving node.
 [[nodiscard]] int run_stats(const options& o);
+
+/// `uma serve`: a supervised allocator behind the remote interface, published on a port, until
+/// SIGINT/SIGTERM or --for.
+[[nodiscard]] int run_serve(const options& o);
+
+/// `uma regions --connect`: a serving node's region table as text or JSON.
+[[nodiscard]] int run_regions(const options& o);
 
 }  // namespace uma::cli

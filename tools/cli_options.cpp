@@ -15,12 +15,16 @@ commands:
           through a transform on GPU 0 (host backend: a host loop); then the allocator
           stops while a ref is held, and a clone of that ref is shown to be inert
   stats   a short workload on an allocator, then its counters as text, JSON or
-          Prometheus text exposition
+          Prometheus text exposition; with --connect host:port, a serving node's counters
+  serve   runs a supervised allocator and publishes its remote interface on a port
+          (CAF middleman, loopback by default; no authentication: docs/distributed.md)
+  regions the region table of a serving node (--connect host:port)
   help    this text; `uma help <command>` or `uma <command> --help` for a command
 
 every command takes:
-  --backend auto|cuda|host   auto (default): CUDA when a device is usable, else host
   -h, --help                 the command's options
+info, demo, stats and serve (the commands that run an allocator) take:
+  --backend auto|cuda|host   auto (default): CUDA when a device is usable, else host
 
 exit status: 0 ok, 1 runtime failure (a failed request or check, no usable device for
 --backend cuda), 2 usage error
@@ -71,6 +75,7 @@ escalation fails the demo.
 constexpr std::string_view stats_usage =
     R"(usage: uma stats [--json | --prometheus] [--workload short|none]
                  [--backend auto|cuda|host]
+       uma stats --connect HOST:PORT [--json | --prometheus]
 
 Spawns an allocator, runs a short workload on it, waits until every queued backend call has
 run and prints the allocator's counters. The workload allocates four regions, fills them,
@@ -82,6 +87,44 @@ request (refused: it shows in the failure counters) and releases everything.
                              generation; failures by code)
   --workload short|none      the workload above (default), or none: a fresh allocator
   --backend auto|cuda|host   the allocator's backend (default auto)
+  --connect HOST:PORT        no local allocator: print the counters of the one a `uma serve`
+                             runs there (text adds its supervisor's and sessions' counters)
+  -h, --help                 this text
+)";
+
+constexpr std::string_view serve_usage =
+    R"(usage: uma serve --port P [--bind ADDRESS] [--for SECONDS] [--quota BYTES]
+                 [--backend auto|cuda|host] [--inject-fault OP:N:CODE[:every][:fatal]]...
+
+Runs an allocator under a supervisor and publishes its remote-safe interface through CAF's
+middleman: other processes (`uma stats --connect`, `uma regions --connect`, programs using
+uma::remote_client) allocate, prefetch, advise, discard and release regions by id. Regions a
+peer allocates are leases of its session, released when it says so or when its connection
+drops. Prints `uma serve: listening on ADDRESS:PORT ...` once published, then runs until
+SIGINT or SIGTERM (or --for), stops the allocator and exits 0 (1 when the supervisor gave up).
+
+The middleman authenticates nobody: whoever reaches the port can use the allocator. So the
+interface listens on 127.0.0.1 unless --bind names another address, for trusted networks only.
+
+  --port P                   the TCP port, 0 to 65535; 0 takes a free one (printed)
+  --bind ADDRESS             the address to listen on (default 127.0.0.1); a non-loopback
+                             address is taken only from here, with a warning
+  --for SECONDS              stop after this many seconds (1 to 604800)
+  --quota BYTES              the allocator's quota (default: the backend's)
+  --backend auto|cuda|host   the allocator's backend (default auto)
+  --inject-fault SPEC        as for `uma demo` (repeatable)
+  -h, --help                 this text
+)";
+
+constexpr std::string_view regions_usage =
+    R"(usage: uma regions --connect HOST:PORT [--json]
+
+Prints the region table of the allocator a `uma serve` runs at HOST:PORT: id, generation,
+bytes, label, refs, pins, age, the session whose lease holds the region, and for leased
+regions the advice in force and the last prefetch location, as the serving node reads them.
+
+  --connect HOST:PORT        the serving node ([::1]:PORT for IPv6)
+  --json                     one JSON array, one object per region
   -h, --help                 this text
 )";
 
@@ -95,7 +138,12 @@ enum class flag : std::uint8_t {
   consumers,
   batches,
   floats,
-  inject_fault
+  inject_fault,
+  connect,
+  port,
+  bind,
+  for_seconds,
+  quota
 };
 
 struct flag_spec {
@@ -105,11 +153,20 @@ struct flag_spec {
 };
 
 constexpr flag_spec flags[] = {
-    {"--backend", flag::backend, true},           {"--json", flag::json, false},
-    {"--prometheus", flag::prometheus, false},    {"--workload", flag::workload, true},
-    {"--producers", flag::producers, true},       {"--consumers", flag::consumers, true},
-    {"--batches", flag::batches, true},           {"--floats", flag::floats, true},
+    {"--backend", flag::backend, true},
+    {"--json", flag::json, false},
+    {"--prometheus", flag::prometheus, false},
+    {"--workload", flag::workload, true},
+    {"--producers", flag::producers, true},
+    {"--consumers", flag::consumers, true},
+    {"--batches", flag::batches, true},
+    {"--floats", flag::floats, true},
     {"--inject-fault", flag::inject_fault, true},
+    {"--connect", flag::connect, true},
+    {"--port", flag::port, true},
+    {"--bind", flag::bind, true},
+    {"--for", flag::for_seconds, true},
+    {"--quota", flag::quota, true},
 };
 
 [[nodiscard]] bool accepts(command c, flag f) noexcept {
@@ -120,7 +177,13 @@ constexpr flag_spec flags[] = {
       return f == flag::backend || f == flag::producers || f == flag::consumers ||
              f == flag::batches || f == flag::floats || f == flag::inject_fault;
     case command::stats:
-      return f == flag::backend || f == flag::json || f == flag::prometheus || f == flag::workload;
+      return f == flag::backend || f == flag::json || f == flag::prometheus ||
+             f == flag::workload || f == flag::connect;
+    case command::serve:
+      return f == flag::backend || f == flag::port || f == flag::bind || f == flag::for_seconds ||
+             f == flag::quota || f == flag::inject_fault;
+    case command::regions:
+      return f == flag::connect || f == flag::json;
     case command::help:
       return false;
   }
@@ -134,6 +197,10 @@ constexpr flag_spec flags[] = {
     return command::demo;
   if (text == "stats")
     return command::stats;
+  if (text == "serve")
+    return command::serve;
+  if (text == "regions")
+    return command::regions;
   if (text == "help")
     return command::help;
   return std::nullopt;
@@ -171,6 +238,16 @@ struct parser {
     return true;
   }
 
+  /// A number in [least, most]; nullopt for anything else.
+  static std::optional<std::uint64_t> number(std::string_view text, std::uint64_t least,
+                                             std::uint64_t most) noexcept {
+    std::uint64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || end != text.data() + text.size() || value < least || value > most)
+      return std::nullopt;
+    return value;
+  }
+
   bool apply(const flag_spec& spec, std::string_view value) {
     switch (spec.which) {
       case flag::backend: {
@@ -179,6 +256,45 @@ struct parser {
           return refuse("unknown backend '" + std::string(value) +
                         "' (expected auto, cuda or host)");
         o.backend = *choice;
+        o.backend_given = true;
+        return true;
+      }
+      case flag::connect: {
+        const auto endpoint = parse_endpoint(value);
+        if (!endpoint)
+          return refuse("--connect needs HOST:PORT with a port from 1 to 65535, not '" +
+                        std::string(value) + "'");
+        o.connect = true;
+        o.connect_host = endpoint->first;
+        o.connect_port = endpoint->second;
+        return true;
+      }
+      case flag::port: {
+        const auto n = number(value, 0, 65535);
+        if (!n)
+          return refuse("--port needs a port from 0 to 65535, not '" + std::string(value) + "'");
+        o.port = static_cast<std::uint16_t>(*n);
+        return true;
+      }
+      case flag::bind:
+        if (value.empty())
+          return refuse("--bind needs an address (an empty one would listen on every interface)");
+        o.bind = std::string(value);
+        o.bind_given = true;
+        return true;
+      case flag::for_seconds: {
+        const auto n = number(value, 1, 604800);
+        if (!n)
+          return refuse("--for needs seconds from 1 to 604800, not '" + std::string(value) + "'");
+        o.serve_seconds = *n;
+        return true;
+      }
+      case flag::quota: {
+        const auto n = number(value, 1, UINT64_MAX);
+        if (!n)
+          return refuse("--quota needs a byte count of at least 1, not '" + std::string(value) +
+                        "'");
+        o.quota_bytes = *n;
         return true;
       }
       case flag::json:
@@ -193,6 +309,7 @@ struct parser {
       case flag::workload:
         if (value == "short" || value == "none") {
           o.workload = value == "short";
+          o.workload_given = true;
           return true;
         }
         return refuse("unknown workload '" + std::string(value) + "' (expected short or none)");
@@ -250,9 +367,54 @@ struct parser {
     }
     return true;
   }
+
+  /// What no single option shows: required options, and options that exclude each other.
+  bool check_combination() {
+    if (o.help)
+      return true;
+    switch (o.what) {
+      case command::serve:
+        if (!o.port)
+          return refuse("--port is required (0 takes a free port)");
+        return true;
+      case command::regions:
+        if (!o.connect)
+          return refuse("--connect HOST:PORT is required (the address of a `uma serve`)");
+        return true;
+      case command::stats:
+        if (o.connect && o.workload_given)
+          return refuse("--workload runs on a local allocator; it does not go with --connect");
+        if (o.connect && o.backend_given)
+          return refuse(
+              "--backend chooses a local allocator's backend; the server at --connect "
+              "has its own");
+        return true;
+      default:
+        return true;
+    }
+  }
 };
 
 }  // namespace
+
+std::optional<std::pair<std::string, std::uint16_t>> parse_endpoint(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos)
+    return std::nullopt;
+  std::string_view host = text.substr(0, colon);
+  const std::string_view port_text = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  else if (host.find(':') != std::string_view::npos)
+    return std::nullopt;  // an IPv6 address needs brackets: [::1]:4242
+  std::uint32_t port = 0;
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (host.empty() || ec != std::errc{} || end != port_text.data() + port_text.size() ||
+      port == 0 || port > 65535)
+    return std::nullopt;
+  return std::pair(std::string(host), static_cast<std::uint16_t>(port));
+}
 
 std::string_view to_string(command c) noexcept {
   switch (c) {
@@ -262,6 +424,10 @@ std::string_view to_string(command c) noexcept {
       return "demo";
     case command::stats:
       return "stats";
+    case command::serve:
+      return "serve";
+    case command::regions:
+      return "regions";
     case command::help:
       return "help";
   }
@@ -276,6 +442,10 @@ std::string_view usage(command c) noexcept {
       return demo_usage;
     case command::stats:
       return stats_usage;
+    case command::serve:
+      return serve_usage;
+    case command::regions:
+      return regions_usage;
     case command::help:
       return overview;
   }
@@ -325,7 +495,7 @@ parse_result parse_arguments(std::span<const std::string_view> args) {
     p.out.parsed = p.o;
     return p.out;
   }
-  if (p.options_after(args.subspan(1)))
+  if (p.options_after(args.subspan(1)) && p.check_combination())
     p.out.parsed = p.o;
   return p.out;
 }

@@ -13,13 +13,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "sys/backend.hpp"
 
 namespace uma::cli {
 
 /// The tool's commands.
-enum class command : std::uint8_t { help, info, demo, stats };
+enum class command : std::uint8_t { help, info, demo, stats, serve, regions };
 
 /// How `uma stats` prints the counters.
 enum class output_format : std::uint8_t { text, json, prometheus };
@@ -45,8 +46,25 @@ struct options {
   std::size_t consumers = 2;
   std::size_t batches = 8;
   std::size_t floats = std::size_t{1} << 16;
-  std::vector<fault> faults;  ///< `demo --inject-fault`, in order
+  std::vector<fault> faults;   ///< `demo --inject-fault`, `serve --inject-fault`, in order
+  bool backend_given = false;  ///< --backend appeared (refused together with --connect)
+  bool workload_given = false;
+  // stats, regions: query a serving node (`uma serve`) instead of a local allocator
+  bool connect = false;
+  std::string connect_host{};
+  std::uint16_t connect_port = 0;
+  // serve
+  std::optional<std::uint16_t> port{};  ///< required; 0 takes a free port
+  std::string bind = "127.0.0.1";       ///< loopback unless --bind says otherwise
+  bool bind_given = false;
+  std::uint64_t serve_seconds = 0;  ///< --for: stop after this long; 0: at SIGINT/SIGTERM
+  std::uint64_t quota_bytes = 0;    ///< --quota; 0: the backend's default
 };
+
+/// Splits "host:port" ("[::1]:4242" for IPv6); nullopt unless the host is non-empty and the
+/// port is 1 to 65535.
+[[nodiscard]] std::optional<std::pair<std::string, std::uint16_t>> parse_endpoint(
+    std::string_view text);
 
 /// The outcome of parsing: options, or the reason the command line is refused.
 struct parse_result {

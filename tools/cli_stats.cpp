@@ -6,6 +6,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/client.hpp"
+#include "actors/remote_client.hpp"
 #include "tools/cli_commands.hpp"
 #include "tools/stats_format.hpp"
 
@@ -36,17 +37,9 @@ void run_workload(client& uma, location target) {
   }
 }
 
-}  // namespace
-
-int run_stats(const options& o) {
-  const auto backend = make_backend(o.backend);
-  actor_config cfg;
-  caf::actor_system sys{cfg};
-  client uma(sys, allocator_config{.backend = backend});
-  if (o.workload)
-    run_workload(uma, backend->device_count() > 0 ? location::device(0) : location::host());
-  const auto stats = uma.flush();
-  switch (o.format) {
+/// Prints `stats` in the chosen format; false when stdout failed.
+bool print(const allocator_stats& stats, output_format format) {
+  switch (format) {
     case output_format::json:
       std::cout << to_json(stats);
       break;
@@ -58,7 +51,38 @@ int run_stats(const options& o) {
       break;
   }
   std::cout.flush();
-  return std::cout ? exit_ok : exit_failure;
+  return static_cast<bool>(std::cout);
+}
+
+/// `uma stats --connect`: the serving node's counters. JSON and Prometheus print exactly what a
+/// local allocator's would; text adds the supervisor's and the gateway's counters.
+int run_remote_stats(const options& o) {
+  remote_actor_config cfg;
+  caf::actor_system sys{cfg};
+  remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));
+  const auto stats = server.stats();
+  if (o.format == output_format::text) {
+    std::cout << "server: " << server.address() << ", supervisor " << stats.supervisor_state << ", "
+              << stats.restarts << " restart(s)\n"
+              << "sessions: " << stats.sessions << " open (this one included), "
+              << stats.sessions_lost << " lost; leases: " << stats.leases << " ("
+              << stats.leased_bytes << " bytes)\n";
+  }
+  return print(stats.allocator, o.format) ? exit_ok : exit_failure;
+}
+
+}  // namespace
+
+int run_stats(const options& o) {
+  if (o.connect)
+    return run_remote_stats(o);
+  const auto backend = make_backend(o.backend);
+  actor_config cfg;
+  caf::actor_system sys{cfg};
+  client uma(sys, allocator_config{.backend = backend});
+  if (o.workload)
+    run_workload(uma, backend->device_count() > 0 ? location::device(0) : location::host());
+  return print(uma.flush(), o.format) ? exit_ok : exit_failure;
 }
 
 }  // namespace uma::cli

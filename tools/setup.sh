@@ -2,15 +2,17 @@
 # uma's one entry point on a fresh Debian 12 machine: installs what is missing, builds, runs.
 #
 #   tools/setup.sh demo    install, build (release), run `uma demo` on the default backend
-#   tools/setup.sh test    install, build release + ASan/UBSan, run the whole test suite in both
+#   tools/setup.sh test    install, build release + ASan/UBSan, run the whole test suite in both;
+#                          then the concurrency suites under TSan and a bounded libFuzzer run
 #   tools/setup.sh deps    install the Debian packages only
 #
-# Environment: UMA_JOBS (parallel build jobs, default: nproc), UMA_BUILD_ROOT (default: build).
+# Environment: UMA_JOBS (parallel build jobs, default: nproc), UMA_BUILD_ROOT (default: build),
+# UMA_FUZZ_SECONDS (length of the fuzz run in `test`, default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ pkg-config libcaf-dev libboost1.81-dev libgtest-dev libgmock-dev
-          libbenchmark-dev)
+          libbenchmark-dev clang libclang-rt-14-dev)
 jobs=${UMA_JOBS:-$(nproc)}
 root=${UMA_BUILD_ROOT:-build}
 
@@ -34,6 +36,38 @@ configure() {
   cmake --build "$root/$name" -j "$jobs"
 }
 
+# build_target NAME TARGET [cmake args...]: one target of a build tree under $root/NAME
+build_target() {
+  local name=$1 target=$2; shift 2
+  cmake -S . -B "$root/$name" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMA_BUILD_TESTS=ON \
+    -DUMA_BUILD_TOOLS=OFF -DUMA_INSTALL=OFF -DUMA_WITH_CUDA=OFF "$@" >/dev/null
+  cmake --build "$root/$name" -j "$jobs" --target "$target"
+}
+
+# The concurrency suites (stress, lifetime races, fault matrix, bad inputs) under ThreadSanitizer.
+# CAF is Debian's, not built with TSan: tests/tsan.supp says what that costs and why.
+run_tsan() {
+  echo "=== tests: tsan (uma_reliability_tests)"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
+    "$root/tsan/tests/uma_reliability_tests"
+}
+
+# libFuzzer, bounded in time, from the seed corpus; new inputs and crash artifacts go to the
+# build tree, never into the repository.
+run_fuzz() {
+  local seconds=${UMA_FUZZ_SECONDS:-60} log="$root/fuzz/fuzz-run.log" rc=0
+  echo "=== fuzz: uma_fuzz for $seconds s (log: $log)"
+  mkdir -p "$root/fuzz/corpus-run"
+  "$root/fuzz/tests/fuzz/uma_fuzz" -max_total_time="$seconds" -timeout=30 -print_final_stats=1 \
+    -artifact_prefix="$root/fuzz/" "$root/fuzz/corpus-run" tests/fuzz/corpus >"$log" 2>&1 || rc=$?
+  grep -E '^(Done |stat::number_of_executed_units|stat::average_exec_per_sec|SUMMARY|uma_fuzz: )' \
+    "$log" || true
+  if [ "$rc" -ne 0 ]; then
+    tail -n 60 "$log"
+    return "$rc"
+  fi
+}
+
 run_tests() {
   local name=$1
   echo "=== tests: $name"
@@ -52,9 +86,14 @@ case "${1:-}" in
     configure release -DUMA_BUILD_TESTS=ON
     configure asan -DUMA_BUILD_TESTS=ON -DUMA_WITH_CUDA=OFF -DUMA_SANITIZE=address,undefined \
       -DCMAKE_BUILD_TYPE=Debug
+    build_target tsan uma_reliability_tests -DUMA_SANITIZE=thread
+    build_target fuzz uma_fuzz -DCMAKE_CXX_COMPILER=clang++ -DUMA_BUILD_FUZZERS=ON \
+      -DUMA_SANITIZE=fuzzer-no-link,address,undefined
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     run_tests asan
-    run_tests release ;;
+    run_tests release
+    run_tsan
+    run_fuzz ;;
   *)
     sed -n '2,9p' "$0"; exit 2 ;;
 esac

@@ -3,6 +3,9 @@
 //   uma info  [--backend auto|cuda|host]
 //   uma demo  [--backend ...] [--producers N] [--consumers N] [--batches N] [--floats N]
 //   uma stats [--json | --prometheus] [--workload short|none] [--backend ...]
+//   uma stats --connect HOST:PORT [--json | --prometheus]
+//   uma serve --port P [--bind ADDRESS] [--for SECONDS] [--quota BYTES] [--backend ...]
+//   uma regions --connect HOST:PORT [--json]
 //
 // Exit status: 0 ok, 1 runtime failure, 2 usage error (tools/cli_options.hpp).
 
@@ -31,6 +34,10 @@ int dispatch(const uma::cli::options& o) {
       return uma::cli::run_demo(o);
     case command::stats:
       return uma::cli::run_stats(o);
+    case command::serve:
+      return uma::cli::run_serve(o);
+    case command::regions:
+      return uma::cli::run_regions(o);
     case command::help:
       break;
   }

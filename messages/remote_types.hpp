@@ -1,0 +1,162 @@
+#pragma once
+
+// The value types of the remote-safe interface (messages/remote_interface.hpp). Everything here
+// is plain data that serializes through CAF's `inspect`: ids, generations, sizes, labels,
+// locations, advice. Pointers, streams and `ManagedRef`s have no place here; a region is named
+// by its id and the generation of the allocator incarnation that owns it.
+
+#include <compare>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memory/allocator_stats.hpp"
+#include "memory/region_table.hpp"
+#include "messages/requests.hpp"
+#include "sys/advice.hpp"
+#include "sys/backend.hpp"
+#include "sys/location.hpp"
+
+namespace uma {
+
+/// A region as a remote peer names it: its id and the generation (allocator incarnation) it
+/// belongs to. Ids restart at 1 in every generation, so only the pair is unique.
+struct region_handle {
+  std::uint64_t id = 0;
+  std::uint64_t generation = 0;
+  friend constexpr auto operator<=>(const region_handle&, const region_handle&) = default;
+};
+
+/// "region 3 of generation 1".
+[[nodiscard]] std::string to_string(const region_handle& h);
+
+template <class Inspector>
+auto inspect(Inspector& f, region_handle& x) {
+  return f(x.id, x.generation);
+}
+
+/// Allocate `bytes` on the serving node, held by a lease of the requesting session.
+struct remote_allocate_request {
+  std::uint64_t bytes = 0;
+  std::uint64_t alignment = 0;  ///< power of two; 0: the backend's natural alignment
+  attach_flag attach = attach_flag::global;
+  std::string label{};
+  friend bool operator==(const remote_allocate_request&, const remote_allocate_request&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_allocate_request& x) {
+  return f(x.bytes, x.alignment, x.attach, x.label);
+}
+
+/// Prefetch leased regions to one location (broadcast) or one location per region.
+struct remote_prefetch_request {
+  std::vector<region_handle> regions{};
+  std::vector<location> locations{};
+  completion reply_when = completion::enqueued;
+  friend bool operator==(const remote_prefetch_request&, const remote_prefetch_request&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_prefetch_request& x) {
+  return f(x.regions, x.locations, x.reply_when);
+}
+
+/// Discard the contents of leased regions.
+struct remote_discard_request {
+  std::vector<region_handle> regions{};
+  completion reply_when = completion::enqueued;
+  friend bool operator==(const remote_discard_request&, const remote_discard_request&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_discard_request& x) {
+  return f(x.regions, x.reply_when);
+}
+
+/// Apply advice to leased regions.
+struct remote_advise_request {
+  std::vector<region_handle> regions{};
+  advice what = advice::set_read_mostly;
+  location where = location::host();
+  friend bool operator==(const remote_advise_request&, const remote_advise_request&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_advise_request& x) {
+  return f(x.regions, x.what, x.where);
+}
+
+/// What a remote prefetch / discard / advise did (the wire form of `op_result`).
+struct remote_op_result {
+  std::uint64_t ranges = 0;
+  std::uint64_t bytes = 0;
+  bool completed = false;
+  std::uint64_t backend_ranges = 0;
+  friend bool operator==(const remote_op_result&, const remote_op_result&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_op_result& x) {
+  return f(x.ranges, x.bytes, x.completed, x.backend_ranges);
+}
+
+/// The wire form of `range_attributes`: CAF 0.17 serializes no `std::optional`, so each optional
+/// location travels as a flag and a value.
+struct remote_attributes {
+  bool read_mostly = false;
+  bool has_preferred_location = false;
+  location preferred_location = location::host();
+  std::vector<location> accessed_by{};
+  bool has_last_prefetch_location = false;
+  location last_prefetch_location = location::host();
+  friend bool operator==(const remote_attributes&, const remote_attributes&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_attributes& x) {
+  return f(x.read_mostly, x.has_preferred_location, x.preferred_location, x.accessed_by,
+           x.has_last_prefetch_location, x.last_prefetch_location);
+}
+
+/// `range_attributes` in wire form, and back.
+[[nodiscard]] remote_attributes to_remote(const range_attributes& a);
+[[nodiscard]] range_attributes to_local(const remote_attributes& a);
+
+/// One row of the serving node's region table.
+struct remote_region_info {
+  region_info region{};  ///< id, generation, bytes, label, attach, refs, pins, age
+  /// The session whose lease holds the region; 0 when it was not allocated through the gateway.
+  std::uint64_t session = 0;
+  /// True when `attributes` were read: the gateway reads them for the regions it holds leases
+  /// on (it needs a ref to ask); other regions report what `region` says and nothing more.
+  bool attributes_known = false;
+  remote_attributes attributes{};
+  friend bool operator==(const remote_region_info&, const remote_region_info&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_region_info& x) {
+  return f(x.region, x.session, x.attributes_known, x.attributes);
+}
+
+/// The `stats` reply of the remote interface: the current allocator incarnation's counters
+/// (exactly what a local `stats` request replies) plus the supervisor's and the gateway's.
+struct remote_stats {
+  allocator_stats allocator{};
+  std::uint64_t restarts = 0;       ///< allocator incarnations replaced by the supervisor
+  std::string supervisor_state{};   ///< "running", "restarting", "stopped"
+  std::uint64_t sessions = 0;       ///< sessions open now
+  std::uint64_t sessions_lost = 0;  ///< sessions ended because their peer went down
+  std::uint64_t leases = 0;         ///< leases held for open sessions
+  std::uint64_t leased_bytes = 0;   ///< bytes of those leases (region sizes, no padding)
+  friend bool operator==(const remote_stats&, const remote_stats&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_stats& x) {
+  return f(x.allocator, x.restarts, x.supervisor_state, x.sessions, x.sessions_lost, x.leases,
+           x.leased_bytes);
+}
+
+}  // namespace uma

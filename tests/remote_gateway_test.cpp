@@ -1,0 +1,275 @@
+// The remote gateway in one process (no middleman): sessions, leases, lookups by id and
+// generation, quota, CUDA IPC refusal. tests/remote_process_test.cpp runs it across processes.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/allocator_supervisor.hpp"
+#include "actors/remote_gateway.hpp"
+#include "support/actor_fixture.hpp"
+#include "sys/fault_injecting_backend.hpp"
+
+namespace uma {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// Stands in for a remote peer's session actor. (It takes an argument because CAF 0.17 binds a
+/// null reference for a function actor spawned without any, which UBSan reports.)
+caf::behavior idle_peer(int) {
+  return {[](int) {}};
+}
+
+class gateway : public test::actor_fixture {
+ protected:
+  void SetUp() override {
+    supervisor_config cfg;
+    cfg.allocator.backend = faults_;
+    cfg.backoff_initial = 0ms;
+    sup_ = spawn_supervisor(sys_, std::move(cfg));
+    gw_ = spawn_remote_gateway(sys_, sup_);
+    peer_ = sys_.spawn(idle_peer, 0);
+    session_ = ask<std::uint64_t>(open_session_atom_v, peer_);
+    baseline_ = local().flush().live_bytes;
+  }
+
+  void TearDown() override {
+    caf::anon_send_exit(peer_, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(gw_, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(sup_, caf::exit_reason::user_shutdown);
+  }
+
+  /// One request to the gateway; a uma error reply is thrown.
+  template <class R, class... Ts>
+  R ask(Ts&&... xs) {
+    caf::scoped_actor self{sys_};
+    std::optional<R> out;
+    caf::error err;
+    self->request(gw_, 10s, std::forward<Ts>(xs)...)
+        .receive([&](R& r) { out = std::move(r); }, [&](caf::error& e) { err = std::move(e); });
+    if (err)
+      throw to_uma_error(err);
+    return std::move(*out);
+  }
+
+  region_handle allocate(std::uint64_t bytes, std::string label = "remote") {
+    return ask<region_handle>(allocate_atom_v, session_,
+                              remote_allocate_request{bytes, 0, attach_flag::global, label});
+  }
+
+  remote_op_result prefetch(region_handle h, location where = location::host()) {
+    return ask<remote_op_result>(prefetch_atom_v, session_,
+                                 remote_prefetch_request{{h}, {where}, completion::enqueued});
+  }
+
+  /// The same supervisor, seen through a local facade.
+  client& local() {
+    if (!local_)
+      local_ = std::make_unique<client>(sys_, sup_);
+    return *local_;
+  }
+
+  /// Waits (bounded) until the local allocator's live bytes are `bytes`.
+  std::uint64_t await_live_bytes(std::uint64_t bytes) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    auto live = local().flush().live_bytes;
+    while (live != bytes && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+      live = local().flush().live_bytes;
+    }
+    return live;
+  }
+
+  /// Waits (bounded) until the supervisor runs `generation`.
+  void await_generation(std::uint64_t generation) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    auto s = query_supervision(sys_, sup_);
+    while ((s.current_generation != generation || s.state != "running") &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+      s = query_supervision(sys_, sup_);
+    }
+    ASSERT_EQ(s.current_generation, generation) << s.state;
+    ASSERT_EQ(s.state, "running");
+  }
+
+  std::shared_ptr<fault_injecting_backend> faults_ =
+      std::make_shared<fault_injecting_backend>(backend_);
+  allocator_supervisor_actor sup_;
+  remote_allocator_actor gw_;
+  caf::actor peer_;
+  std::uint64_t session_ = 0;
+  std::uint64_t baseline_ = 0;
+  std::unique_ptr<client> local_;
+};
+
+TEST_F(gateway, ARemoteAllocationIsALeaseInTheLocalRegionTable) {
+  const auto h = allocate(4096, "weights");
+  EXPECT_EQ(h, (region_handle{1, 1}));
+  const auto rows = local().regions();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].id, 1u);
+  EXPECT_EQ(rows[0].label, "weights");
+  EXPECT_EQ(rows[0].bytes, 4096u);
+  EXPECT_EQ(rows[0].refs, 1);  // the lease
+  EXPECT_EQ(local().stats().live_bytes, baseline_ + 4096);
+}
+
+TEST_F(gateway, PrefetchAndAdviceByIdChangeWhatTheServingNodeReads) {
+  const auto h = allocate(8192);
+  const auto before = local().stats();
+  const auto done = prefetch(h, location::host());
+  EXPECT_EQ(done.ranges, 1u);
+  EXPECT_EQ(done.bytes, 8192u);
+  static_cast<void>(ask<remote_op_result>(
+      advise_atom_v, session_,
+      remote_advise_request{{h}, advice::set_preferred_location, location::host()}));
+  static_cast<void>(ask<remote_op_result>(advise_atom_v, session_,
+                                          remote_advise_request{{h}, advice::set_read_mostly}));
+  const auto after = local().flush();
+  EXPECT_EQ(after.prefetches, before.prefetches + 1);
+  EXPECT_EQ(after.advises, before.advises + 2);
+  const auto attrs = to_local(ask<remote_attributes>(attributes_atom_v, session_, h));
+  EXPECT_TRUE(attrs.read_mostly);
+  EXPECT_EQ(attrs.preferred_location, location::host());
+  EXPECT_EQ(attrs.last_prefetch_location, location::host());
+  const auto rows = ask<std::vector<remote_region_info>>(regions_atom_v);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].session, session_);
+  ASSERT_TRUE(rows[0].attributes_known);
+  EXPECT_EQ(to_local(rows[0].attributes), attrs);
+}
+
+TEST_F(gateway, RemoteStatsAreTheLocalAllocatorsStats) {
+  const auto h = allocate(4096);
+  prefetch(h);
+  const auto local_stats = local().flush();
+  const auto remote = ask<remote_stats>(stats_atom_v);
+  EXPECT_EQ(remote.allocator, local_stats);
+  EXPECT_EQ(remote.supervisor_state, "running");
+  EXPECT_EQ(remote.sessions, 1u);
+  EXPECT_EQ(remote.leases, 1u);
+  EXPECT_EQ(remote.leased_bytes, 4096u);
+}
+
+TEST_F(gateway, ReleasingALeaseGivesTheMemoryBack) {
+  const auto h = allocate(65536);
+  EXPECT_EQ(ask<std::uint64_t>(release_atom_v, session_, h), 65536u);
+  EXPECT_EQ(await_live_bytes(baseline_), baseline_);
+  UMA_EXPECT_ERROR(prefetch(h), errc::invalid_argument, "is not leased by session 1");
+}
+
+TEST_F(gateway, APeerGoingDownEndsItsSessionAndReleasesItsLeases) {
+  for (int i = 0; i < 3; ++i)
+    static_cast<void>(allocate(16384));
+  EXPECT_EQ(local().stats().live_bytes, baseline_ + 3 * 16384);
+  caf::anon_send_exit(peer_, caf::exit_reason::kill);
+  EXPECT_EQ(await_live_bytes(baseline_), baseline_);
+  const auto s = ask<remote_stats>(stats_atom_v);
+  EXPECT_EQ(s.sessions, 0u);
+  EXPECT_EQ(s.sessions_lost, 1u);
+  EXPECT_EQ(s.leases, 0u);
+  UMA_EXPECT_ERROR(allocate(64), errc::invalid_argument, "session 1 is not open");
+}
+
+TEST_F(gateway, ClosingASessionReleasesItsLeases) {
+  static_cast<void>(allocate(4096));
+  static_cast<void>(allocate(4096));
+  EXPECT_EQ(ask<std::uint64_t>(close_session_atom_v, session_), 2u);
+  EXPECT_EQ(await_live_bytes(baseline_), baseline_);
+  UMA_EXPECT_ERROR(ask<std::uint64_t>(close_session_atom_v, session_), errc::invalid_argument,
+                   "session 1 is not open");
+}
+
+TEST_F(gateway, ASessionCannotUseAnotherSessionsLease) {
+  const auto h = allocate(4096);
+  auto other_peer = sys_.spawn(idle_peer, 0);
+  const auto other = ask<std::uint64_t>(open_session_atom_v, other_peer);
+  UMA_EXPECT_ERROR(ask<remote_attributes>(attributes_atom_v, other, h), errc::invalid_argument,
+                   "region 1 of generation 1 is not leased by session 2");
+  caf::anon_send_exit(other_peer, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(gateway, AWrongGenerationIsRefusedNamingTheIdAndBothGenerations) {
+  const auto h = allocate(4096);
+  UMA_EXPECT_ERROR(prefetch({h.id, 2}), errc::invalid_argument,
+                   "prefetch: region 1 of generation 2 does not exist: the allocator now runs "
+                   "generation 1; session 1 leases region 1 of generation 1 instead");
+  UMA_EXPECT_ERROR(prefetch({h.id, 0}), errc::invalid_argument, "generations start at 1");
+  UMA_EXPECT_ERROR(prefetch({99, 1}), errc::invalid_argument,
+                   "region 99 of generation 1 is not leased by session 1");
+}
+
+TEST_F(gateway, AStaleGenerationAfterARestartIsRefused) {
+  const auto old = allocate(4096);
+  faults_->inject({backend_op::prefetch, 1, errc::context_lost});
+  UMA_EXPECT_ERROR(prefetch(old), errc::context_lost, "injected fault");
+  await_generation(2);
+  UMA_EXPECT_ERROR(prefetch(old), errc::allocator_stopped,
+                   "prefetch: region 1 of generation 1 is stale: its allocator incarnation "
+                   "stopped and the allocator now runs generation 2");
+  const auto fresh = allocate(4096);
+  EXPECT_EQ(fresh, (region_handle{1, 2}));  // ids restart with each generation
+  EXPECT_EQ(prefetch(fresh).ranges, 1u);
+  EXPECT_EQ(ask<std::uint64_t>(release_atom_v, session_, old), 0u);  // its memory went already
+  UMA_EXPECT_ERROR(prefetch(old), errc::allocator_stopped,
+                   "region 1 of generation 1 is stale: the allocator now runs generation 2; "
+                   "session 1 leases region 1 of generation 2 instead");
+}
+
+TEST_F(gateway, ABatchWithOneUnknownRegionChangesNothing) {
+  const auto h = allocate(4096);
+  const auto before = local().flush().prefetches;
+  UMA_EXPECT_ERROR(
+      ask<remote_op_result>(
+          prefetch_atom_v, session_,
+          remote_prefetch_request{{h, {7, 1}}, {location::host()}, completion::enqueued}),
+      errc::invalid_argument, "region 7 of generation 1");
+  EXPECT_EQ(local().flush().prefetches, before);
+}
+
+TEST_F(gateway, ManagedMemoryIsNeverExportedOverCudaIpc) {
+  const auto h = allocate(4096);
+  UMA_EXPECT_ERROR(ask<std::vector<char>>(export_ipc_atom_v, session_, h), errc::not_supported,
+                   "managed memory cannot be exported over CUDA IPC (cudaIpcGetMemHandle supports "
+                   "device memory from cudaMalloc only); use the remote interface's region ids");
+}
+
+TEST_F(gateway, QuotaIsReadSetAndNotLoweredBelowLiveBytes) {
+  const auto initial = ask<std::uint64_t>(quota_atom_v, std::uint64_t{0});
+  EXPECT_EQ(initial, backend_->default_quota());
+  static_cast<void>(allocate(1 << 16));
+  const auto live = local().stats().live_bytes;
+  UMA_EXPECT_ERROR(
+      ask<std::uint64_t>(quota_atom_v, std::uint64_t{4096}), errc::invalid_argument,
+      "quota: 4096 bytes is below the live bytes (" + std::to_string(live) + " bytes)");
+  EXPECT_EQ(ask<std::uint64_t>(quota_atom_v, std::uint64_t{0}), initial);  // unchanged
+  EXPECT_EQ(ask<std::uint64_t>(quota_atom_v, std::uint64_t{1} << 20), std::uint64_t{1} << 20);
+  EXPECT_EQ(local().stats().quota_bytes, std::uint64_t{1} << 20);
+  UMA_EXPECT_ERROR(allocate(std::uint64_t{1} << 20), errc::quota_exceeded, "over the quota");
+}
+
+TEST_F(gateway, AQuotaSetThroughTheSupervisorOutlivesARestart) {
+  EXPECT_EQ(local().quota(std::uint64_t{1} << 22), std::uint64_t{1} << 22);
+  const auto h = allocate(4096);
+  faults_->inject({backend_op::prefetch, 1, errc::context_lost});
+  UMA_EXPECT_ERROR(prefetch(h), errc::context_lost, "injected fault");
+  await_generation(2);
+  EXPECT_EQ(local().quota(), std::uint64_t{1} << 22);
+  EXPECT_EQ(local().stats().quota_bytes, std::uint64_t{1} << 22);
+}
+
+TEST_F(gateway, LoopbackAddressesAreRecognised) {
+  for (const char* a : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "::ffff:127.0.0.1"})
+    EXPECT_TRUE(is_loopback_address(a)) << a;
+  for (const char* a : {"0.0.0.0", "10.0.0.1", "::", "", "example.com", "128.0.0.1", "[::2]"})
+    EXPECT_FALSE(is_loopback_address(a)) << a;
+}
+
+}  // namespace
+}  // namespace uma

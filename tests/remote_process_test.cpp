@@ -1,0 +1,326 @@
+// The remote interface across processes on 127.0.0.1, over CAF's middleman. Either this test
+// process serves (a supervisor and a gateway published on a free port) and children connect to
+// it, or a child `uma serve` serves and this process connects. Children are bounded (`--for`,
+// a helper that exits after a minute) and always killed and reaped (test::child_process).
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/allocator_supervisor.hpp"
+#include "actors/client.hpp"
+#include "actors/remote_client.hpp"
+#include "actors/remote_gateway.hpp"
+#include "messages/register_types.hpp"
+#include "support/child_process.hpp"
+#include "sys/host_backend.hpp"
+#include "tools/stats_format.hpp"
+
+namespace uma {
+namespace {
+
+using namespace std::chrono_literals;
+using test::child_process;
+
+struct remote_config : caf::actor_system_config {
+  remote_config() {
+    register_types(*this);
+    load<caf::io::middleman>();
+  }
+};
+
+/// Asserts that `stmt` throws uma::error with `code` and a message containing `words`.
+#define UMA_EXPECT_REMOTE_ERROR(stmt, expected_code, words)            \
+  do {                                                                 \
+    try {                                                              \
+      static_cast<void>(stmt);                                         \
+      ADD_FAILURE() << #stmt " did not throw";                         \
+    } catch (const ::uma::error& e) {                                  \
+      EXPECT_EQ(e.code(), expected_code) << e.what();                  \
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos)  \
+          << "message '" << e.what() << "' lacks '" << (words) << "'"; \
+    }                                                                  \
+  } while (false)
+
+class two_processes : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    // The actor system waits for every actor when it goes: stop what serve_here started.
+    local_.reset();
+    if (gw_)
+      caf::anon_send_exit(gw_, caf::exit_reason::user_shutdown);
+    if (sup_)
+      caf::anon_send_exit(sup_, caf::exit_reason::user_shutdown);
+  }
+
+  // -- this process serves ---------------------------------------------------------------------
+
+  /// A supervised host allocator and its gateway, published on a free loopback port.
+  void serve_here() {
+    supervisor_config cfg;
+    cfg.allocator.backend = std::make_shared<host_backend>();
+    sup_ = spawn_supervisor(sys_, std::move(cfg));
+    gw_ = spawn_remote_gateway(sys_, sup_);
+    port_ = publish_gateway(sys_, gw_, 0, "127.0.0.1");
+    local_ = std::make_unique<client>(sys_, sup_);
+  }
+
+  /// One request to the local gateway, without the middleman.
+  template <class R, class... Ts>
+  R ask_gateway(Ts&&... xs) {
+    caf::scoped_actor self{sys_};
+    std::optional<R> out;
+    caf::error err;
+    self->request(gw_, 10s, std::forward<Ts>(xs)...)
+        .receive([&](R& r) { out = std::move(r); }, [&](caf::error& e) { err = std::move(e); });
+    if (err)
+      throw to_uma_error(err);
+    return std::move(*out);
+  }
+
+  // -- a child serves --------------------------------------------------------------------------
+
+  /// Starts `uma serve` on a free loopback port and reads the port from its first line.
+  void serve_in_child(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv{UMA_CLI_PATH, "serve", "--port",    "0",
+                                  "--for",      "60",    "--backend", "host"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    server_ = std::make_unique<child_process>(argv);
+    const auto line = server_->read_line(20s);
+    ASSERT_TRUE(line) << "uma serve printed no line";
+    const std::string prefix = "uma serve: listening on 127.0.0.1:";
+    ASSERT_EQ(line->rfind(prefix, 0), 0u) << *line;
+    port_ = static_cast<std::uint16_t>(std::stoul(line->substr(prefix.size())));
+  }
+
+  std::unique_ptr<remote_client> connect(std::chrono::milliseconds timeout = 10s) {
+    return std::make_unique<remote_client>(sys_, "127.0.0.1", port_, timeout);
+  }
+
+  [[nodiscard]] std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  /// Runs `uma ARGS...` to completion (bounded) and returns its stdout; expects exit status 0.
+  std::string run_cli(std::vector<std::string> args) {
+    args.insert(args.begin(), UMA_CLI_PATH);
+    child_process cli(args);
+    auto out = cli.read_all(20s);
+    const auto status = cli.wait(20s);
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << out;
+    return out;
+  }
+
+  /// Starts the helper client: it allocates `regions` x `bytes` (and with `advise` prefetches
+  /// them to the host and advises them read-mostly), prints a ready line and waits to be killed.
+  std::unique_ptr<child_process> start_helper(int regions, std::uint64_t bytes,
+                                              bool advise = false) {
+    std::vector<std::string> argv{UMA_REMOTE_HELPER_PATH, "127.0.0.1", std::to_string(port_),
+                                  std::to_string(regions), std::to_string(bytes)};
+    if (advise)
+      argv.emplace_back("advise");
+    auto helper = std::make_unique<child_process>(argv);
+    const auto ready = helper->read_line(20s);
+    EXPECT_TRUE(ready && ready->rfind("ready:", 0) == 0) << (ready ? *ready : "no line");
+    return helper;
+  }
+
+  /// Polls `live()` (bounded) until it returns `bytes`; returns what it saw last.
+  template <class Live>
+  std::uint64_t await_live_bytes(std::uint64_t bytes, Live live) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    auto seen = live();
+    while (seen != bytes && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+      seen = live();
+    }
+    return seen;
+  }
+
+  remote_config cfg_;
+  caf::actor_system sys_{cfg_};
+  std::uint16_t port_ = 0;
+  allocator_supervisor_actor sup_;
+  remote_allocator_actor gw_;
+  std::unique_ptr<client> local_;
+  std::unique_ptr<child_process> server_;  // killed and reaped before the actor system goes
+};
+
+// -- this process serves -------------------------------------------------------------------------
+
+TEST_F(two_processes, StatsReadByAnotherProcessMatchTheServersOwn) {
+  serve_here();
+  auto ref = local_->allocate<float>(1024, {.label = "local"});
+  local_->prefetch(ref, location::host());
+  const auto own = local_->flush();
+  EXPECT_EQ(run_cli({"stats", "--connect", endpoint(), "--json"}), cli::to_json(own));
+  EXPECT_EQ(run_cli({"stats", "--connect", endpoint(), "--prometheus"}), cli::to_prometheus(own));
+}
+
+TEST_F(two_processes, PrefetchAndAdviceByIdFromAnotherProcessChangeTheAttributesSeenHere) {
+  serve_here();
+  const auto before = local_->flush();
+  auto helper = start_helper(2, 65536, true);
+  const auto after = local_->flush();
+  EXPECT_EQ(after.prefetches, before.prefetches + 2);
+  EXPECT_EQ(after.advises, before.advises + 2);
+  EXPECT_EQ(after.live_bytes, before.live_bytes + 2 * 65536);
+  const auto rows = ask_gateway<std::vector<remote_region_info>>(regions_atom_v);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    EXPECT_NE(r.session, 0u);
+    EXPECT_EQ(r.region.bytes, 65536u);
+    ASSERT_TRUE(r.attributes_known);
+    const auto attrs = to_local(r.attributes);
+    EXPECT_TRUE(attrs.read_mostly);
+    EXPECT_EQ(attrs.last_prefetch_location, location::host());
+  }
+}
+
+TEST_F(two_processes, AKilledClientProcessHasItsLeasesReleased) {
+  serve_here();
+  const auto baseline = local_->flush().live_bytes;
+  auto helper = start_helper(4, 1 << 20);
+  EXPECT_EQ(local_->flush().live_bytes, baseline + 4 * (1 << 20));
+  helper->signal(SIGKILL);
+  ASSERT_TRUE(helper->wait(10s));
+  EXPECT_EQ(await_live_bytes(baseline, [&] { return local_->flush().live_bytes; }), baseline);
+  const auto s = ask_gateway<remote_stats>(stats_atom_v);
+  EXPECT_EQ(s.sessions_lost, 1u);
+  EXPECT_EQ(s.leases, 0u);
+}
+
+// -- a child `uma serve` serves ------------------------------------------------------------------
+
+TEST_F(two_processes, ARemoteClientAllocatesPrefetchesAndAdvisesById) {
+  serve_in_child();
+  auto c = connect();
+  const auto h = c->allocate(1 << 16, "weights");
+  EXPECT_EQ(h, (region_handle{1, 1}));
+  EXPECT_EQ(c->prefetch({h}, {location::host()}).bytes, std::uint64_t{1} << 16);
+  static_cast<void>(c->advise({h}, advice::set_read_mostly));
+  const auto attrs = c->attributes(h);
+  EXPECT_TRUE(attrs.read_mostly);
+  EXPECT_EQ(attrs.last_prefetch_location, location::host());
+  const auto s = c->stats();
+  EXPECT_EQ(s.allocator.live_regions, 1u);
+  EXPECT_EQ(s.leases, 1u);
+  EXPECT_EQ(s.leased_bytes, std::uint64_t{1} << 16);
+  // A third process sees the same through `uma regions`.
+  const auto json = run_cli({"regions", "--connect", endpoint(), "--json"});
+  EXPECT_NE(json.find("\"label\": \"weights\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"read_mostly\": true"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"last_prefetch_location\": \"host\""), std::string::npos) << json;
+  EXPECT_EQ(c->release(h), std::uint64_t{1} << 16);
+  EXPECT_EQ(await_live_bytes(0, [&] { return c->stats().allocator.live_bytes; }), 0u);
+}
+
+TEST_F(two_processes, StaleGenerationIdsAreRefusedAcrossTheWire) {
+  serve_in_child({"--inject-fault", "prefetch:2:context_lost"});
+  auto c = connect();
+  const auto old = c->allocate(4096);
+  static_cast<void>(c->prefetch({old}, {location::host()}));
+  UMA_EXPECT_REMOTE_ERROR(c->prefetch({old}, {location::host()}), errc::context_lost,
+                          "injected fault");
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  auto s = c->stats();
+  while ((s.allocator.generation != 2 || s.supervisor_state != "running") &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+    s = c->stats();
+  }
+  ASSERT_EQ(s.allocator.generation, 2u);
+  UMA_EXPECT_REMOTE_ERROR(c->prefetch({old}, {location::host()}), errc::allocator_stopped,
+                          "region 1 of generation 1 is stale: its allocator incarnation stopped "
+                          "and the allocator now runs generation 2");
+  UMA_EXPECT_REMOTE_ERROR(c->attributes({old.id, 3}), errc::invalid_argument,
+                          "region 1 of generation 3 does not exist: the allocator now runs "
+                          "generation 2");
+  const auto fresh = c->allocate(4096);
+  EXPECT_EQ(fresh, (region_handle{1, 2}));
+  EXPECT_EQ(c->prefetch({fresh}, {location::host()}).ranges, 1u);
+}
+
+TEST_F(two_processes, ExportingOverCudaIpcIsRefusedWithTheReason) {
+  serve_in_child();
+  auto c = connect();
+  const auto h = c->allocate(4096);
+  UMA_EXPECT_REMOTE_ERROR(c->export_ipc(h), errc::not_supported,
+                          "managed memory cannot be exported over CUDA IPC");
+}
+
+TEST_F(two_processes, AKilledClientProcessHasItsLeasesReleasedByUmaServe) {
+  serve_in_child();
+  auto c = connect();
+  const auto baseline = c->stats().allocator.live_bytes;
+  auto helper = start_helper(3, 1 << 18);
+  EXPECT_EQ(c->stats().allocator.live_bytes, baseline + 3 * (1 << 18));
+  helper->signal(SIGKILL);
+  ASSERT_TRUE(helper->wait(10s));
+  EXPECT_EQ(await_live_bytes(baseline, [&] { return c->stats().allocator.live_bytes; }), baseline);
+  EXPECT_EQ(c->stats().sessions_lost, 1u);
+}
+
+TEST_F(two_processes, AServerKilledWhileAClientWaitsIsAClearErrorWithinTheTimeout) {
+  serve_in_child();
+  auto c = connect(30s);
+  static_cast<void>(c->allocate(4096));
+  server_->signal(SIGSTOP);  // the next request waits for a reply that will not come
+  const auto start = std::chrono::steady_clock::now();
+  auto waiting = std::async(std::launch::async, [&]() -> std::optional<error> {
+    try {
+      static_cast<void>(c->stats());
+      return std::nullopt;
+    } catch (const error& e) {
+      return e;
+    }
+  });
+  EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout);  // it really waits
+  server_->signal(SIGKILL);
+  ASSERT_EQ(waiting.wait_for(20s), std::future_status::ready);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  const auto err = waiting.get();
+  ASSERT_TRUE(err) << "the request succeeded against a killed server";
+  EXPECT_EQ(err->code(), errc::allocator_stopped) << err->what();
+  EXPECT_NE(std::string(err->what()).find("the uma server at " + endpoint() + " went down"),
+            std::string::npos)
+      << err->what();
+  EXPECT_LT(elapsed, 15s) << "seen only at the timeout";
+  // Later calls fail at once, with the same reason.
+  UMA_EXPECT_REMOTE_ERROR(static_cast<void>(c->stats()), errc::allocator_stopped, "went down");
+}
+
+TEST_F(two_processes, ConnectingWhereNothingServesNamesTheAddress) {
+  serve_in_child();
+  server_->signal(SIGKILL);
+  ASSERT_TRUE(server_->wait(10s));
+  UMA_EXPECT_REMOTE_ERROR(connect(), errc::backend_error,
+                          "cannot reach the uma server at " + endpoint());
+}
+
+TEST_F(two_processes, UmaServeStopsOnSigtermAndAfterFor) {
+  serve_in_child();
+  server_->signal(SIGTERM);
+  auto status = server_->wait(20s);
+  ASSERT_TRUE(status) << "uma serve ignored SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+
+  child_process bounded({UMA_CLI_PATH, "serve", "--port", "0", "--for", "1", "--backend", "host"});
+  status = bounded.wait(20s);
+  ASSERT_TRUE(status) << "uma serve --for 1 did not stop";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+}
+
+}  // namespace
+}  // namespace uma

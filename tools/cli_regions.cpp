@@ -1,0 +1,91 @@
+// `uma regions --connect HOST:PORT`: a serving node's region table.
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/remote_client.hpp"
+#include "tools/cli_commands.hpp"
+#include "tools/stats_format.hpp"
+
+namespace uma::cli {
+
+namespace {
+
+[[nodiscard]] std::string locations_text(const std::vector<location>& locs) {
+  if (locs.empty())
+    return "none";
+  std::string out;
+  for (const auto& l : locs)
+    out += (out.empty() ? "" : ", ") + to_string(l);
+  return out;
+}
+
+[[nodiscard]] std::string text_row(const remote_region_info& r) {
+  const auto& g = r.region;
+  std::string out =
+      "region " + std::to_string(g.id) + " of generation " + std::to_string(g.generation) + ": " +
+      std::to_string(g.bytes) + " bytes, label '" + g.label + "', attach " +
+      (g.attach == attach_flag::global ? "global" : "host") + ", refs " + std::to_string(g.refs) +
+      ", pins " + std::to_string(g.pins) + ", age " + std::to_string(g.age_ms) + " ms";
+  if (r.session == 0)
+    return out + ", not leased (attributes not read)\n";
+  out += ", session " + std::to_string(r.session);
+  if (!r.attributes_known)
+    return out + ", attributes unknown\n";
+  const auto& a = r.attributes;
+  return out + "\n    read_mostly " + (a.read_mostly ? "yes" : "no") + ", preferred " +
+         (a.has_preferred_location ? to_string(a.preferred_location) : "none") + ", accessed_by " +
+         locations_text(a.accessed_by) + ", last prefetch " +
+         (a.has_last_prefetch_location ? to_string(a.last_prefetch_location) : "none") + "\n";
+}
+
+[[nodiscard]] std::string json_location(bool has, const location& l) {
+  return has ? "\"" + json_escape(to_string(l)) + "\"" : "null";
+}
+
+[[nodiscard]] std::string json_row(const remote_region_info& r) {
+  const auto& g = r.region;
+  std::string out =
+      "  {\"id\": " + std::to_string(g.id) + ", \"generation\": " + std::to_string(g.generation) +
+      ", \"bytes\": " + std::to_string(g.bytes) + ", \"label\": \"" + json_escape(g.label) +
+      "\", \"attach\": \"" + (g.attach == attach_flag::global ? "global" : "host") +
+      "\", \"refs\": " + std::to_string(g.refs) + ", \"pins\": " + std::to_string(g.pins) +
+      ", \"age_ms\": " + std::to_string(g.age_ms) + ", \"session\": " + std::to_string(r.session);
+  if (!r.attributes_known)
+    return out + ", \"attributes\": null}";
+  const auto& a = r.attributes;
+  std::string accessed;
+  for (const auto& l : a.accessed_by)
+    accessed += (accessed.empty() ? "\"" : ", \"") + json_escape(to_string(l)) + "\"";
+  return out + ", \"attributes\": {\"read_mostly\": " + (a.read_mostly ? "true" : "false") +
+         ", \"preferred_location\": " +
+         json_location(a.has_preferred_location, a.preferred_location) + ", \"accessed_by\": [" +
+         accessed + "], \"last_prefetch_location\": " +
+         json_location(a.has_last_prefetch_location, a.last_prefetch_location) + "}}";
+}
+
+}  // namespace
+
+int run_regions(const options& o) {
+  remote_actor_config cfg;
+  caf::actor_system sys{cfg};
+  remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));
+  const auto rows = server.regions();
+  if (o.format == output_format::json) {
+    std::cout << "[";
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      std::cout << (i == 0 ? "\n" : ",\n") << json_row(rows[i]);
+    std::cout << (rows.empty() ? "]\n" : "\n]\n");
+  } else {
+    std::cout << "server " << server.address() << ": " << rows.size() << " region(s)\n";
+    for (const auto& r : rows)
+      std::cout << text_row(r);
+  }
+  std::cout.flush();
+  return std::cout ? exit_ok : exit_failure;
+}
+
+}  // namespace uma::cli
