@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -31,6 +33,19 @@
 
 namespace uma {
 namespace {
+
+/// The programs the tests start: where the build put them, unless UMA_TEST_CLI /
+/// UMA_TEST_HELPER say otherwise (a bundle on the GPU machine keeps them elsewhere).
+std::string tool_path(const char* env, const char* built) {
+  const char* v = std::getenv(env);
+  return v != nullptr && *v != '\0' ? v : built;
+}
+std::string cli_path() {
+  return tool_path("UMA_TEST_CLI", UMA_CLI_PATH);
+}
+std::string helper_path() {
+  return tool_path("UMA_TEST_HELPER", UMA_REMOTE_HELPER_PATH);
+}
 
 using namespace std::chrono_literals;
 using test::child_process;
@@ -68,10 +83,20 @@ class two_processes : public ::testing::Test {
 
   // -- this process serves ---------------------------------------------------------------------
 
-  /// A supervised host allocator and its gateway, published on a free loopback port.
+  /// The backend the servers use: host, or what UMA_TEST_BACKEND names (the GPU machine runs
+  /// these tests with UMA_TEST_BACKEND=cuda).
+  static std::string backend_name() {
+    const char* env = std::getenv("UMA_TEST_BACKEND");
+    return env != nullptr && *env != '\0' ? env : "host";
+  }
+
+  /// A supervised allocator and its gateway, published on a free loopback port.
   void serve_here() {
     supervisor_config cfg;
-    cfg.allocator.backend = std::make_shared<host_backend>();
+    const auto choice = parse_backend_choice(backend_name());
+    cfg.allocator.backend =
+        choice ? make_backend(*choice) : std::shared_ptr<backend>(std::make_shared<host_backend>());
+    cfg.allocator.quota_bytes = 1ull << 30;
     sup_ = spawn_supervisor(sys_, std::move(cfg));
     gw_ = spawn_remote_gateway(sys_, sup_);
     port_ = publish_gateway(sys_, gw_, 0, "127.0.0.1");
@@ -95,8 +120,8 @@ class two_processes : public ::testing::Test {
 
   /// Starts `uma serve` on a free loopback port and reads the port from its first line.
   void serve_in_child(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv{UMA_CLI_PATH, "serve", "--port",    "0",
-                                  "--for",      "60",    "--backend", "host"};
+    std::vector<std::string> argv{cli_path(), "serve", "--port",    "0",
+                                  "--for",    "60",    "--backend", backend_name()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     server_ = std::make_unique<child_process>(argv);
     const auto line = server_->read_line(20s);
@@ -114,7 +139,7 @@ class two_processes : public ::testing::Test {
 
   /// Runs `uma ARGS...` to completion (bounded) and returns its stdout; expects exit status 0.
   std::string run_cli(std::vector<std::string> args) {
-    args.insert(args.begin(), UMA_CLI_PATH);
+    args.insert(args.begin(), cli_path());
     child_process cli(args);
     auto out = cli.read_all(20s);
     const auto status = cli.wait(20s);
@@ -126,7 +151,7 @@ class two_processes : public ::testing::Test {
   /// them to the host and advises them read-mostly), prints a ready line and waits to be killed.
   std::unique_ptr<child_process> start_helper(int regions, std::uint64_t bytes,
                                               bool advise = false) {
-    std::vector<std::string> argv{UMA_REMOTE_HELPER_PATH, "127.0.0.1", std::to_string(port_),
+    std::vector<std::string> argv{helper_path(), "127.0.0.1", std::to_string(port_),
                                   std::to_string(regions), std::to_string(bytes)};
     if (advise)
       argv.emplace_back("advise");
@@ -316,7 +341,7 @@ TEST_F(two_processes, UmaServeStopsOnSigtermAndAfterFor) {
   ASSERT_TRUE(status) << "uma serve ignored SIGTERM";
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
 
-  child_process bounded({UMA_CLI_PATH, "serve", "--port", "0", "--for", "1", "--backend", "host"});
+  child_process bounded({cli_path(), "serve", "--port", "0", "--for", "1", "--backend", "host"});
   status = bounded.wait(20s);
   ASSERT_TRUE(status) << "uma serve --for 1 did not stop";
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
