@@ -97,8 +97,8 @@ void host_backend::free_managed(void* ptr, std::size_t bytes) noexcept {
     if (it == mappings_.end() || it->second.bytes != bytes) {
       bad_frees_.fetch_add(1, std::memory_order_relaxed);
       const bool twice = it == mappings_.end() && is_quarantined_locked(ptr);
-      std::fprintf(stderr, "uma: host free_managed(%s, %zu bytes): %s\n",
-                   detail::hex(ptr).c_str(), bytes,
+      std::fprintf(stderr, "uma: host free_managed(%s, %zu bytes): %s\n", detail::hex(ptr).c_str(),
+                   bytes,
                    twice ? "double free (the region was freed before and is quarantined)"
                          : "not a live allocation");
       return;

@@ -95,7 +95,8 @@ class host_backend final : public backend {
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, mapping> mappings_;
   const std::size_t quarantine_limit_;
-  std::deque<std::pair<std::uintptr_t, std::size_t>> quarantine_;  // base, mapped bytes; oldest first
+  std::deque<std::pair<std::uintptr_t, std::size_t>>
+      quarantine_;  // base, mapped bytes; oldest first
   std::atomic<std::uint64_t> allocations_{0}, frees_{0}, bad_frees_{0}, prefetch_calls_{0},
       batch_calls_{0}, discard_calls_{0}, advise_calls_{0}, live_bytes_{0};
 };
