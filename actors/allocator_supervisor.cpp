@@ -72,6 +72,9 @@ class allocator_supervisor final : public supervisor_impl::base {
           return forward<allocator_stats>(a);
         },
         [this](trim_atom a) -> caf::result<std::uint64_t> { return forward<std::uint64_t>(a); },
+        [this](lease_atom a, lease_request& r) -> caf::result<block_cache> {
+          return forward<block_cache>(a, std::move(r));
+        },
         [this](quota_atom a, std::uint64_t bytes) -> caf::result<std::uint64_t> {
           // A quota set survives restarts: later incarnations start with it.
           return forward_then<std::uint64_t>(

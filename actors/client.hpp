@@ -97,6 +97,12 @@ class client {
   }
   /// The outstanding-allocation report.
   [[nodiscard]] std::vector<region_info> regions();
+  /// Leases `blocks` blocks of `block_bytes` (page-rounded) for the client-side fast path:
+  /// `try_allocate` on the result hands out blocks without a message.
+  [[nodiscard]] block_cache lease(std::size_t block_bytes, std::size_t blocks,
+                                  std::string label = {}) {
+    return call<block_cache>(lease_atom_v, lease_request{block_bytes, blocks, std::move(label)});
+  }
 
   /// Stops the allocator (user_shutdown) and waits until its post_stop has finished.
   void stop();

@@ -31,6 +31,8 @@ std::string to_string(const allocator_stats& s) {
   line("discards", s.discards);
   line("discard_bytes", s.discard_bytes);
   line("inert_refusals", s.inert_refusals);
+  line("live_leases", s.live_leases);
+  line("leased_bytes", s.leased_bytes);
   for (std::size_t i = 1; i < errc_slots; ++i)
     if (s.failures[i] != 0)
       out += "  failures." + std::string(to_string(static_cast<errc>(i))) + ": " +

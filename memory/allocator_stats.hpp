@@ -30,7 +30,9 @@ struct allocator_stats {
   std::uint64_t ranges_coalesced = 0;  ///< ranges merged into a neighbour before the backend
   std::uint64_t reserved_bytes = 0;    ///< pool: bytes held in slabs (direct: = live_bytes)
   std::uint64_t pool_slabs = 0;
-  double fragmentation = 0.0;  ///< pool: 1 - largest free block / free bytes
+  std::uint64_t live_leases = 0;   ///< block leases granted and not yet given back
+  std::uint64_t leased_bytes = 0;  ///< bytes of those leases (counted in live_bytes too)
+  double fragmentation = 0.0;      ///< pool: 1 - largest free block / free bytes
   /// Failed requests per error code, indexed by `static_cast<size_t>(errc)`.
   std::array<std::uint64_t, errc_slots> failures{};
 
@@ -52,8 +54,8 @@ auto inspect(Inspector& f, allocator_stats& x) {
   return f(x.backend, x.generation, x.quota_bytes, x.allocations, x.releases, x.live_regions,
            x.live_bytes, x.peak_bytes, x.total_bytes_allocated, x.prefetches, x.prefetch_bytes,
            x.advises, x.discards, x.discard_bytes, x.inert_refusals, x.pending_jobs,
-           x.advice_elided, x.ranges_coalesced, x.reserved_bytes, x.pool_slabs, x.fragmentation,
-           x.failures);
+           x.advice_elided, x.ranges_coalesced, x.reserved_bytes, x.pool_slabs, x.live_leases,
+           x.leased_bytes, x.fragmentation, x.failures);
 }
 
 }  // namespace uma

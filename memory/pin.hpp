@@ -44,7 +44,7 @@ class Pin {
     if (ref_.empty())
       return;
     auto* r = ref_.region_record();
-    r->pins.fetch_sub(1, std::memory_order_seq_cst);
+    r->home->pins.fetch_sub(1, std::memory_order_seq_cst);
     auto control = r->control;  // the ref may be the last: keep the control block for the call
     ref_.reset();
     control->release_pin();
@@ -64,9 +64,10 @@ std::optional<Pin<T>> ManagedRef<T>::try_pin() const noexcept {
     return std::nullopt;
   // Region count first: a stopper that saw this pin's control-block count time out must still
   // see the region count when it decides what to free (all seq_cst, see control_block).
-  region_->pins.fetch_add(1, std::memory_order_seq_cst);
+  // A leased block counts its pins on the lease's backing region (`home`), which post_stop sees.
+  region_->home->pins.fetch_add(1, std::memory_order_seq_cst);
   if (!region_->control->try_acquire_pin()) {
-    region_->pins.fetch_sub(1, std::memory_order_seq_cst);
+    region_->home->pins.fetch_sub(1, std::memory_order_seq_cst);
     return std::nullopt;
   }
   return Pin<T>(*this);

@@ -17,17 +17,21 @@ block_pool::block_pool(backend& b, std::size_t slab_bytes, std::size_t max_block
       release_(std::move(release)) {}
 
 block_pool::block block_pool::allocate(std::size_t bytes) {
-  const std::size_t rounded = (bytes + page_ - 1) / page_ * page_;
-  if (auto b = take(rounded))
+  const std::size_t size = rounded(bytes);
+  if (auto b = take(size))
     return *b;
   try {
-    grow(rounded);
+    grow(size);
   } catch (const error& e) {
     if ((e.code() != errc::out_of_memory && e.code() != errc::quota_exceeded) || trim() == 0)
       throw;
-    grow(rounded);  // cached slabs went back: one retry
+    grow(size);  // cached slabs went back: one retry
   }
-  return *take(rounded);
+  return *take(size);
+}
+
+std::optional<block_pool::block> block_pool::try_allocate(std::size_t bytes) {
+  return take(rounded(bytes));
 }
 
 std::optional<block_pool::block> block_pool::take(std::size_t bytes) {
@@ -44,14 +48,22 @@ std::optional<block_pool::block> block_pool::take(std::size_t bytes) {
   return block{s, offset, bytes, slabs_[s].base + offset};
 }
 
-void block_pool::grow(std::size_t at_least) {
+std::size_t block_pool::growth_for(std::size_t bytes) const {
+  const std::size_t at_least = rounded(bytes);
   if (reserved_ + at_least > limit_)
     raise(errc::quota_exceeded, "pool: a slab of " + std::to_string(at_least) +
                                     " bytes would bring reserved bytes to " +
                                     std::to_string(reserved_ + at_least) + ", over the quota of " +
                                     std::to_string(limit_) + " bytes");
-  const std::size_t bytes = std::min(std::max(slab_bytes_, at_least), limit_ - reserved_);
-  auto* base = static_cast<std::byte*>(backend_.allocate_managed(bytes, attach_));
+  return std::min(std::max(slab_bytes_, at_least), limit_ - reserved_);
+}
+
+void block_pool::grow(std::size_t at_least) {
+  const std::size_t bytes = growth_for(at_least);
+  add_slab(static_cast<std::byte*>(backend_.allocate_managed(bytes, attach_)), bytes);
+}
+
+void block_pool::add_slab(std::byte* base, std::size_t bytes) {
   std::uint32_t id = 0;
   while (id < slabs_.size() && slabs_[id].base != nullptr)
     ++id;

@@ -61,6 +61,15 @@ class block_pool {
   /// memory (or the limit is reached), gives cached empty slabs back and retries once. Throws
   /// the backend's error, or `quota_exceeded` when even then the limit leaves no room.
   [[nodiscard]] block allocate(std::size_t bytes);
+  /// A block of at least `bytes` from the slabs already held, or nullopt (no backend call).
+  [[nodiscard]] std::optional<block> try_allocate(std::size_t bytes);
+  /// The size of the slab to add so that a request of `bytes` fits: the growth unit, or more
+  /// for a larger request, within the limit. Throws `quota_exceeded` when the limit leaves no
+  /// room. With add_slab, lets the caller make the backend call elsewhere (the allocator's
+  /// worker), so that growth never blocks the actor.
+  [[nodiscard]] std::size_t growth_for(std::size_t bytes) const;
+  /// Adds a slab of `bytes` (from growth_for) that the backend returned at `base`.
+  void add_slab(std::byte* base, std::size_t bytes);
   /// Returns a block; it coalesces with free neighbours.
   void deallocate(const block& b) noexcept;
   /// Gives every completely free slab back to the backend; returns how many.
@@ -80,6 +89,9 @@ class block_pool {
   };
   using free_key = std::pair<std::size_t, std::pair<std::uint32_t, std::size_t>>;  // size, where
 
+  [[nodiscard]] std::size_t rounded(std::size_t bytes) const noexcept {
+    return (bytes + page_ - 1) / page_ * page_;
+  }
   std::optional<block> take(std::size_t bytes);
   void grow(std::size_t at_least);
   void add_free(std::uint32_t s, std::size_t offset, std::size_t bytes);

@@ -40,7 +40,8 @@ class region_table {
     std::string label;
     attach_flag attach = attach_flag::global;
     std::chrono::steady_clock::time_point created;
-    advice_state advice{};  ///< what was applied to the whole region (for elision)
+    advice_state advice{};           ///< what was applied to the whole region (for elision)
+    std::uint32_t lease_blocks = 0;  ///< a block lease's backing region: its block count
   };
 
   /// Adds `r` (the table takes over the region's initial count).

@@ -36,6 +36,9 @@ using managed_allocator_actor = caf::typed_actor<
     /// (bytes) -> the quota in force; 0 only reads it, non-zero sets it. invalid_argument (and
     ///    no change) when the new quota is below the live bytes
     caf::replies_to<quota_atom, std::uint64_t>::with<std::uint64_t>,
+    /// -> a client-side cache of `blocks` leased blocks (the fast path); invalid_argument,
+    ///    overflow, quota_exceeded, out_of_memory
+    caf::replies_to<lease_atom, lease_request>::with<block_cache>,
     /// the last drop of a live region's refs wakes the actor with this (no reply)
     caf::reacts_to<release_atom>>;
 

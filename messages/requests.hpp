@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "memory/block_cache.hpp"
 #include "memory/managed_ref.hpp"
 #include "sys/advice.hpp"
 #include "sys/backend.hpp"
@@ -21,6 +22,15 @@ struct allocate_request {
   attach_flag attach = attach_flag::global;
   stream_view stream{};  ///< checked for graph capture (managed allocation cannot be captured)
   std::string label{};   ///< shows in the region report
+};
+
+/// Lease `blocks` equal blocks of `block_bytes` each (rounded up to a page) for a client-side
+/// `block_cache` (the fast path): one region of the allocator, carved into blocks that the
+/// client hands out and takes back without messages.
+struct lease_request {
+  std::size_t block_bytes = 0;
+  std::size_t blocks = 0;
+  std::string label{};  ///< shows in the region report (as "lease: ...")
 };
 
 /// When a stream-ordered request replies.

@@ -108,7 +108,32 @@ std::optional<fault> fault_injecting_backend::tick(backend_op op) {
   return std::nullopt;
 }
 
+void fault_injecting_backend::hold(backend_op op) {
+  std::lock_guard lock(hold_mutex_);
+  holding_ = op;
+}
+
+bool fault_injecting_backend::wait_for_held(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(hold_mutex_);
+  return hold_changed_.wait_for(lock, timeout, [this] { return held_ > 0; });
+}
+
+void fault_injecting_backend::resume() {
+  std::lock_guard lock(hold_mutex_);
+  holding_.reset();
+  hold_changed_.notify_all();
+}
+
 void fault_injecting_backend::maybe_fail(backend_op op) {
+  {
+    std::unique_lock lock(hold_mutex_);
+    if (holding_ == op) {
+      ++held_;
+      hold_changed_.notify_all();
+      hold_changed_.wait(lock, [this, op] { return holding_ != op; });
+      --held_;
+    }
+  }
   const auto f = tick(op);
   if (!f)
     return;

@@ -2,6 +2,8 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -60,6 +62,13 @@ class fault_injecting_backend final : public backend {
   void inject(fault f);
   /// Removes every fault.
   void clear();
+  /// Makes calls of `op` wait, before they run, until `resume()`: how a test keeps a backend
+  /// call in flight (a long prefetch, a slab growth) to see what the allocator does meanwhile.
+  void hold(backend_op op);
+  /// Waits up to `timeout` until a call is held; true when one is.
+  [[nodiscard]] bool wait_for_held(std::chrono::milliseconds timeout);
+  /// Lets every held call go and holds no more.
+  void resume();
   /// Calls of `op` seen so far (failed ones included).
   [[nodiscard]] std::uint64_t calls(backend_op op) const noexcept;
   /// Failures injected so far.
@@ -111,6 +120,10 @@ class fault_injecting_backend final : public backend {
   std::vector<armed> faults_;
   std::atomic<std::uint64_t> injected_{0};
   std::atomic<std::uint64_t> failed_frees_{0};
+  std::mutex hold_mutex_;
+  std::condition_variable hold_changed_;
+  std::optional<backend_op> holding_;
+  std::size_t held_ = 0;
 };
 
 }  // namespace uma

@@ -49,6 +49,11 @@ constexpr field fields[] = {
      &allocator_stats::inert_refusals},
     {"pending_jobs", "uma_pending_jobs", metric_type::gauge,
      "Backend calls queued off the allocator's loop, not yet run.", &allocator_stats::pending_jobs},
+    {"live_leases", "uma_live_leases", metric_type::gauge,
+     "Block leases (client-side fast path) granted and not yet given back.",
+     &allocator_stats::live_leases},
+    {"leased_bytes", "uma_leased_bytes", metric_type::gauge,
+     "Bytes held by block leases (part of live_bytes).", &allocator_stats::leased_bytes},
 };
 
 void append_header(std::string& out, std::string_view metric, std::string_view help,

@@ -20,12 +20,12 @@ void control_block::release_pin() noexcept {
   }
 }
 
-void control_block::enqueue_release(std::uint64_t region_id) noexcept {
+bool control_block::enqueue_release(std::uint64_t region_id) noexcept {
   std::function<void()> wake;
   try {
     std::lock_guard lock(mutex_);
     if (!alive())
-      return;  // post_stop frees everything it still owns
+      return false;  // post_stop frees everything it still owns
     releases_.push_back(region_id);
     if (!wake_pending_ && waker_) {
       wake_pending_ = true;
@@ -33,10 +33,11 @@ void control_block::enqueue_release(std::uint64_t region_id) noexcept {
     }
   } catch (...) {
     // Out of memory while queueing: the region stays in the table and is freed at stop.
-    return;
+    return false;
   }
   if (wake)
     wake();
+  return true;
 }
 
 std::vector<std::uint64_t> control_block::take_releases() {
@@ -79,6 +80,10 @@ std::optional<stop_report> control_block::report() const {
 void drop_ref(region* r) noexcept {
   if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1)
     return;  // other handles remain: never touch the record after the decrement
+  if (r->leased()) {
+    lease_block_dropped(r);
+    return;
+  }
   // The last user still owns the record: take what the release needs before letting go.
   auto control = r->control;
   const auto id = r->id;
@@ -88,7 +93,7 @@ void drop_ref(region* r) noexcept {
   }
   // The table still holds it: while the actor lives it frees the region; once it is stopping,
   // post_stop frees it (or has) and enqueue_release does nothing.
-  control->enqueue_release(id);
+  (void)control->enqueue_release(id);
 }
 
 void drop_table_ref(region* r) noexcept {

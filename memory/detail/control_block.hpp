@@ -31,6 +31,8 @@ struct stop_report {
 
 namespace detail {
 
+class lease_state;
+
 /// Shared by one allocator incarnation and every region (and so every ref) it handed out. It
 /// outlives the actor: refs consult it to learn that the actor stopped.
 ///
@@ -56,8 +58,9 @@ class control_block {
   [[nodiscard]] std::int64_t pins() const noexcept { return pins_.load(); }
 
   /// Called on the last drop of a live region's refs: queues `region_id` for the actor and
-  /// wakes it once per batch of releases.
-  void enqueue_release(std::uint64_t region_id) noexcept;
+  /// wakes it once per batch of releases. False when nothing was queued (the allocator is
+  /// stopping: post_stop frees what it owns; or host memory ran out).
+  bool enqueue_release(std::uint64_t region_id) noexcept;
   /// Takes every queued release (actor thread).
   [[nodiscard]] std::vector<std::uint64_t> take_releases();
   /// How to wake the actor (a message to it); cleared at stop so nothing keeps the actor alive.
@@ -97,7 +100,7 @@ struct region {
 
   region(std::shared_ptr<control_block> control, std::uint64_t id, void* base, std::byte* data,
          std::size_t bytes, std::size_t backend_bytes, std::uint32_t slab = no_slab,
-         std::size_t slab_offset = 0)
+         std::size_t slab_offset = 0, region* home = nullptr, lease_state* lease = nullptr)
       : control(std::move(control)),
         id(id),
         base(base),
@@ -105,7 +108,9 @@ struct region {
         bytes(bytes),
         backend_bytes(backend_bytes),
         slab(slab),
-        slab_offset(slab_offset) {}
+        slab_offset(slab_offset),
+        home(home != nullptr ? home : this),
+        lease(lease) {}
 
   std::atomic<std::int64_t> refs{0};    ///< user handles
   std::atomic<std::int32_t> owners{1};  ///< the table, plus 1 while refs > 0
@@ -118,8 +123,17 @@ struct region {
   const std::size_t backend_bytes;  ///< for a pooled block: its page-rounded size
   const std::uint32_t slab;         ///< pool slab, or no_slab
   const std::size_t slab_offset;
+  /// The region in the allocator's table that holds this memory: itself, or for a block of a
+  /// client's lease the lease's backing region (pins count there, so post_stop sees them).
+  region* const home;
+  /// The lease this block belongs to (its last drop returns it there), or null.
+  lease_state* const lease;
+  /// A leased block whose advice the allocator changed: its last drop goes through the actor,
+  /// which resets the advice before the block is handed out again.
+  std::atomic<bool> needs_reset{false};
 
   [[nodiscard]] bool pooled() const noexcept { return slab != no_slab; }
+  [[nodiscard]] bool leased() const noexcept { return lease != nullptr; }
 };
 
 /// Adds a user count (a copy of a ref). Relaxed: the caller already holds one.
@@ -134,8 +148,12 @@ inline void adopt_first_ref(region* r) noexcept {
 }
 
 /// Drops a user count. The last one hands a live region back to its actor; if the table let go
-/// already (the allocator stopped), it deletes the record.
+/// already (the allocator stopped), it deletes the record. A leased block goes back to its
+/// lease (memory/detail/lease_state.cpp).
 void drop_ref(region* r) noexcept;
+
+/// The last drop of a leased block (defined with the lease).
+void lease_block_dropped(region* r) noexcept;
 
 /// The actor drops the table's ownership once it freed (or leaked) the memory; deletes the
 /// record unless users still hold it.

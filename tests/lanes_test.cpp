@@ -1,0 +1,170 @@
+// Off-loop work (sys/worker_lanes.hpp, actors/managed_allocator.cpp): the pool grows on a
+// worker while the actor keeps serving, prefetches run on their destination's lane, a stream's
+// operations keep their order, and flush waits for every lane. No sleeps: a held backend call
+// (fault_injecting_backend::hold) keeps work in flight for exactly as long as a test needs.
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "support/actor_fixture.hpp"
+#include "sys/fault_injecting_backend.hpp"
+#include "sys/worker_lanes.hpp"
+
+namespace uma {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(WorkerLanes, PickTheDestinationsLaneWhenTheyAgree) {
+  const location dev1[] = {location::device(1), location::device(1)};
+  const location host[] = {location::host(), location::host_numa(0)};
+  const location mixed[] = {location::device(0), location::host()};
+  EXPECT_EQ(worker_lanes::for_destinations(dev1), 3u);
+  EXPECT_EQ(worker_lanes::for_destinations(host), 1u);
+  EXPECT_EQ(worker_lanes::for_destinations(mixed), worker_lanes::general);
+  EXPECT_EQ(worker_lanes::for_destinations({}), worker_lanes::general);
+}
+
+TEST(WorkerLanes, KeepAStreamOnOneLaneWhileItHasUnfinishedJobs) {
+  worker_lanes lanes;
+  int token = 0;
+  const stream_view s{&token};
+  EXPECT_EQ(lanes.begin_stream(3, s), 3u);
+  EXPECT_EQ(lanes.begin_stream(1, s), 3u);   // follows the unfinished job
+  EXPECT_EQ(lanes.begin_stream(1, {}), 1u);  // another stream is free to go elsewhere
+  lanes.finish_stream(s);
+  EXPECT_EQ(lanes.begin_stream(0, s), 3u);
+  lanes.finish_stream(s);
+  lanes.finish_stream(s);
+  EXPECT_EQ(lanes.begin_stream(1, s), 1u);  // all finished: the preferred lane again
+}
+
+TEST(WorkerLanes, BarrierWaitsForEveryLane) {
+  worker_lanes lanes;
+  std::promise<void> gate;
+  auto opened = gate.get_future().share();
+  std::atomic<bool> slow_done{false};
+  lanes.post(3, [opened, &slow_done] {
+    opened.wait();
+    slow_done = true;
+  });
+  lanes.post(worker_lanes::general, [] {});
+  EXPECT_EQ(lanes.started(), 2u);
+  std::promise<bool> barrier;
+  lanes.barrier([&] { barrier.set_value(slow_done.load()); });
+  auto seen = barrier.get_future();
+  EXPECT_EQ(seen.wait_for(0ms), std::future_status::timeout);  // lane 3 is still held
+  gate.set_value();
+  EXPECT_TRUE(seen.get());  // ran after the held job
+  lanes.drain_and_stop();
+}
+
+/// Lets held backend calls go when a test ends early (a failed assertion), so that the
+/// fixture's stop (which drains the lanes) cannot wait for them forever.
+struct resume_on_exit {
+  fault_injecting_backend& b;
+  ~resume_on_exit() { b.resume(); }
+};
+
+class off_loop : public test::actor_fixture {
+ protected:
+  std::shared_ptr<fault_injecting_backend> faults_ =
+      std::make_shared<fault_injecting_backend>(backend_);
+  std::unique_ptr<client> pool_ = make_client({.backend = faults_,
+                                               .policy = allocation_policy::pool,
+                                               .slab_bytes = 1 << 20,
+                                               .max_pooled_block = 1 << 20});
+};
+
+TEST_F(off_loop, ThePoolGrowsOnAWorkerWhileTheActorKeepsServing) {
+  resume_on_exit guard{*faults_};
+  auto early = pool_->allocate<std::byte>(512 * 1024);  // first slab
+  faults_->hold(backend_op::allocate);
+  // Two requests that do not fit: both wait for one growth.
+  auto a = std::async(std::launch::async, [&] { return pool_->allocate<std::byte>(768 * 1024); });
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  auto b = std::async(std::launch::async, [&] { return pool_->allocate<std::byte>(128 * 1024); });
+  // The actor answers while the slab call is held: stats, and a release of an older region.
+  auto s = pool_->stats();
+  EXPECT_GE(s.pending_jobs, 1u);
+  EXPECT_EQ(s.live_regions, 1u);
+  early.reset();
+  // `b` fits in the first slab once `early` is back; it is served as soon as it arrives.
+  const auto rb = b.get();
+  EXPECT_EQ(a.wait_for(0ms), std::future_status::timeout);  // still waiting for its slab
+  faults_->resume();
+  const auto ra = a.get();
+  EXPECT_EQ(ra.size(), 768u * 1024);
+  EXPECT_EQ(rb.size(), 128u * 1024);
+  s = pool_->flush();
+  EXPECT_EQ(s.pool_slabs, 2u);
+  EXPECT_EQ(s.live_regions, 2u);
+  EXPECT_EQ(faults_->calls(backend_op::allocate), 2u);
+}
+
+TEST_F(off_loop, AFailedGrowthRepliesItsErrorAndTheNextRequestGrowsAgain) {
+  faults_->inject({.op = backend_op::allocate, .nth = 1, .code = errc::out_of_memory});
+  UMA_EXPECT_ERROR((void)pool_->allocate<std::byte>(4096), errc::out_of_memory,
+                   "injected fault: allocate");
+  auto s = pool_->stats();
+  EXPECT_EQ(s.failures_of(errc::out_of_memory), 1u);
+  EXPECT_EQ(s.live_regions, 0u);
+  EXPECT_EQ(s.pool_slabs, 0u);
+  auto ok = pool_->allocate<std::byte>(4096);
+  EXPECT_TRUE(ok.valid());
+  EXPECT_EQ(pool_->stats().pool_slabs, 1u);
+}
+
+TEST_F(off_loop, AStopDuringAGrowthAnswersTheWaitingRequestAndFreesTheSlab) {
+  resume_on_exit guard{*faults_};
+  auto witness = pool_->allocate<std::byte>(1 << 20);  // fills the first slab
+  faults_->hold(backend_op::allocate);
+  auto a = std::async(std::launch::async, [&] {
+    try {
+      (void)pool_->allocate<std::byte>(4096);
+      return errc{};
+    } catch (const error& e) {
+      return e.code();
+    }
+  });
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  // post_stop drains the lanes: the held growth must finish first.
+  auto stopper = std::async(std::launch::async, [&] { pool_->stop(); });
+  for (int i = 0; i < 10'000'000 && witness.valid(); ++i)  // post_stop has begun
+    std::this_thread::yield();
+  ASSERT_FALSE(witness.valid());
+  EXPECT_EQ(stopper.wait_for(0ms), std::future_status::timeout);  // held in the lane drain
+  faults_->resume();
+  stopper.get();
+  EXPECT_EQ(a.get(), errc::allocator_stopped);
+  EXPECT_EQ(backend_->counters().live_allocations, 0u);  // the late slab went back
+  EXPECT_EQ(backend_->counters().bad_frees, 0u);
+}
+
+TEST_F(off_loop, AHeldPrefetchDelaysItsStreamButNotOtherWork) {
+  resume_on_exit guard{*faults_};
+  auto r = pool_->allocate<std::byte>(64 * 1024);
+  auto other = pool_->allocate<std::byte>(64 * 1024);
+  faults_->hold(backend_op::prefetch);
+  auto p = std::async(std::launch::async, [&] { return pool_->prefetch(r, location::host()); });
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  // Advice and attributes run on the general lane meanwhile.
+  EXPECT_EQ(pool_->advise(other, advice::set_read_mostly).backend_ranges, 1u);
+  EXPECT_TRUE(pool_->attributes(other).read_mostly);
+  // A discard on the same (default) stream queues behind the held prefetch, on its lane.
+  auto d = std::async(std::launch::async, [&] { return pool_->discard({client::erase(other)}); });
+  for (int i = 0; i < 100000 && pool_->stats().pending_jobs < 2; ++i)
+    std::this_thread::yield();
+  EXPECT_EQ(pool_->stats().pending_jobs, 2u);
+  EXPECT_EQ(faults_->calls(backend_op::discard), 0u);
+  EXPECT_EQ(d.wait_for(0ms), std::future_status::timeout);
+  faults_->resume();
+  EXPECT_EQ(p.get().ranges, 1u);
+  EXPECT_EQ(d.get().ranges, 1u);
+  EXPECT_EQ(faults_->calls(backend_op::discard), 1u);
+}
+
+}  // namespace
+}  // namespace uma
