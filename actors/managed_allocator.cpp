@@ -883,7 +883,7 @@ class managed_allocator final : public allocator_impl::base {
   std::shared_ptr<growth_slot> growth_ = std::make_shared<growth_slot>();
   std::deque<parked_alloc> parked_;
   bool growing_ = false;
-  worker_lanes lanes_;  // last: joined first on destruction
+  worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};  // last: joined first
 };
 
 }  // namespace

@@ -269,6 +269,32 @@ void run_stats_under_load(context& ctx, section& s) {
     throw std::runtime_error("stats chain: " + ctx.sys.render(idle->error));
   const auto idle_s = summarize(idle->ns);
 
+  // Other backend work while the big prefetch holds its lane: advice (general lane) and a small
+  // prefetch to host (host lane), from a plain thread through the facade.
+  auto small = uma.allocate<std::byte>(64 * MiB / 1024, {.label = "bench small"});
+  struct stream_owner {
+    void* s = cuda::create_stream();
+    ~stream_owner() { cuda::destroy_stream(s); }
+  } side_stream;
+  const auto side_ops = [&](std::vector<double>& advise_ns, std::vector<double>& host_ns) {
+    const auto t0 = bench_clock::now();
+    (void)uma.advise(small, advice::set_read_mostly);
+    const auto t1 = bench_clock::now();
+    (void)uma.prefetch(small, location::host(), stream_view{side_stream.s}, completion::complete);
+    const auto t2 = bench_clock::now();
+    advise_ns.push_back(ns_between(t0, t1));
+    host_ns.push_back(ns_between(t1, t2));
+    (void)uma.advise(small, advice::unset_read_mostly);  // not elided next time
+  };
+  std::vector<double> idle_advise, idle_host;
+  for (int i = 0; i < 20; ++i)  // warm-up: the lanes' threads start, the pages settle
+    side_ops(idle_advise, idle_host);
+  idle_advise.clear();
+  idle_host.clear();
+  for (int i = 0; i < 100; ++i)
+    side_ops(idle_advise, idle_host);
+  std::vector<double> busy_advise, busy_host;
+
   std::vector<double> loaded, prefetch_ms;
   for (int rep = 0; rep < reps; ++rep) {
     expect_completed(uma.prefetch(ref, location::host(), stream, completion::complete),
@@ -281,10 +307,27 @@ void run_stats_under_load(context& ctx, section& s) {
     std::vector<caf::actor> hammer{
         spawn_chain<allocator_stats>(ctx.sys, uma.handle(), lim, res, stats_atom_v)};
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the chain is running
+    std::atomic<bool> started{false}, finished{false};
+    std::thread side([&] {
+      while (!started.load())
+        std::this_thread::yield();
+      std::vector<double> a, h;
+      // Only whole rounds inside the prefetch's window count.
+      while (!finished.load()) {
+        side_ops(a, h);
+        if (!finished.load()) {
+          busy_advise.push_back(a.back());
+          busy_host.push_back(h.back());
+        }
+      }
+    });
     const auto p0 = bench_clock::now();
+    started = true;
     expect_completed(uma.prefetch(ref, location::device(0), stream, completion::complete),
                      "prefetch to device");
     const auto p1 = bench_clock::now();
+    finished = true;
+    side.join();
     stop = true;
     wait_all(ctx.sys, hammer);
     if (res->error)
@@ -306,6 +349,16 @@ void run_stats_under_load(context& ctx, section& s) {
       {"stats max " + what, load_s.max / 1e3, "us", "stats max, idle", idle_s.max / 1e3});
   s.figures.push_back({"stats requests answered " + what, static_cast<double>(load_s.n), "count",
                        "stats requests, idle run", static_cast<double>(idle_s.n)});
+  const auto ia = summarize(idle_advise), ih = summarize(idle_host);
+  const auto ba = summarize(busy_advise), bh = summarize(busy_host);
+  s.figures.push_back({"advise (general lane) median " + what, ba.median / 1e3, "us",
+                       "advise median, idle", ia.median / 1e3,
+                       std::to_string(ba.n) + " answered inside the window"});
+  s.figures.push_back(
+      {"advise (general lane) max " + what, ba.max / 1e3, "us", "advise max, idle", ia.max / 1e3});
+  s.figures.push_back({"64 KiB prefetch to host (host lane) median " + what, bh.median / 1e3, "us",
+                       "the same, idle", ih.median / 1e3,
+                       std::to_string(bh.n) + " answered inside the window"});
   const double pf = summarize(prefetch_ms).median;
   s.figures.push_back(
       {"the prefetch itself (" + size_text(bytes) + " host -> device 0)", gb_per_s(bytes, pf),
@@ -315,6 +368,9 @@ void run_stats_under_load(context& ctx, section& s) {
       "an actor client sends stats requests back to back while the facade waits "
       "for a completion::complete prefetch; only requests sent and answered "
       "inside the prefetch's window count");
+  s.notes.push_back(
+      "advise and the small prefetch run on other worker lanes than the big prefetch "
+      "(sys/worker_lanes.hpp); with one worker they would wait for the whole transfer");
   ctx.out.add(target{6, "p99 <= 100 us", p99, load_s.n > 0 && load_s.p99 <= 100e3});
 }
 

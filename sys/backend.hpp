@@ -120,6 +120,11 @@ class backend {
   virtual void launch_host_func(stream_view stream, void (*fn)(void*), void* arg) = 0;
   /// Waits for all work on every device.
   virtual void synchronize() = 0;
+  /// Readies the calling thread for backend calls; each of the allocator's worker threads calls
+  /// it once before its first job. CUDA: makes device 0 current, which binds the primary context
+  /// (some runtime calls, cudaMemRangeGetAttribute among them, fail with
+  /// cudaErrorDeviceUninitialized on a thread that has none). Never throws.
+  virtual void prepare_thread() noexcept {}
 
   /// Snapshot of the call counters.
   [[nodiscard]] virtual backend_counters counters() const noexcept = 0;

@@ -539,6 +539,12 @@ class cuda_backend final : public backend {
                    "host function on " + describe_stream(stream));
   }
 
+  void prepare_thread() noexcept override {
+    if (const cudaError_t status = cudaSetDevice(0); status != cudaSuccess)
+      std::fprintf(stderr, "uma: a worker thread could not make device 0 current: %s (%s)\n",
+                   cudaGetErrorName(status), cudaGetErrorString(status));
+  }
+
   void synchronize() override {
     device_guard guard;
     for (const auto& device : devices_) {

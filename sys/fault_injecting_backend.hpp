@@ -101,6 +101,7 @@ class fault_injecting_backend final : public backend {
   [[nodiscard]] bool is_capturing(stream_view stream) override;
   void launch_host_func(stream_view stream, void (*fn)(void*), void* arg) override;
   void synchronize() override;
+  void prepare_thread() noexcept override { inner_->prepare_thread(); }
   [[nodiscard]] backend_counters counters() const noexcept override;
 
  private:

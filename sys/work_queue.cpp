@@ -2,7 +2,12 @@
 
 namespace uma {
 
-work_queue::work_queue() : thread_([this] { run(); }) {}
+work_queue::work_queue(std::function<void()> on_start)
+    : thread_([this, start = std::move(on_start)] {
+        if (start)
+          start();
+        run();
+      }) {}
 
 work_queue::~work_queue() {
   drain_and_stop();

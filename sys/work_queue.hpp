@@ -16,8 +16,8 @@ namespace uma {
 /// keeps per-region ordering: advice, prefetch and free of one region run in request order.
 class work_queue {
  public:
-  /// Starts the thread.
-  work_queue();
+  /// Starts the thread; `on_start` runs on it before the first job.
+  explicit work_queue(std::function<void()> on_start = {});
   work_queue(const work_queue&) = delete;
   work_queue& operator=(const work_queue&) = delete;
   /// Runs what is queued, then joins the thread.

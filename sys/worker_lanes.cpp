@@ -4,8 +4,8 @@
 
 namespace uma {
 
-worker_lanes::worker_lanes() {
-  lanes_.push_back(std::make_unique<work_queue>());
+worker_lanes::worker_lanes(std::function<void()> on_start) : on_start_(std::move(on_start)) {
+  lanes_.push_back(std::make_unique<work_queue>(on_start_));
 }
 
 std::size_t worker_lanes::for_destinations(std::span<const location> destinations) {
@@ -39,7 +39,7 @@ void worker_lanes::post(std::size_t lane, std::function<void()> job) {
   if (lane >= lanes_.size())
     lanes_.resize(lane + 1);
   if (!lanes_[lane])
-    lanes_[lane] = std::make_unique<work_queue>();
+    lanes_[lane] = std::make_unique<work_queue>(on_start_);
   lanes_[lane]->post(std::move(job));
 }
 

@@ -27,7 +27,8 @@ class worker_lanes {
  public:
   static constexpr std::size_t general = 0;
 
-  worker_lanes();
+  /// `on_start` runs on each lane's thread before its first job (backend::prepare_thread).
+  explicit worker_lanes(std::function<void()> on_start = {});
   worker_lanes(const worker_lanes&) = delete;
   worker_lanes& operator=(const worker_lanes&) = delete;
   /// Runs what is queued, then joins every lane.
@@ -60,6 +61,7 @@ class worker_lanes {
     std::size_t unfinished = 0;
   };
 
+  std::function<void()> on_start_;
   std::vector<std::unique_ptr<work_queue>> lanes_;
   std::unordered_map<void*, stream_use> streams_;
 };

@@ -196,6 +196,77 @@ TEST_F(gpu_allocator, StatsAreAnsweredWhileA1GiBPrefetchRuns) {
   EXPECT_GT(answered, 0);
 }
 
+TEST_F(gpu_allocator, LeasedBlocksWorkWithKernelsPrefetchAndAdvice) {
+  auto pool = make_client({.backend = cuda_,
+                           .quota_bytes = 1ull << 30,
+                           .policy = allocation_policy::pool,
+                           .slab_bytes = 64 << 20});
+  auto cache = pool->lease(64 * 1024, 16, "gpu lease");
+  std::vector<ManagedRef<float>> blocks;
+  for (int i = 0; i < 4; ++i)
+    blocks.push_back(cache.try_allocate_n<float>(16 * 1024).value());
+  std::vector<byte_ref> all;
+  for (const auto& b : blocks)
+    all.push_back(client::erase(b));
+  const auto res = pool->prefetch(all, {location::device(0)}, {}, completion::complete);
+  EXPECT_EQ(res.ranges, 4u);
+  EXPECT_LT(res.backend_ranges, 4u);  // neighbours in the lease merge
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    EXPECT_EQ(pool->attributes(blocks[i]).last_prefetch_location, location::device(0));
+    test::fill_on_device(blocks[i].data(), blocks[i].size(), static_cast<float>(i + 1), nullptr);
+  }
+  test::device_synchronize();
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    auto pin = blocks[i].pin();
+    EXPECT_EQ(pin[0], static_cast<float>(i + 1));
+    EXPECT_EQ(pin[pin.size() - 1], static_cast<float>(i + 1));
+  }
+  // Advice on a block is real, and gone when the block is handed out again.
+  auto* where = blocks[2].data();
+  pool->advise(blocks[2], advice::set_preferred_location, location::device(0));
+  EXPECT_EQ(pool->attributes(blocks[2]).preferred_location, location::device(0));
+  blocks.erase(blocks.begin() + 2);
+  all.clear();
+  (void)pool->flush();
+  auto again = cache.try_allocate_n<float>(16 * 1024).value();
+  ASSERT_EQ(again.data(), where);
+  EXPECT_FALSE(pool->attributes(again).preferred_location.has_value());
+  pool->stop();
+  EXPECT_FALSE(again.valid());
+  EXPECT_FALSE(cache.try_allocate(1).has_value());
+}
+
+TEST_F(gpu_allocator, WhileADevicePrefetchIsHeldOtherLanesAndPoolGrowthAreServed) {
+  auto faults = std::make_shared<fault_injecting_backend>(cuda_);
+  auto pool = make_client({.backend = faults,
+                           .quota_bytes = 1ull << 30,
+                           .policy = allocation_policy::pool,
+                           .slab_bytes = 16 << 20});
+  auto big = pool->allocate<float>(1 << 20);  // 4 MiB of the first 16 MiB slab
+  auto small = pool->allocate<float>(1024);
+  struct resume_on_exit {
+    fault_injecting_backend& b;
+    ~resume_on_exit() { b.resume(); }
+  } guard{*faults};
+  faults->hold(backend_op::prefetch);
+  std::thread mover([&] { (void)pool->prefetch(big, location::device(0)); });
+  ASSERT_TRUE(faults->wait_for_held(std::chrono::seconds(10)));
+  // The device lane is held: advice, attributes and a slab growth (general lane) go on.
+  pool->advise(small, advice::set_accessed_by, location::device(0));
+  const auto a = pool->attributes(small);
+  ASSERT_EQ(a.accessed_by.size(), 1u);
+  EXPECT_EQ(a.accessed_by[0], location::device(0));
+  auto grown = pool->allocate<float>(16 << 20 >> 2);  // does not fit the first slab's rest
+  EXPECT_EQ(pool->stats().pool_slabs, 2u);
+  EXPECT_GE(pool->stats().pending_jobs, 1u);  // the prefetch is still held
+  faults->resume();
+  mover.join();
+  EXPECT_EQ(pool->attributes(big).last_prefetch_location, location::device(0));
+  test::fill_on_device(grown.data(), grown.size(), 2.0f, nullptr);
+  test::device_synchronize();
+  EXPECT_EQ(grown.pin()[grown.size() - 1], 2.0f);
+}
+
 TEST_F(gpu_allocator, TwoGpuPrefetchToDevice1AndPeerAccess) {
   if (cuda_->device_count() < 2)
     GTEST_SKIP() << "needs two GPUs, this machine has one";

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,6 +34,24 @@ TEST(WorkQueue, PostsAfterStopRunInline) {
   q.post([&ran] { ran = true; });
   EXPECT_TRUE(ran);
   EXPECT_EQ(q.pending(), 0u);
+}
+
+TEST(WorkQueue, OnStartRunsOnTheWorkerThreadBeforeTheFirstJob) {
+  std::vector<std::string> order;
+  std::thread::id start_thread, job_thread;
+  {
+    work_queue q([&] {
+      start_thread = std::this_thread::get_id();
+      order.emplace_back("start");
+    });
+    q.post([&] {
+      job_thread = std::this_thread::get_id();
+      order.emplace_back("job");
+    });
+  }  // joined: both ran
+  EXPECT_EQ(order, (std::vector<std::string>{"start", "job"}));
+  EXPECT_EQ(start_thread, job_thread);
+  EXPECT_NE(job_thread, std::this_thread::get_id());
 }
 
 }  // namespace
