@@ -642,13 +642,17 @@ class managed_allocator final : public allocator_impl::base {
     }
     pending_.emplace(ticket, std::move(finish));
     lanes_.post(lane, [job = std::move(job), hdl = caf::actor_cast<allocator_impl>(this), ticket,
-                       b = backend_, stream, when]() mutable {
+                       lane, b = backend_, stream, when]() mutable {
       caf::message payload;
       caf::error err;
       bool fatal = false;
       try {
         payload = caf::make_message(job());
-        if (when == completion::complete) {
+        if (when == completion::complete && lane != worker_lanes::general) {
+          // A prefetch's own lane waits for the stream (its host call already blocked for most
+          // of the transfer); a host callback costs a few percent of bandwidth (performance.md).
+          b->wait_stream(stream);
+        } else if (when == completion::complete) {
           auto done = std::make_unique<stream_done>(stream_done{hdl, ticket, payload});
           b->launch_host_func(stream, &on_stream_done, done.get());
           done.release();  // owned by the callback now

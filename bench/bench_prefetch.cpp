@@ -40,7 +40,8 @@ void run_prefetch_bandwidth(context& ctx, section& s) {
   cuda::synchronize(ctx.stream);
 
   std::vector<double> uma_h2d, uma_d2h, raw_h2d, raw_d2h, copy_h2d, copy_d2h, same_h2d, same_d2h;
-  // uma's mechanism without uma, factor by factor: {new thread?, host callback?} x {h2d, d2h}.
+  // completion mechanisms without uma, factor by factor: {new thread?, host callback?} x {h2d,
+  // d2h}.
   struct mechanism {
     bool thread;
     bool callback;
@@ -50,7 +51,7 @@ void run_prefetch_bandwidth(context& ctx, section& s) {
   std::vector<mechanism> mechanisms{
       {false, true, "raw, host-callback completion"},
       {true, false, "raw, issued from a second thread"},
-      {true, true, "raw, second thread + host callback (uma's mechanism)"}};
+      {true, true, "raw, second thread + host callback (uma's completion before lanes)"}};
   const auto keep = [](std::vector<double>& v, int rep, double ms) {
     if (rep > 0)  // round 0 warms up
       v.push_back(ms);

@@ -51,8 +51,9 @@ void fill(void* ptr, std::size_t bytes, std::uint32_t seed, void* stream);
 void prefetch(const void* ptr, std::size_t bytes, int target, void* stream);
 /// `prefetch` issued from the calling thread or from a new thread, its completion awaited by
 /// cudaStreamSynchronize or through a host callback (cudaLaunchHostFunc) the caller waits for.
-/// A new thread plus a host callback is uma's mechanism (its worker thread issues the call, a
-/// stream callback reports completion) without uma. Returns once the prefetch has completed.
+/// A new thread plus a host callback was uma's mechanism before worker lanes (a worker thread
+/// issues the call, a stream callback reports completion) without uma. Returns once the prefetch
+/// has completed.
 void prefetch_and_wait(const void* ptr, std::size_t bytes, int target, void* stream,
                        bool from_new_thread, bool host_callback);
 /// cudaMemPrefetchBatchAsync of `ptrs[i], sizes[i]` to one `target` (needs a non-null stream).

@@ -52,5 +52,5 @@ set xrange [0.8 : 20]
 set offsets 0, 0, graph 0.1, graph 0.05
 plot for [i=2:throughput_columns] data index 1 using 1:i with linespoints lw 2 pt 7 ps 1 \
        lc (i-1) title columnheader(i), \
-     1e6 with lines dt 3 lw 1.5 lc 'gray40' title 'target: 1 M/s (pool, 8 clients)'
+     1e6 with lines dt 3 lw 1.5 lc 'gray40' title 'target: 1 M/s (8 clients)'
 set output

@@ -118,6 +118,9 @@ class backend {
   /// Runs `fn(arg)` on a runtime thread once `stream` reaches this point. `fn` must not call
   /// into the runtime. The host backend runs it at once (its work is synchronous).
   virtual void launch_host_func(stream_view stream, void (*fn)(void*), void* arg) = 0;
+  /// Blocks the calling thread until `stream` has finished what was queued on it so far (work
+  /// queued later is not waited for). The host backend returns at once.
+  virtual void wait_stream(stream_view stream) = 0;
   /// Waits for all work on every device.
   virtual void synchronize() = 0;
   /// Readies the calling thread for backend calls; each of the allocator's worker threads calls

@@ -539,6 +539,17 @@ class cuda_backend final : public backend {
                    "host function on " + describe_stream(stream));
   }
 
+  void wait_stream(stream_view stream) override {
+    // An event recorded now: later work on the stream does not extend the wait.
+    cudaEvent_t event = nullptr;
+    UMA_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                   "event to wait for " + describe_stream(stream));
+    const cudaError_t recorded = cudaEventRecord(event, to_cuda(stream));
+    const cudaError_t waited = recorded == cudaSuccess ? cudaEventSynchronize(event) : recorded;
+    static_cast<void>(cudaEventDestroy(event));
+    UMA_CUDA_CHECK(waited, "waiting for " + describe_stream(stream));
+  }
+
   void prepare_thread() noexcept override {
     if (const cudaError_t status = cudaSetDevice(0); status != cudaSuccess)
       std::fprintf(stderr, "uma: a worker thread could not make device 0 current: %s (%s)\n",

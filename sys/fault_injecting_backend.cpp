@@ -201,6 +201,11 @@ void fault_injecting_backend::launch_host_func(stream_view stream, void (*fn)(vo
   inner_->launch_host_func(stream, fn, arg);
 }
 
+void fault_injecting_backend::wait_stream(stream_view stream) {
+  maybe_fail(backend_op::launch_host_func);
+  inner_->wait_stream(stream);
+}
+
 void fault_injecting_backend::synchronize() {
   maybe_fail(backend_op::synchronize);
   inner_->synchronize();

@@ -101,6 +101,8 @@ class fault_injecting_backend final : public backend {
   [[nodiscard]] bool is_capturing(stream_view stream) override;
   void launch_host_func(stream_view stream, void (*fn)(void*), void* arg) override;
   void synchronize() override;
+  /// Counts as a launch_host_func call: both are how a stream's completion is awaited.
+  void wait_stream(stream_view stream) override;
   void prepare_thread() noexcept override { inner_->prepare_thread(); }
   [[nodiscard]] backend_counters counters() const noexcept override;
 

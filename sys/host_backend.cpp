@@ -324,6 +324,10 @@ bool host_backend::is_capturing(stream_view stream) {
   return false;
 }
 
+void host_backend::wait_stream(stream_view stream) {
+  check_stream(stream, "wait_stream");  // its work is synchronous: nothing to wait for
+}
+
 void host_backend::launch_host_func(stream_view stream, void (*fn)(void*), void* arg) {
   check_stream(stream, "launch_host_func");
   fn(arg);  // host work is synchronous: the stream has already reached this point

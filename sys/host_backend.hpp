@@ -53,6 +53,7 @@ class host_backend final : public backend {
   [[nodiscard]] memory_kind kind_of(const void* ptr) override;
   [[nodiscard]] bool is_capturing(stream_view stream) override;
   void launch_host_func(stream_view stream, void (*fn)(void*), void* arg) override;
+  void wait_stream(stream_view stream) override;
   void synchronize() override {}
 
   [[nodiscard]] backend_counters counters() const noexcept override;
