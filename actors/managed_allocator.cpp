@@ -1,9 +1,6 @@
 #include "actors/managed_allocator.hpp"
 
-#include <algorithm>
-#include <bit>
 #include <cstdio>
-#include <deque>
 #include <functional>
 #include <unordered_map>
 
@@ -11,14 +8,11 @@
 #include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/detail/allocation_core.hpp"
 #include "actors/request_checks.hpp"
 #include "memory/advice_ops.hpp"
-#include "memory/coalesce.hpp"
 #include "memory/location_rules.hpp"
-#include "memory/pool.hpp"
-#include "memory/region_table.hpp"
 #include "messages/error_category.hpp"
-#include "sys/detail/format.hpp"
 #include "sys/worker_lanes.hpp"
 
 namespace uma {
@@ -51,17 +45,7 @@ class managed_allocator final : public allocator_impl::base {
         config_(std::move(config)),
         backend_(std::move(backend)),
         control_(std::make_shared<detail::control_block>(config_.generation, backend_)),
-        quota_(config_.quota_bytes != 0 ? config_.quota_bytes : backend_->default_quota()) {
-    stats_.backend = std::string(to_string(backend_->kind()));
-    stats_.generation = config_.generation;
-    stats_.quota_bytes = quota_;
-    if (config_.policy == allocation_policy::pool)
-      pool_ = std::make_unique<block_pool>(
-          *backend_, config_.slab_bytes, config_.max_pooled_block, attach_flag::global, quota_,
-          [this](void* base, std::size_t bytes) {
-            lanes_.post(worker_lanes::general,
-                        [b = backend_, base, bytes] { b->free_managed(base, bytes); });
-          });
+        core_(config_, backend_, control_, lanes_, [this](std::size_t slab) { grow(slab); }) {
     control_->set_waker([addr = address()] {
       if (auto hdl = caf::actor_cast<caf::strong_actor_ptr>(addr))
         caf::anon_send(caf::actor_cast<managed_allocator_actor>(hdl), release_atom_v);
@@ -93,7 +77,7 @@ class managed_allocator final : public allocator_impl::base {
                 {}, completion::enqueued, [](range_attributes&) {});
           });
         },
-        [this](stats_atom) -> allocator_stats { return current_stats(); },
+        [this](stats_atom) -> allocator_stats { return core_.stats(); },
         [this](memory_kind_atom, std::uintptr_t address) -> caf::result<memory_kind> {
           return guarded<memory_kind>(
               [&] { return backend_->kind_of(reinterpret_cast<const void*>(address)); });
@@ -102,35 +86,27 @@ class managed_allocator final : public allocator_impl::base {
           return guarded<bool>([&] { return can_access(loc, ref); });
         },
         [this](regions_atom) -> std::vector<region_info> {
-          return table_.report(config_.generation);
+          return core_.table().report(config_.generation);
         },
         [this](flush_atom) -> caf::result<allocator_stats> {
           // Once every lane has run what was queued before: a barrier across the lanes.
           auto rp = make_response_promise<allocator_stats>();
           const auto ticket = ++next_ticket_;
           pending_.emplace(ticket, [this, rp](caf::message&, caf::error&) mutable {
-            rp.deliver(current_stats());
+            rp.deliver(core_.stats());
           });
           lanes_.barrier([hdl = caf::actor_cast<allocator_impl>(this), ticket] {
             caf::anon_send(hdl, job_done_atom_v, ticket, caf::message{}, caf::error{}, false);
           });
           return rp;
         },
-        [this](release_atom) { drain_releases(); },
-        [this](trim_atom) -> std::uint64_t { return pool_ ? pool_->trim() : 0; },
+        [this](release_atom) { core_.drain_releases(); },
+        [this](trim_atom) -> std::uint64_t { return core_.trim(); },
         [this](lease_atom, const lease_request& r) -> caf::result<block_cache> {
           return guarded<block_cache>([&] { return lease(r); });
         },
         [this](quota_atom, std::uint64_t bytes) -> caf::result<std::uint64_t> {
-          return guarded<std::uint64_t>([&] {
-            if (bytes != 0 && bytes < stats_.live_bytes)
-              raise(errc::invalid_argument, "quota: " + detail::bytes(bytes) +
-                                                " is below the live bytes (" +
-                                                detail::bytes(stats_.live_bytes) + ")");
-            if (bytes != 0)
-              quota_ = stats_.quota_bytes = bytes;  // a pool keeps its slab limit from the start
-            return quota_;
-          });
+          return guarded<std::uint64_t>([&] { return core_.set_quota(bytes); });
         },
         [this](job_done_atom, std::uint64_t ticket, caf::message& payload, caf::error& err,
                bool fatal) {
@@ -158,32 +134,13 @@ class managed_allocator final : public allocator_impl::base {
  private:
   // -- request handlers (throw uma::error; `guarded` turns it into the reply) -----------------
 
-  /// A validated allocation: what to ask for, and where from.
-  struct alloc_plan {
-    std::size_t bytes = 0;          ///< what the user asked for
-    std::size_t alignment = 0;      ///< of the first byte the user sees
-    std::size_t backend_bytes = 0;  ///< a pooled block's page-rounded size, or bytes + padding
-    bool pooled = false;
-    attach_flag attach = attach_flag::global;
-    std::string label;
-  };
-
-  /// Completion of an allocation that had to wait for the pool to grow.
-  using alloc_done = std::function<void(caf::expected<byte_ref>)>;
-
-  /// An allocation parked until the worker has added a slab.
-  struct parked_alloc {
-    alloc_plan plan;
-    alloc_done done;
-    bool retried = false;  ///< the one retry after an out-of-memory growth was used
-  };
-
   caf::result<byte_ref> allocate(const allocate_request& r) {
-    auto plan = plan_allocation(r);
-    if (auto ref = try_allocate_now(plan))
+    auto plan = core_.plan_allocation(r);
+    if (auto ref = core_.try_allocate_now(plan))
       return std::move(*ref);
+    // The pool must grow: the request waits for the slab, nothing else does.
     auto rp = make_response_promise<byte_ref>();
-    park(std::move(plan), [rp](caf::expected<byte_ref> x) mutable {
+    core_.park(std::move(plan), [rp](caf::expected<byte_ref> x) mutable {
       if (x)
         rp.deliver(std::move(*x));
       else
@@ -192,221 +149,21 @@ class managed_allocator final : public allocator_impl::base {
     return rp;
   }
 
-  /// Every check of an allocate request, before anything changes.
-  alloc_plan plan_allocation(const allocate_request& r) {
-    if (r.count == 0 || r.element_size == 0)
-      raise(errc::invalid_argument, "allocate: zero-size request (" + std::to_string(r.count) +
-                                        " elements of " + std::to_string(r.element_size) +
-                                        " bytes); uma hands out no empty regions");
-    if (r.count > SIZE_MAX / r.element_size)
-      raise(errc::overflow, "allocate: " + std::to_string(r.count) + " elements of " +
-                                std::to_string(r.element_size) + " bytes overflow size_t");
-    const std::size_t bytes = r.count * r.element_size;
-    const std::size_t guaranteed = backend_->guaranteed_alignment();
-    const std::size_t alignment = r.alignment == 0 ? guaranteed : r.alignment;
-    if (!std::has_single_bit(alignment))
-      raise(errc::invalid_argument,
-            "allocate: alignment " + std::to_string(alignment) + " is not a power of two");
-    const std::size_t padding = alignment > guaranteed ? alignment - guaranteed : 0;
-    if (bytes > SIZE_MAX - padding)
-      raise(errc::overflow, "allocate: " + detail::bytes(bytes) + " plus " +
-                                detail::bytes(padding) + " of alignment padding overflow size_t");
-    const bool pooled = pool_ && r.attach == attach_flag::global && pool_->serves(bytes, alignment);
-    // A pooled block is page-rounded; a direct region carries its alignment padding.
-    const std::size_t backend_bytes =
-        pooled ? (bytes + pool_->page() - 1) / pool_->page() * pool_->page() : bytes + padding;
-    check_quota(backend_bytes);
-    if (r.stream.handle != nullptr && backend_->is_capturing(r.stream))
-      raise(errc::capture_in_progress, "allocate: stream " + detail::hex(r.stream.handle) +
-                                           " is capturing a graph; managed memory cannot be "
-                                           "allocated inside a capture");
-    return {bytes, alignment, backend_bytes, pooled, r.attach, r.label};
-  }
-
-  void check_quota(std::size_t backend_bytes) const {
-    if (backend_bytes > quota_ || stats_.live_bytes > quota_ - backend_bytes)
-      raise(errc::quota_exceeded, "allocate: " + detail::bytes(backend_bytes) +
-                                      " would bring live bytes to " +
-                                      std::to_string(stats_.live_bytes + backend_bytes) +
-                                      ", over the quota of " + detail::bytes(quota_));
-  }
-
-  /// The region now, or nullopt when the pool has no room (a slab must be added first). A
-  /// direct region is one backend call on the actor's thread: what `direct` means.
-  std::optional<byte_ref> try_allocate_now(const alloc_plan& p) {
-    detail::region* reg = nullptr;
-    if (p.pooled) {
-      const auto blk = pool_->try_allocate(p.bytes);
-      if (!blk)
-        return std::nullopt;
-      try {
-        reg = new detail::region(control_, next_id_, blk->data, blk->data, p.bytes, blk->bytes,
-                                 blk->slab, blk->offset);
-        table_.insert(reg, p.label, attach_flag::global);
-      } catch (...) {
-        delete reg;
-        pool_->deallocate(*blk);
-        throw;
-      }
-    } else {
-      void* base = backend_->allocate_managed(p.backend_bytes, p.attach);
-      try {
-        auto* data = static_cast<std::byte*>(base);
-        data += (p.alignment - reinterpret_cast<std::uintptr_t>(data) % p.alignment) % p.alignment;
-        reg = new detail::region(control_, next_id_, base, data, p.bytes, p.backend_bytes);
-        table_.insert(reg, p.label, p.attach);
-      } catch (...) {
-        delete reg;
-        backend_->free_managed(base, p.backend_bytes);
-        throw;
-      }
-    }
-    ++next_id_;
-    ++stats_.allocations;
-    ++stats_.live_regions;
-    stats_.live_bytes += p.backend_bytes;
-    stats_.total_bytes_allocated += p.backend_bytes;
-    stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
-    detail::adopt_first_ref(reg);  // the reply's count; the table keeps the initial one
-    return byte_ref::adopt(reg, 0, p.bytes);
-  }
-
-  // -- pool growth off the actor's loop -----------------------------------------------------------
-
-  void park(alloc_plan plan, alloc_done done) {
-    parked_.push_back({std::move(plan), std::move(done), false});
-    grow_pool();
-  }
-
-  /// Fails the oldest parked allocation with `err`.
-  void fail_parked_head(caf::error err) {
-    count_failure(err);
-    auto item = std::move(parked_.front());
-    parked_.pop_front();
-    item.done(std::move(err));
-  }
-
-  /// Starts one slab growth on the general lane for the oldest parked allocation (one growth
-  /// at a time; the slab lands in `growth_` and comes back with a job_done).
-  void grow_pool() {
-    while (!growing_ && !parked_.empty()) {
-      std::size_t slab = 0;
-      try {
-        slab = pool_->growth_for(parked_.front().plan.bytes);
-      } catch (const error& e) {
-        if (e.code() == errc::quota_exceeded && pool_->trim() > 0)
-          continue;  // cached empty slabs went back: there may be room now
-        fail_parked_head(make_caf_error(e));
-        continue;
-      }
-      growing_ = true;
-      post_job(
-          worker_lanes::general,
-          [b = backend_, slot = growth_, slab] {
-            slot->base.store(b->allocate_managed(slab, attach_flag::global));
-            slot->bytes = slab;
-            return true;
-          },
-          {}, completion::enqueued,
-          [this](caf::message&, caf::error& err) { on_slab(std::move(err)); });
-      return;
-    }
-  }
-
-  void on_slab(caf::error err) {
-    growing_ = false;
-    if (parked_.empty())
-      return;  // post_stop: it answered the parked requests and frees a late slab itself
-    if (err) {
-      // A fatal error ends the incarnation right after this; post_stop fails the rest (and
-      // frees a slab that a growth started here may still add).
-      if (err.category() == error_category &&
-          err.code() == static_cast<std::uint8_t>(errc::out_of_memory) &&
-          !parked_.front().retried && pool_->trim() > 0) {
-        parked_.front().retried = true;  // cached slabs went back: one retry
-        grow_pool();
-        return;
-      }
-      fail_parked_head(std::move(err));
-      serve_parked();
-      return;
-    }
-    auto* base = static_cast<std::byte*>(growth_->base.exchange(nullptr));
-    try {
-      pool_->add_slab(base, growth_->bytes);
-    } catch (const std::bad_alloc&) {
-      lanes_.post(worker_lanes::general,
-                  [b = backend_, base, bytes = growth_->bytes] { b->free_managed(base, bytes); });
-      fail_parked_head(
-          make_caf_error(errc::out_of_memory, "host memory exhausted growing the pool"));
-    }
-    serve_parked();
-  }
-
-  /// Serves parked allocations in order while the pool has room; grows it for the first that
-  /// does not fit.
-  void serve_parked() {
-    while (!parked_.empty() && !growing_) {
-      std::optional<byte_ref> ref;
-      try {
-        check_quota(parked_.front().plan.backend_bytes);  // live bytes moved meanwhile
-        ref = try_allocate_now(parked_.front().plan);
-      } catch (const error& e) {
-        fail_parked_head(make_caf_error(e));
-        continue;
-      } catch (const std::bad_alloc&) {
-        fail_parked_head(make_caf_error(errc::out_of_memory, "host memory exhausted"));
-        continue;
-      }
-      if (!ref) {
-        grow_pool();
-        return;
-      }
-      auto item = std::move(parked_.front());
-      parked_.pop_front();
-      item.done(std::move(*ref));
-    }
-  }
-
-  /// The page size blocks are rounded to (advice and prefetch act on whole pages).
-  std::size_t page_bytes() const noexcept {
-    return pool_ ? pool_->page()
-                 : std::max<std::size_t>(backend_->guaranteed_alignment(), std::size_t{4096});
-  }
-
   /// A client-side block cache: one page-aligned backing region (allocated like any other, so
   /// quota, pool and report apply), carved into page-rounded blocks with ids of their own.
   caf::result<block_cache> lease(const lease_request& r) {
-    if (r.block_bytes == 0 || r.blocks == 0)
-      raise(errc::invalid_argument, "lease: zero-size request (" + std::to_string(r.blocks) +
-                                        " blocks of " + std::to_string(r.block_bytes) +
-                                        " bytes); a lease needs at least one non-empty block");
-    if (r.blocks >= detail::lease_state::none)
-      raise(errc::invalid_argument, "lease: " + std::to_string(r.blocks) +
-                                        " blocks; a lease holds at most " +
-                                        std::to_string(detail::lease_state::none - 1));
-    const std::size_t page = page_bytes();
-    if (r.block_bytes > SIZE_MAX - (page - 1) ||
-        r.blocks > SIZE_MAX / ((r.block_bytes + page - 1) / page * page))
-      raise(errc::overflow, "lease: " + std::to_string(r.blocks) + " blocks of " +
-                                std::to_string(r.block_bytes) +
-                                " bytes (page-rounded) overflow size_t");
-    const std::size_t block = (r.block_bytes + page - 1) / page * page;
-    allocate_request backing{block * r.blocks, 1, page, attach_flag::global, {}, {}};
-    backing.label = "lease: " + std::to_string(r.blocks) + " x " + detail::bytes(block) +
-                    (r.label.empty() ? "" : " " + r.label);
-    auto plan = plan_allocation(backing);
-    const auto blocks = static_cast<std::uint32_t>(r.blocks);
-    if (auto ref = try_allocate_now(plan))
-      return make_lease(std::move(*ref), block, blocks);
+    auto plan = core_.plan_lease(r);
+    if (auto ref = core_.try_allocate_now(plan.backing))
+      return core_.make_lease(std::move(*ref), plan.block_bytes, plan.blocks);
     auto rp = make_response_promise<block_cache>();
-    park(std::move(plan), [this, rp, block, blocks](caf::expected<byte_ref> x) mutable {
+    core_.park(std::move(plan.backing), [this, rp, block = plan.block_bytes,
+                                         blocks = plan.blocks](caf::expected<byte_ref> x) mutable {
       if (!x) {
         rp.deliver(std::move(x.error()));
         return;
       }
       try {
-        rp.deliver(make_lease(std::move(*x), block, blocks));
+        rp.deliver(core_.make_lease(std::move(*x), block, blocks));
       } catch (const std::bad_alloc&) {
         rp.deliver(make_caf_error(errc::out_of_memory, "host memory exhausted carving a lease"));
       }
@@ -414,59 +171,17 @@ class managed_allocator final : public allocator_impl::base {
     return rp;
   }
 
-  /// Carves the backing region into the lease's blocks (ids reserved here).
-  block_cache make_lease(byte_ref backing, std::size_t block, std::uint32_t blocks) {
-    auto* entry = table_.find(backing.id());
-    const auto first = next_id_;
-    const auto backend_bytes = backing.region_record()->backend_bytes;
-    // If this throws, the backing ref goes back to the allocator like any dropped region.
-    auto* state = new detail::lease_state(std::move(backing), first, block, blocks);
-    next_id_ += blocks;
-    entry->lease_blocks = blocks;
-    ++stats_.live_leases;
-    stats_.leased_bytes += backend_bytes;
-    return block_cache::adopt(state);
-  }
-
-  /// What the allocator knows of the advice on the region `id`: a table region, or a leased
-  /// block (tracked only once advised). Null for an unknown id.
-  advice_state* advice_of(std::uint64_t id) {
-    if (auto* e = table_.find(id))
-      return &e->advice;
-    auto it = leased_advice_.find(id);
-    return it == leased_advice_.end() ? nullptr : &it->second.state;
-  }
-
-  /// A pooled region: a block carved from a slab (no backend call unless the pool grows).
-  detail::region* allocate_block(std::size_t bytes, const std::string& label) {
-    const auto blk = pool_->allocate(bytes);
-    detail::region* reg = nullptr;
-    try {
-      reg = new detail::region(control_, next_id_, blk.data, blk.data, bytes, blk.bytes, blk.slab,
-                               blk.offset);
-      table_.insert(reg, label, attach_flag::global);
-    } catch (...) {
-      delete reg;
-      pool_->deallocate(blk);
-      throw;
-    }
-    return reg;
-  }
-
-  /// The ranges of `refs`, each keyed by the allocation it lies in, merged where adjacent.
-  coalesced_ranges coalesced(std::span<const byte_ref> refs, std::span<const location> locations) {
-    std::vector<keyed_range> keyed;
-    keyed.reserve(refs.size());
-    for (std::size_t i = 0; i < refs.size(); ++i) {
-      const auto* r = refs[i].region_record()->home;  // a leased block lies in its lease
-      const std::uint64_t allocation = r->pooled() ? r->slab : (std::uint64_t{1} << 32) + r->id;
-      keyed.push_back(
-          {allocation, refs[i].range(),
-           locations.empty() ? location::host() : locations[locations.size() == 1 ? 0 : i]});
-    }
-    auto out = coalesce(std::move(keyed));
-    stats_.ranges_coalesced += refs.size() - out.ranges.size();
-    return out;
+  /// One slab growth on the general lane; the slab lands in the core's growth slot.
+  void grow(std::size_t slab) {
+    post_job(
+        worker_lanes::general,
+        [b = backend_, slot = core_.growth(), slab] {
+          slot->base.store(b->allocate_managed(slab, attach_flag::global));
+          slot->bytes = slab;
+          return true;
+        },
+        {}, completion::enqueued,
+        [this](caf::message&, caf::error& err) { core_.on_slab(std::move(err)); });
   }
 
   caf::typed_response_promise<op_result> prefetch(const prefetch_request& r, bool discard_first) {
@@ -481,7 +196,7 @@ class managed_allocator final : public allocator_impl::base {
       validate_location(*backend_, location_use::prefetch, loc);
     check_stream(r.stream, op);
     auto summary = summarize(ranges_of(r.refs), r.reply_when);
-    auto merged = coalesced(r.refs, r.locations);
+    auto merged = core_.coalesced(r.refs, r.locations);
     summary.backend_ranges = merged.ranges.size();
     const auto lane = worker_lanes::for_destinations(merged.locations);
     return offload<op_result>(
@@ -495,22 +210,15 @@ class managed_allocator final : public allocator_impl::base {
           return summary;
         },
         r.stream, r.reply_when,
-        [this, discard_first](op_result& res) {
-          stats_.prefetches += res.ranges;
-          stats_.prefetch_bytes += res.bytes;
-          if (discard_first) {
-            stats_.discards += res.ranges;
-            stats_.discard_bytes += res.bytes;
-          }
-        },
-        {}, true);
+        [this, discard_first](op_result& res) { core_.count_prefetch(res, discard_first); }, {},
+        true);
   }
 
   caf::typed_response_promise<op_result> discard(const discard_request& r) {
     check_refs(r.refs, "discard");
     check_stream(r.stream, "discard");
     auto summary = summarize(ranges_of(r.refs), r.reply_when);
-    auto merged = coalesced(r.refs, {});
+    auto merged = core_.coalesced(r.refs, {});
     summary.backend_ranges = merged.ranges.size();
     return offload<op_result>(
         worker_lanes::general,
@@ -519,12 +227,7 @@ class managed_allocator final : public allocator_impl::base {
           b->discard(ranges, stream);
           return summary;
         },
-        r.stream, r.reply_when,
-        [this](op_result& res) {
-          stats_.discards += res.ranges;
-          stats_.discard_bytes += res.bytes;
-        },
-        {}, true);
+        r.stream, r.reply_when, [this](op_result& res) { core_.count_discard(res); }, {}, true);
   }
 
   /// Advice the allocator knows to change nothing is skipped (tracked per whole region).
@@ -535,17 +238,10 @@ class managed_allocator final : public allocator_impl::base {
     std::vector<byte_range> todo;
     std::vector<std::uint64_t> touched;
     for (const auto& ref : r.refs) {
-      auto* rec = ref.region_record();
-      if (rec->leased()) {
-        // Tracked from its first advice on; its last drop then goes through the actor, which
-        // resets the advice before the lease hands the block out again.
-        leased_advice_.try_emplace(rec->id, leased_block{rec, {}});
-        rec->needs_reset.store(true, std::memory_order_release);
-      }
-      auto& state = *advice_of(rec->id);
-      const bool whole = ref.byte_offset() == 0 && ref.bytes() == rec->bytes;
+      auto& state = core_.track_advice(ref);
+      const bool whole = ref.byte_offset() == 0 && ref.bytes() == ref.region_record()->bytes;
       if (whole && state.unchanged_by(r.what, r.where)) {
-        ++stats_.advice_elided;
+        core_.count_advice(0, 1);
         continue;
       }
       if (whole)
@@ -557,7 +253,7 @@ class managed_allocator final : public allocator_impl::base {
     }
     summary.backend_ranges = todo.size();
     if (todo.empty()) {
-      stats_.advises += summary.ranges;
+      core_.count_advice(summary.ranges, 0);
       return summary;
     }
     return offload<op_result>(
@@ -567,10 +263,10 @@ class managed_allocator final : public allocator_impl::base {
           apply_advice_whole(*b, todo, what, where);
           return summary;
         },
-        {}, completion::enqueued, [this](op_result& res) { stats_.advises += res.ranges; },
+        {}, completion::enqueued, [this](op_result& res) { core_.count_advice(res.ranges, 0); },
         [this, touched = std::move(touched)] {
           for (auto id : touched)  // the runtime refused: what is in force is not known
-            if (auto* a = advice_of(id))
+            if (auto* a = core_.advice_of(id))
               a->known = false;
         });
   }
@@ -581,7 +277,7 @@ class managed_allocator final : public allocator_impl::base {
     if (!loc.is_device())
       return true;
     const auto& caps = backend_->capabilities(loc.id);
-    const auto* entry = table_.find(ref.region_record()->home->id);
+    const auto* entry = core_.entry_of(ref);
     const bool attached_global = entry && entry->attach == attach_flag::global;
     return caps.managed_memory && (attached_global || caps.concurrent_managed_access);
   }
@@ -589,7 +285,7 @@ class managed_allocator final : public allocator_impl::base {
   // -- validation (actors/request_checks) -------------------------------------------------------
 
   void check_refs(std::span<const byte_ref> refs, const char* op) {
-    uma::check_refs(refs, op, *control_, stats_.inert_refusals);
+    uma::check_refs(refs, op, *control_, core_.inert_refusals());
   }
   void check_stream(stream_view stream, const char* op) {
     uma::check_stream(*backend_, stream, op);
@@ -614,7 +310,7 @@ class managed_allocator final : public allocator_impl::base {
           if (err) {
             if (on_failure)
               on_failure();
-            count_failure(err);
+            core_.count_failure(err);
             rp.deliver(std::move(err));
             return;
           }
@@ -668,67 +364,8 @@ class managed_allocator final : public allocator_impl::base {
     });
   }
 
-  // -- releases and stop -------------------------------------------------------------------------
-
-  void drain_releases() {
-    for (const auto id : control_->take_releases()) {
-      auto* entry = table_.find(id);
-      if (entry == nullptr) {
-        release_leased_block(id);
-        continue;
-      }
-      auto* r = entry->region;
-      if (r->refs.load(std::memory_order_acquire) != 0)
-        continue;  // re-shared since
-      ++stats_.releases;
-      --stats_.live_regions;
-      stats_.live_bytes -= r->backend_bytes;
-      if (entry->lease_blocks != 0) {
-        --stats_.live_leases;
-        stats_.leased_bytes -= r->backend_bytes;
-      }
-      if (r->pooled()) {
-        // The block's pages keep their advice: take it back before anyone else gets them (the
-        // worker is FIFO, so the reset runs before any request of the block's next owner).
-        if (!entry->advice.is_default())
-          lanes_.post(
-              worker_lanes::general,
-              [b = backend_, range = byte_range{r->data, r->backend_bytes}, state = entry->advice,
-               devices = backend_->device_count()] { reset_advice(*b, range, state, devices); });
-        table_.erase(id);
-        pool_->deallocate({r->slab, r->slab_offset, r->backend_bytes, r->data});
-        detail::drop_table_ref(r);
-        continue;
-      }
-      table_.erase(id);
-      // cudaFree synchronizes the device: never on the actor's loop.
-      lanes_.post(worker_lanes::general, [b = backend_, r] {
-        b->free_managed(r->base, r->backend_bytes);
-        detail::drop_table_ref(r);
-      });
-    }
-  }
-
-  /// An advised leased block came back: reset its advice on the worker (after every queued call
-  /// on it), then return it to its lease.
-  void release_leased_block(std::uint64_t id) {
-    auto it = leased_advice_.find(id);
-    if (it == leased_advice_.end())
-      return;
-    auto [block, state] = std::move(it->second);
-    leased_advice_.erase(it);
-    if (state.is_default()) {
-      block->needs_reset.store(false, std::memory_order_relaxed);
-      block->lease->give_back(block);
-      return;
-    }
-    lanes_.post(worker_lanes::general,
-                [b = backend_, block, state, devices = backend_->device_count()] {
-                  reset_advice(*b, {block->data, block->backend_bytes}, state, devices);
-                  block->needs_reset.store(false, std::memory_order_relaxed);
-                  block->lease->give_back(block);
-                });
-  }
+  // -- stop
+  // ----------------------------------------------------------------------------------------
 
   void post_stop() noexcept {
     const auto start = std::chrono::steady_clock::now();
@@ -740,63 +377,12 @@ class managed_allocator final : public allocator_impl::base {
       report.pins_drained = false;
     }
     lanes_.drain_and_stop();  // queued prefetches, advice, frees and growth run out first
-    // A slab that was being added when the incarnation stopped goes straight back.
-    if (auto* base = growth_->base.exchange(nullptr)) {
-      try {
-        backend_->free_managed(base, growth_->bytes);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "uma: post_stop could not free a pool slab: %s\n", e.what());
-      }
-    }
-    // Advised leased blocks whose release was queued but not handled: back to their leases
-    // (their memory is freed with the lease's backing region below).
-    try {
-      for (const auto id : control_->take_releases())
-        if (auto it = leased_advice_.find(id); it != leased_advice_.end())
-          it->second.block->lease->give_back(it->second.block);
-    } catch (...) {
-      // out of host memory: those leases stay allocated on the host side (their GPU memory is
-      // still freed below)
-    }
-    leased_advice_.clear();
     try {
       backend_->synchronize();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "uma: post_stop synchronize failed: %s\n", e.what());
     }
-    std::uint64_t leaked_backend_bytes = 0;
-    std::vector<std::uint32_t> pinned_slabs;  // a slab with a pinned block is leaked whole
-    for (auto& [id, e] : table_.take_all()) {
-      auto* r = e.region;
-      // After a successful drain no pin can be held: a non-zero region count is a pin attempt
-      // that is backing off (try_pin raises it before it learns of the stop). Only a drain that
-      // timed out leaves real readers behind.
-      if (!report.pins_drained && r->pins.load(std::memory_order_seq_cst) > 0) {
-        if (r->pooled())
-          pinned_slabs.push_back(r->slab);
-        ++report.regions_leaked;
-        report.bytes_leaked += r->bytes;
-        leaked_backend_bytes += r->backend_bytes;
-        report.leaked_ids.push_back(id);
-        std::fprintf(stderr,
-                     "uma: region %llu ('%s', %zu bytes, generation %llu) is still pinned after "
-                     "the %lld ms drain timeout: leaked on purpose, never freed under a reader\n",
-                     static_cast<unsigned long long>(id), e.label.c_str(), r->bytes,
-                     static_cast<unsigned long long>(config_.generation),
-                     static_cast<long long>(config_.drain_timeout.count()));
-      } else {
-        if (!r->pooled())
-          backend_->free_managed(r->base, r->backend_bytes);
-        ++report.regions_freed;
-        report.bytes_freed += r->bytes;
-      }
-      detail::drop_table_ref(r);
-    }
-    if (pool_)
-      pool_->release_all(pinned_slabs);  // the worker has stopped: frees run here, in order
-    for (auto& item : std::exchange(parked_, {}))
-      item.done(make_caf_error(errc::allocator_stopped,
-                               "the allocator stopped before the pool could grow for the request"));
+    core_.stop(report);
     auto pending = std::exchange(pending_, {});
     for (auto& [ticket, finish] : pending) {
       caf::message none;
@@ -806,13 +392,9 @@ class managed_allocator final : public allocator_impl::base {
     }
     report.duration = std::chrono::duration_cast<std::chrono::microseconds>(
         std::chrono::steady_clock::now() - start);
-    // What the incarnation holds after post_stop: only what it had to leak.
-    stats_.releases += report.regions_freed;
-    stats_.live_regions = report.regions_leaked;
-    stats_.live_bytes = leaked_backend_bytes;
     if (config_.on_stop) {
       try {
-        config_.on_stop(current_stats(), report);
+        config_.on_stop(core_.stats(), report);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "uma: on_stop callback failed: %s\n", e.what());
       }
@@ -828,7 +410,7 @@ class managed_allocator final : public allocator_impl::base {
     try {
       return caf::result<R>(f());
     } catch (const error& e) {
-      ++stats_.failures[static_cast<std::size_t>(e.code())];
+      core_.count_failure(e.code());
       if (!is_fatal(e))
         return make_caf_error(e);
       // Reply first, then end this incarnation with the error as exit reason.
@@ -837,56 +419,17 @@ class managed_allocator final : public allocator_impl::base {
       quit(make_caf_error(e));
       return rp;
     } catch (const std::bad_alloc&) {
-      ++stats_.failures[static_cast<std::size_t>(errc::out_of_memory)];
+      core_.count_failure(errc::out_of_memory);
       return make_caf_error(errc::out_of_memory, "host memory exhausted while serving a request");
     }
-  }
-
-  void count_failure(const caf::error& err) {
-    const auto code = err.category() == error_category && err.code() < errc_slots
-                          ? err.code()
-                          : static_cast<std::uint8_t>(errc::backend_error);
-    ++stats_.failures[code];
-  }
-
-  allocator_stats current_stats() const {
-    auto s = stats_;
-    s.pending_jobs = lanes_.pending();
-    s.reserved_bytes = s.live_bytes;
-    if (pool_) {
-      const auto p = pool_->stats();
-      s.reserved_bytes = p.reserved_bytes + (s.live_bytes - p.used_bytes);  // slabs + direct
-      s.pool_slabs = p.slabs;
-      s.fragmentation = p.fragmentation();
-    }
-    return s;
   }
 
   allocator_config config_;
   std::shared_ptr<backend> backend_;
   std::shared_ptr<detail::control_block> control_;
-  std::uint64_t quota_;
-  region_table table_;
-  allocator_stats stats_;
-  std::uint64_t next_id_ = 1;
   std::uint64_t next_ticket_ = 0;
   std::unordered_map<std::uint64_t, std::function<void(caf::message&, caf::error&)>> pending_;
-  /// A leased block whose advice the allocator changed (reset when it comes back).
-  struct leased_block {
-    detail::region* block;
-    advice_state state;
-  };
-  std::unordered_map<std::uint64_t, leased_block> leased_advice_;
-  std::unique_ptr<block_pool> pool_;  // pool policy only
-  /// Where the general lane leaves a slab it allocated for the pool (read back on the actor
-  /// thread after the job_done, or by post_stop after the lanes drained).
-  struct growth_slot {
-    std::atomic<void*> base{nullptr};
-    std::size_t bytes = 0;
-  };
-  std::shared_ptr<growth_slot> growth_ = std::make_shared<growth_slot>();
-  std::deque<parked_alloc> parked_;
-  bool growing_ = false;
+  detail::allocation_core core_;  // holds a reference to lanes_, used only after construction
   worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};  // last: joined first
 };
 
