@@ -54,58 +54,47 @@ void expect_all_released(context& ctx, client& c, const std::string& what) {
                  " regions still live after flush (releases not processed)");
 }
 
-std::vector<double> backend_pairs(backend& b, std::size_t bytes, int warmup, int samples,
-                                  double time_limit_s) {
+/// Times `pair()` (one allocate+release) `warmup + samples` times, at most `time_limit_s`
+/// seconds (at least 10 samples); empty when a pair returns false (a failed run).
+template <class Pair>
+std::vector<double> timed_pairs(int warmup, int samples, double time_limit_s, Pair pair) {
   std::vector<double> ns;
   ns.reserve(static_cast<std::size_t>(samples));
   const auto start = bench_clock::now();
   for (int i = 0; i < warmup + samples; ++i) {
     const auto t0 = bench_clock::now();
-    void* p = b.allocate_managed(bytes, attach_flag::global);
-    b.free_managed(p, bytes);
+    if (!pair())
+      return {};
     if (i >= warmup)
       ns.push_back(ns_between(t0, bench_clock::now()));
     if (i >= warmup + 10 && ns_between(start, bench_clock::now()) > time_limit_s * 1e9)
       break;
   }
   return ns;
+}
+
+std::vector<double> backend_pairs(backend& b, std::size_t bytes, int warmup, int samples,
+                                  double time_limit_s) {
+  return timed_pairs(warmup, samples, time_limit_s, [&] {
+    b.free_managed(b.allocate_managed(bytes, attach_flag::global), bytes);
+    return true;
+  });
 }
 
 std::vector<double> facade_pairs(client& c, std::size_t bytes, int warmup, int samples,
                                  double time_limit_s) {
-  std::vector<double> ns;
-  ns.reserve(static_cast<std::size_t>(samples));
-  const auto start = bench_clock::now();
-  for (int i = 0; i < warmup + samples; ++i) {
-    const auto t0 = bench_clock::now();
-    { auto ref = c.allocate<std::byte>(bytes); }
-    if (i >= warmup)
-      ns.push_back(ns_between(t0, bench_clock::now()));
-    if (i >= warmup + 10 && ns_between(start, bench_clock::now()) > time_limit_s * 1e9)
-      break;
-  }
-  return ns;
+  return timed_pairs(warmup, samples, time_limit_s, [&] {
+    auto ref = c.allocate<std::byte>(bytes);
+    return true;
+  });
 }
 
-/// Fast-path pairs: a block from a leased cache and its drop, on the calling thread.
+/// Fast-path pairs: a block from a leased cache and its drop, on the calling thread. Empty when
+/// the cache ran dry (a bug of the run: every block is dropped at once).
 std::vector<double> lease_pairs(block_cache& cache, std::size_t bytes, int warmup, int samples,
                                 double time_limit_s) {
-  std::vector<double> ns;
-  ns.reserve(static_cast<std::size_t>(samples));
-  const auto start = bench_clock::now();
-  for (int i = 0; i < warmup + samples; ++i) {
-    const auto t0 = bench_clock::now();
-    {
-      auto ref = cache.try_allocate(bytes);
-      if (!ref)
-        return {};  // exhausted: a bug of the run (every block is dropped at once)
-    }
-    if (i >= warmup)
-      ns.push_back(ns_between(t0, bench_clock::now()));
-    if (i >= warmup + 10 && ns_between(start, bench_clock::now()) > time_limit_s * 1e9)
-      break;
-  }
-  return ns;
+  return timed_pairs(warmup, samples, time_limit_s,
+                     [&] { return cache.try_allocate(bytes).has_value(); });
 }
 
 /// A client actor of the fast path: `batch` pairs from its own lease per message to itself,
