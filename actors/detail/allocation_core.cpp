@@ -319,7 +319,9 @@ void allocation_core::release_leased_block(std::uint64_t id) {
   auto it = leased_advice_.find(id);
   if (it == leased_advice_.end())
     return;
-  auto [block, state] = std::move(it->second);
+  // Not a structured binding: clang 14 (the fuzz build) cannot capture one.
+  region* block = it->second.block;
+  advice_state state = std::move(it->second.state);
   leased_advice_.erase(it);
   if (state.is_default()) {
     block->needs_reset.store(false, std::memory_order_relaxed);

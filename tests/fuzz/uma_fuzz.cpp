@@ -7,7 +7,9 @@
 //     never pass the quota, refs of the live generation are valid and listed, refs of a stopped
 //     one are inert;
 //   * no free is bad, and once everything is dropped and the allocator stopped the backend has
-//     freed every allocation exactly once.
+//     freed every allocation exactly once;
+//   * a block cache (lease) hands out blocks of the asked size, refuses only when empty or
+//     inert, and goes inert with its allocator.
 //
 // Input format: byte 0 holds flags (bit 0: this input may inject fatal faults; pins are then
 // off, since a fatal fault with a pin held would leak the region on purpose). Then steps, each
@@ -128,7 +130,7 @@ class session {
   explicit session(bool fatal_faults) : fatal_faults_(fatal_faults) { start(); }
 
   void step(reader& in) {
-    switch (in.u8() % 16) {
+    switch (in.u8() % 18) {
       case 0: {  // allocate (raw request: any count, element size, alignment)
         allocate_request r;
         r.count = in.size();
@@ -236,6 +238,27 @@ class session {
         faults_->inject(f);
         break;
       }
+      case 16: {  // lease a block cache (raw request), replacing the one held
+        lease_request r{in.size(), in.u8() % 2 ? in.size() : std::size_t{1} + in.u8() % 8, "fuzz"};
+        if (auto c = ask<block_cache>(lease_atom_v, std::move(r)))
+          cache_ = std::move(*c);
+        break;
+      }
+      case 17: {  // a block from the cache (any size), into a slot
+        const auto bytes = in.size();
+        try {
+          if (auto b = cache_.try_allocate(bytes)) {
+            UMA_FUZZ_CHECK(b->size() == bytes && bytes <= cache_.block_bytes(), "block size");
+            slot(in) = std::move(*b);
+          } else {
+            UMA_FUZZ_CHECK(!cache_.valid() || cache_.available() == 0, "a free block refused");
+          }
+        } catch (const error& e) {
+          UMA_FUZZ_CHECK(e.code() == errc::invalid_argument || e.code() == errc::overflow,
+                         e.what());
+        }
+        break;
+      }
       default:  // stop this incarnation and start the next
         restart();
         break;
@@ -246,6 +269,7 @@ class session {
   /// Everything dropped and stopped: every allocation was freed exactly once.
   void finish() {
     pins_.clear();
+    cache_.reset();
     for (auto& r : slots_)
       r.reset();
     client_->stop();
@@ -274,6 +298,7 @@ class session {
     client_.reset();
     for (const auto& r : slots_)
       UMA_FUZZ_CHECK(r.empty() || !r.valid(), "a ref survived its allocator's stop");
+    UMA_FUZZ_CHECK(cache_.empty() || !cache_.valid(), "a lease survived its allocator's stop");
     start();
   }
 
@@ -346,8 +371,8 @@ class session {
       if (r.generation() == generation_) {
         UMA_FUZZ_CHECK(r.valid(), "a ref of the live generation is not valid");
         bool listed = false;
-        for (const auto& row : *table)
-          listed = listed || row.id == r.id();
+        for (const auto& row : *table)  // a leased block is listed as its lease
+          listed = listed || row.id == r.region_record()->home->id;
         UMA_FUZZ_CHECK(listed, "a held region is missing from the table");
       } else {
         UMA_FUZZ_CHECK(!r.valid() && r.data() == nullptr, "a ref of a stopped generation is valid");
@@ -366,6 +391,7 @@ class session {
   errc last_error_{};
   std::vector<byte_ref> slots_ = std::vector<byte_ref>(slots);
   std::vector<Pin<std::byte>> pins_;
+  block_cache cache_;
 };
 
 }  // namespace
