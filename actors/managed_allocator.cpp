@@ -92,8 +92,11 @@ class managed_allocator final : public allocator_impl::base {
           // Once every lane has run what was queued before: a barrier across the lanes.
           auto rp = make_response_promise<allocator_stats>();
           const auto ticket = ++next_ticket_;
-          pending_.emplace(ticket, [this, rp](caf::message&, caf::error&) mutable {
-            rp.deliver(core_.stats());
+          pending_.emplace(ticket, [this, rp](caf::message&, caf::error& err) mutable {
+            if (err)
+              rp.deliver(std::move(err));  // cut short by the stop
+            else
+              rp.deliver(core_.stats());
           });
           lanes_.barrier([hdl = caf::actor_cast<allocator_impl>(this), ticket] {
             caf::anon_send(hdl, job_done_atom_v, ticket, caf::message{}, caf::error{}, false);
@@ -304,21 +307,30 @@ class managed_allocator final : public allocator_impl::base {
                                          std::function<void()> on_failure = {},
                                          bool stream_ordered = false) {
     auto rp = make_response_promise<T>();
-    post_job(
-        lane, std::move(job), stream, when,
-        [this, rp, on_success, on_failure](caf::message& payload, caf::error& err) mutable {
-          if (err) {
-            if (on_failure)
-              on_failure();
-            core_.count_failure(err);
-            rp.deliver(std::move(err));
-            return;
-          }
-          T value = payload.get_as<T>(0);
-          on_success(value);
-          rp.deliver(std::move(value));
-        },
-        stream_ordered);
+    try {
+      post_job(
+          lane, std::move(job), stream, when,
+          [this, rp, on_success, on_failure](caf::message& payload, caf::error& err) mutable {
+            if (err) {
+              if (on_failure)
+                on_failure();
+              core_.count_failure(err);
+              rp.deliver(std::move(err));
+              return;
+            }
+            T value = payload.get_as<T>(0);
+            on_success(value);
+            rp.deliver(std::move(value));
+          },
+          stream_ordered);
+    } catch (const std::exception& e) {
+      // The promise owns the reply now: answer through it.
+      if (on_failure)
+        on_failure();
+      core_.count_failure(errc::backend_error);
+      rp.deliver(make_caf_error(errc::backend_error,
+                                std::string("could not queue the backend call: ") + e.what()));
+    }
     return rp;
   }
 
@@ -337,31 +349,39 @@ class managed_allocator final : public allocator_impl::base {
       };
     }
     pending_.emplace(ticket, std::move(finish));
-    lanes_.post(lane, [job = std::move(job), hdl = caf::actor_cast<allocator_impl>(this), ticket,
-                       lane, b = backend_, stream, when]() mutable {
-      caf::message payload;
-      caf::error err;
-      bool fatal = false;
-      try {
-        payload = caf::make_message(job());
-        if (when == completion::complete && lane != worker_lanes::general) {
-          // A prefetch's own lane waits for the stream (its host call already blocked for most
-          // of the transfer); a host callback costs a few percent of bandwidth (performance.md).
-          b->wait_stream(stream);
-        } else if (when == completion::complete) {
-          auto done = std::make_unique<stream_done>(stream_done{hdl, ticket, payload});
-          b->launch_host_func(stream, &on_stream_done, done.get());
-          done.release();  // owned by the callback now
-          return;
+    try {
+      lanes_.post(lane, [job = std::move(job), hdl = caf::actor_cast<allocator_impl>(this), ticket,
+                         lane, b = backend_, stream, when]() mutable {
+        caf::message payload;
+        caf::error err;
+        bool fatal = false;
+        try {
+          payload = caf::make_message(job());
+          if (when == completion::complete && lane != worker_lanes::general) {
+            // A prefetch's own lane waits for the stream (its host call already blocked for most
+            // of the transfer); a host callback costs a few percent of bandwidth (performance.md).
+            b->wait_stream(stream);
+          } else if (when == completion::complete) {
+            auto done = std::make_unique<stream_done>(stream_done{hdl, ticket, payload});
+            b->launch_host_func(stream, &on_stream_done, done.get());
+            done.release();  // owned by the callback now
+            return;
+          }
+        } catch (const error& e) {
+          err = make_caf_error(e);
+          fatal = is_fatal(e);
+        } catch (const std::exception& e) {
+          err = make_caf_error(errc::backend_error, e.what());
         }
-      } catch (const error& e) {
-        err = make_caf_error(e);
-        fatal = is_fatal(e);
-      } catch (const std::exception& e) {
-        err = make_caf_error(errc::backend_error, e.what());
-      }
-      caf::anon_send(hdl, job_done_atom_v, ticket, std::move(payload), std::move(err), fatal);
-    });
+        caf::anon_send(hdl, job_done_atom_v, ticket, std::move(payload), std::move(err), fatal);
+      });
+    } catch (...) {
+      // Nothing was queued (a lane's thread could not start, or host memory ran out).
+      pending_.erase(ticket);
+      if (stream_ordered)
+        lanes_.finish_stream(stream);
+      throw;
+    }
   }
 
   // -- stop
@@ -421,6 +441,9 @@ class managed_allocator final : public allocator_impl::base {
     } catch (const std::bad_alloc&) {
       core_.count_failure(errc::out_of_memory);
       return make_caf_error(errc::out_of_memory, "host memory exhausted while serving a request");
+    } catch (const std::exception& e) {
+      core_.count_failure(errc::backend_error);
+      return make_caf_error(errc::backend_error, e.what());
     }
   }
 

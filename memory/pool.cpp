@@ -70,9 +70,15 @@ void block_pool::add_slab(std::byte* base, std::size_t bytes) {
   if (id == slabs_.size())
     slabs_.emplace_back();
   slabs_[id] = slab{base, bytes, 0, {}};
+  try {
+    add_free(id, 0, bytes);
+  } catch (...) {
+    by_size_.erase(free_key{bytes, {id, 0}});
+    slabs_[id] = slab{};  // not recorded: the caller still owns `base`
+    throw;
+  }
   reserved_ += bytes;
   ++growths_;
-  add_free(id, 0, bytes);
 }
 
 void block_pool::add_free(std::uint32_t s, std::size_t offset, std::size_t bytes) {

@@ -68,7 +68,8 @@ class block_pool {
   /// room. With add_slab, lets the caller make the backend call elsewhere (the allocator's
   /// worker), so that growth never blocks the actor.
   [[nodiscard]] std::size_t growth_for(std::size_t bytes) const;
-  /// Adds a slab of `bytes` (from growth_for) that the backend returned at `base`.
+  /// Adds a slab of `bytes` (from growth_for) that the backend returned at `base`. All or
+  /// nothing: when it throws (host memory), the pool does not hold the slab.
   void add_slab(std::byte* base, std::size_t bytes);
   /// Returns a block; it coalesces with free neighbours.
   void deallocate(const block& b) noexcept;

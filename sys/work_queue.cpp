@@ -3,10 +3,10 @@
 namespace uma {
 
 work_queue::work_queue(std::function<void()> on_start)
-    : thread_([this, start = std::move(on_start)] {
+    : state_(std::make_shared<state>()), thread_([s = state_, start = std::move(on_start)] {
         if (start)
           start();
-        run();
+        run(*s);
       }) {}
 
 work_queue::~work_queue() {
@@ -15,10 +15,10 @@ work_queue::~work_queue() {
 
 void work_queue::post(std::function<void()> job) {
   {
-    std::lock_guard lock(mutex_);
-    if (!stopping_) {
-      jobs_.push_back(std::move(job));
-      wake_.notify_one();
+    std::lock_guard lock(state_->mutex);
+    if (!state_->stopping) {
+      state_->jobs.push_back(std::move(job));
+      state_->wake.notify_one();
       return;
     }
   }
@@ -26,33 +26,53 @@ void work_queue::post(std::function<void()> job) {
 }
 
 void work_queue::drain_and_stop() noexcept {
+  if (thread_.joinable() && thread_.get_id() == std::this_thread::get_id()) {
+    // Called from one of this queue's own jobs (the allocator's last handle went away inside
+    // it, and its post_stop drains the lanes): run what is queued here, then let the thread
+    // finish on its own. It owns the state, so nothing it touches goes away under it.
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::lock_guard lock(state_->mutex);
+        state_->stopping = true;
+        if (state_->jobs.empty())
+          break;
+        job = std::move(state_->jobs.front());
+        state_->jobs.pop_front();
+      }
+      job();
+    }
+    thread_.detach();
+    return;
+  }
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-    wake_.notify_one();
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+    state_->wake.notify_one();
   }
   if (thread_.joinable())
     thread_.join();
 }
 
 std::size_t work_queue::pending() const {
-  std::lock_guard lock(mutex_);
-  return jobs_.size() + running_;
+  std::lock_guard lock(state_->mutex);
+  return state_->jobs.size() + state_->running;
 }
 
-void work_queue::run() {
-  std::unique_lock lock(mutex_);
+void work_queue::run(state& s) {
+  std::unique_lock lock(s.mutex);
   for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-    if (jobs_.empty())
+    s.wake.wait(lock, [&s] { return s.stopping || !s.jobs.empty(); });
+    if (s.jobs.empty())
       return;  // stopping and drained
-    auto job = std::move(jobs_.front());
-    jobs_.pop_front();
-    ++running_;
+    auto job = std::move(s.jobs.front());
+    s.jobs.pop_front();
+    ++s.running;
     lock.unlock();
     job();
+    job = nullptr;  // destroyed unlocked: its captures may end the allocator (drain_and_stop)
     lock.lock();
-    --running_;
+    --s.running;
   }
 }
 

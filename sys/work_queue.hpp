@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -25,19 +26,25 @@ class work_queue {
 
   /// Queues `job`; it must not throw (exceptions escaping a job terminate the process).
   void post(std::function<void()> job);
-  /// Runs every queued job, then stops the thread. Later posts run inline on the caller.
+  /// Runs every queued job, then stops the thread. Later posts run inline on the caller. Called
+  /// from one of the queue's own jobs, it runs the queued jobs itself and detaches the thread,
+  /// which then ends on its own.
   void drain_and_stop() noexcept;
   /// Jobs queued and not yet finished.
   [[nodiscard]] std::size_t pending() const;
 
  private:
-  void run();
+  /// Shared with the thread, which may outlive this object (see drain_and_stop).
+  struct state {
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::function<void()>> jobs;
+    std::size_t running = 0;
+    bool stopping = false;
+  };
+  static void run(state& s);
 
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> jobs_;
-  std::size_t running_ = 0;
-  bool stopping_ = false;
+  std::shared_ptr<state> state_;
   std::thread thread_;
 };
 

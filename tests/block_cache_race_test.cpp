@@ -99,7 +99,8 @@ TEST_F(block_cache_race, AStopWhileThreadsUseALeaseLeavesNothingBehind) {
     std::atomic<std::uint64_t> after_stop{0};
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
+      pool.emplace_back([&, t, handle = c->handle()] {
+        client mine(sys_, handle);  // its own facade: `c` is stopped (reset) under it
         std::vector<byte_ref> held;
         for (int i = 0; !stopped.load() || i % 64 != 0; ++i) {
           if (auto b = cache.try_allocate(8)) {
@@ -109,7 +110,7 @@ TEST_F(block_cache_race, AStopWhileThreadsUseALeaseLeavesNothingBehind) {
               pin->span()[0] = std::byte{static_cast<unsigned char>(t)};
             if ((i + t) % 101 == 0) {
               try {
-                c->advise(*b, advice::set_read_mostly);
+                mine.advise(*b, advice::set_read_mostly);
               } catch (const error& e) {
                 EXPECT_FALSE(cache.valid())
                     << "refused while the allocator was alive: " << e.what();

@@ -2,13 +2,14 @@
 // worker while the actor keeps serving, prefetches run on their destination's lane, a stream's
 // operations keep their order, and flush waits for every lane. No sleeps: a held backend call
 // (fault_injecting_backend::hold) keeps work in flight for exactly as long as a test needs.
+// Part of uma_reliability_tests, so the TSan build runs it.
 
 #include <gtest/gtest.h>
 
 #include <future>
 #include <thread>
 
-#include "support/actor_fixture.hpp"
+#include "support/reliability_fixture.hpp"
 #include "sys/fault_injecting_backend.hpp"
 #include "sys/worker_lanes.hpp"
 
@@ -68,7 +69,7 @@ struct resume_on_exit {
   ~resume_on_exit() { b.resume(); }
 };
 
-class off_loop : public test::actor_fixture {
+class off_loop : public test::reliability_fixture {
  protected:
   std::shared_ptr<fault_injecting_backend> faults_ =
       std::make_shared<fault_injecting_backend>(backend_);
@@ -164,6 +165,32 @@ TEST_F(off_loop, AHeldPrefetchDelaysItsStreamButNotOtherWork) {
   EXPECT_EQ(p.get().ranges, 1u);
   EXPECT_EQ(d.get().ranges, 1u);
   EXPECT_EQ(faults_->calls(backend_op::discard), 1u);
+}
+
+TEST_F(off_loop, AnAllocatorWhoseLastHandleEndsInsideALaneJobStopsCleanly) {
+  // The lane's job holds a handle to the allocator; when every other handle is gone, the job's
+  // may be the last, and post_stop then runs on the lane's own thread, which must not wait for
+  // itself. Which thread ends the allocator is a race: repeat, and require a clean stop each time.
+  for (int round = 0; round < 20; ++round) {
+    resume_on_exit guard{*faults_};
+    auto handle = spawn_allocator(sys_, {.backend = faults_});
+    byte_ref ref;
+    {
+      client c(sys_, handle);  // does not own the allocator
+      ref = client::erase(c.allocate<std::byte>(4096));
+    }
+    faults_->hold(backend_op::prefetch);
+    caf::anon_send(handle, prefetch_atom_v, prefetch_request{{ref}, {location::host()}});
+    ASSERT_TRUE(faults_->wait_for_held(10s));
+    handle = nullptr;  // now only the lane's job holds the allocator
+    faults_->resume();
+    for (int i = 0; i < 10'000'000 && !ref.stop_info(); ++i)
+      std::this_thread::yield();
+    ASSERT_TRUE(ref.stop_info().has_value()) << "round " << round;
+    EXPECT_FALSE(ref.valid());
+    EXPECT_EQ(ref.stop_info()->regions_freed, 1u);
+  }
+  EXPECT_EQ(backend_->counters().bad_frees, 0u);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,6 +54,37 @@ TEST(WorkQueue, OnStartRunsOnTheWorkerThreadBeforeTheFirstJob) {
   EXPECT_EQ(order, (std::vector<std::string>{"start", "job"}));
   EXPECT_EQ(start_thread, job_thread);
   EXPECT_NE(job_thread, std::this_thread::get_id());
+}
+
+TEST(WorkQueue, AJobWhoseCapturesEndTheQueueLetsItFinishCleanly) {
+  // As when an allocator's last handle is captured by one of its lane's jobs: destroying the job
+  // destroys the queue from the queue's own thread. What was queued behind still runs, and the
+  // thread ends on its own (the old loop destroyed jobs under its lock: a deadlock).
+  auto q = std::make_unique<work_queue>();
+  struct ender {
+    ender(std::unique_ptr<work_queue>* q, std::atomic<bool>* e) : queue(q), ended(e) {}
+    ender(const ender&) = delete;
+    ender& operator=(const ender&) = delete;
+    std::unique_ptr<work_queue>* queue;
+    std::atomic<bool>* ended;
+    ~ender() {
+      queue->reset();
+      ended->store(true);
+    }
+  };
+  std::atomic<bool> ended{false};
+  std::atomic<int> ran{0};
+  std::promise<void> gate;
+  auto opened = gate.get_future().share();
+  q->post([opened] { opened.wait(); });  // holds the thread until everything is queued
+  q->post([e = std::make_shared<ender>(&q, &ended)] {});
+  q->post([&ran] { ++ran; });
+  gate.set_value();
+  for (int i = 0; i < 10'000'000 && !ended.load(); ++i)
+    std::this_thread::yield();
+  ASSERT_TRUE(ended.load());
+  EXPECT_EQ(ran.load(), 1);
+  EXPECT_EQ(q, nullptr);
 }
 
 }  // namespace

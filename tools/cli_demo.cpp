@@ -84,6 +84,20 @@ int run_demo(const options& o) {
   std::cout << "pipeline: " << pipeline::summarize(result);
   std::cout << "stats after the pipeline:\n" << to_string(result.stats);
 
+  if (faults) {
+    // A restart may still be under way. A request that reached the supervisor before it learned
+    // of the crash is answered allocator_stopped by the dying incarnation; one that arrives
+    // during the restart waits for the next incarnation.
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      try {
+        static_cast<void>(uma.stats());
+        break;
+      } catch (const error& e) {
+        if (e.code() != errc::allocator_stopped)
+          break;
+      }
+    }
+  }
   const auto sv = query_supervision(sys, supervisor);
   std::cout << "supervisor: generation " << sv.current_generation << ", " << sv.restarts
             << " restart(s), state " << sv.state;

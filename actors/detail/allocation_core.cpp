@@ -135,8 +135,14 @@ void allocation_core::grow_pool() {
       fail_parked_head(make_caf_error(e));
       continue;
     }
-    growing_ = true;  // one growth at a time
-    grow_(slab);
+    try {
+      grow_(slab);
+    } catch (const std::exception& e) {
+      fail_parked_head(make_caf_error(errc::out_of_memory,
+                                      std::string("could not start a pool growth: ") + e.what()));
+      continue;
+    }
+    growing_ = true;  // one growth at a time; on_slab clears it
     return;
   }
 }
@@ -403,7 +409,7 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
     // out of host memory: those leases' host state stays (their memory is still freed below)
   }
   leased_advice_.clear();
-  std::uint64_t leaked_backend_bytes = 0;
+  std::uint64_t leaked_backend_bytes = 0, leaked_leases = 0, leaked_lease_bytes = 0;
   std::vector<std::uint32_t> pinned_slabs;  // a slab with a pinned block is leaked whole
   for (auto& [id, e] : table_.take_all()) {
     auto* r = e.region;
@@ -416,6 +422,10 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
       ++report.regions_leaked;
       report.bytes_leaked += r->bytes;
       leaked_backend_bytes += r->backend_bytes;
+      if (e.lease_blocks != 0) {
+        ++leaked_leases;
+        leaked_lease_bytes += r->backend_bytes;
+      }
       report.leaked_ids.push_back(id);
       std::fprintf(stderr,
                    "uma: region %llu ('%s', %zu bytes, generation %llu) is still pinned after "
@@ -440,6 +450,8 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
   stats_.releases += report.regions_freed;
   stats_.live_regions = report.regions_leaked;
   stats_.live_bytes = leaked_backend_bytes;
+  stats_.live_leases = leaked_leases;
+  stats_.leased_bytes = leaked_lease_bytes;
   return leaked_backend_bytes;
 }
 
