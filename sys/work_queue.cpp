@@ -13,11 +13,12 @@ work_queue::~work_queue() {
   drain_and_stop();
 }
 
-void work_queue::post(std::function<void()> job) {
+void work_queue::post(std::function<void()> job, bool counted) {
   {
     std::lock_guard lock(state_->mutex);
     if (!state_->stopping) {
-      state_->jobs.push_back(std::move(job));
+      state_->jobs.push_back({std::move(job), counted});
+      state_->counted_jobs += counted ? 1 : 0;
       state_->wake.notify_one();
       return;
     }
@@ -37,7 +38,8 @@ void work_queue::drain_and_stop() noexcept {
         state_->stopping = true;
         if (state_->jobs.empty())
           break;
-        job = std::move(state_->jobs.front());
+        job = std::move(state_->jobs.front().fn);
+        state_->counted_jobs -= state_->jobs.front().counted ? 1 : 0;
         state_->jobs.pop_front();
       }
       job();
@@ -56,7 +58,7 @@ void work_queue::drain_and_stop() noexcept {
 
 std::size_t work_queue::pending() const {
   std::lock_guard lock(state_->mutex);
-  return state_->jobs.size() + state_->running;
+  return state_->counted_jobs + state_->running;
 }
 
 void work_queue::run(state& s) {
@@ -65,14 +67,19 @@ void work_queue::run(state& s) {
     s.wake.wait(lock, [&s] { return s.stopping || !s.jobs.empty(); });
     if (s.jobs.empty())
       return;  // stopping and drained
-    auto job = std::move(s.jobs.front());
+    auto job = std::move(s.jobs.front().fn);
+    const bool counted = s.jobs.front().counted;
     s.jobs.pop_front();
-    ++s.running;
+    if (counted) {
+      --s.counted_jobs;
+      ++s.running;
+    }
     lock.unlock();
     job();
     job = nullptr;  // destroyed unlocked: its captures may end the allocator (drain_and_stop)
     lock.lock();
-    --s.running;
+    if (counted)
+      --s.running;
   }
 }
 

@@ -25,7 +25,9 @@ class work_queue {
   ~work_queue();
 
   /// Queues `job`; it must not throw (exceptions escaping a job terminate the process).
-  void post(std::function<void()> job);
+  /// `counted = false` leaves it out of `pending()` (a marker, such as a flush barrier, that
+  /// reports the queue's progress and must not count itself).
+  void post(std::function<void()> job, bool counted = true);
   /// Runs every queued job, then stops the thread. Later posts run inline on the caller. Called
   /// from one of the queue's own jobs, it runs the queued jobs itself and detaches the thread,
   /// which then ends on its own.
@@ -38,8 +40,13 @@ class work_queue {
   struct state {
     std::mutex mutex;
     std::condition_variable wake;
-    std::deque<std::function<void()>> jobs;
-    std::size_t running = 0;
+    struct entry {
+      std::function<void()> fn;
+      bool counted = true;
+    };
+    std::deque<entry> jobs;
+    std::size_t counted_jobs = 0;  ///< queued jobs that count in pending()
+    std::size_t running = 0;       ///< counted jobs running
     bool stopping = false;
   };
   static void run(state& s);

@@ -56,10 +56,12 @@ void worker_lanes::barrier(std::function<void()> done) {
   c->done = std::move(done);
   for (auto& l : lanes_)
     if (l)
-      l->post([c] {
-        if (c->left.fetch_sub(1, std::memory_order_acq_rel) == 1)
-          c->done();
-      });
+      l->post(
+          [c] {
+            if (c->left.fetch_sub(1, std::memory_order_acq_rel) == 1)
+              c->done();
+          },
+          false);
 }
 
 std::size_t worker_lanes::pending() const {

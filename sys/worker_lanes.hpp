@@ -46,7 +46,8 @@ class worker_lanes {
 
   /// Queues `job` on `lane` (started now if it was not yet).
   void post(std::size_t lane, std::function<void()> job);
-  /// Runs `done` (on a lane's thread) once every lane has run what was queued before.
+  /// Runs `done` (on a lane's thread) once every lane has run what was queued before. The
+  /// barrier's own markers do not count in `pending()`.
   void barrier(std::function<void()> done);
   /// Jobs queued or running on every lane.
   [[nodiscard]] std::size_t pending() const;

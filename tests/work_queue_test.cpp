@@ -87,5 +87,15 @@ TEST(WorkQueue, AJobWhoseCapturesEndTheQueueLetsItFinishCleanly) {
   EXPECT_EQ(q, nullptr);
 }
 
+TEST(WorkQueue, AnUncountedMarkerDoesNotCountItselfAsPending) {
+  work_queue q;
+  std::promise<std::size_t> seen;
+  q.post([&q, &seen] { seen.set_value(q.pending()); }, false);
+  EXPECT_EQ(seen.get_future().get(), 0u);  // a flush marker reports 0 pending when idle
+  std::promise<std::size_t> counted;
+  q.post([&q, &counted] { counted.set_value(q.pending()); });
+  EXPECT_EQ(counted.get_future().get(), 1u);  // an ordinary job counts while it runs
+}
+
 }  // namespace
 }  // namespace uma
