@@ -5,6 +5,8 @@
 #include <map>
 #include <ostream>
 
+#include "tools/stats_format.hpp"
+
 namespace uma::bench {
 
 namespace {
@@ -22,32 +24,7 @@ std::string pad(std::string s, std::size_t width) {
 }
 
 std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+  return "\"" + cli::json_escape(s) + "\"";
 }
 
 std::string json_number(double v) {
