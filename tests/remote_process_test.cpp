@@ -28,6 +28,7 @@
 #include "actors/remote_client.hpp"
 #include "actors/remote_gateway.hpp"
 #include "messages/register_types.hpp"
+#include "support/actor_fixture.hpp"
 #include "support/child_process.hpp"
 #include "sys/host_backend.hpp"
 #include "tools/stats_format.hpp"
@@ -57,19 +58,6 @@ struct remote_config : caf::actor_system_config {
     load<caf::io::middleman>();
   }
 };
-
-/// Asserts that `stmt` throws uma::error with `code` and a message containing `words`.
-#define UMA_EXPECT_REMOTE_ERROR(stmt, expected_code, words)            \
-  do {                                                                 \
-    try {                                                              \
-      static_cast<void>(stmt);                                         \
-      ADD_FAILURE() << #stmt " did not throw";                         \
-    } catch (const ::uma::error& e) {                                  \
-      EXPECT_EQ(e.code(), expected_code) << e.what();                  \
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos)  \
-          << "message '" << e.what() << "' lacks '" << (words) << "'"; \
-    }                                                                  \
-  } while (false)
 
 class two_processes : public ::testing::Test {
  protected:
@@ -257,8 +245,7 @@ TEST_F(two_processes, StaleGenerationIdsAreRefusedAcrossTheWire) {
   auto c = connect();
   const auto old = c->allocate(4096);
   static_cast<void>(c->prefetch({old}, {location::host()}));
-  UMA_EXPECT_REMOTE_ERROR(c->prefetch({old}, {location::host()}), errc::context_lost,
-                          "injected fault");
+  UMA_EXPECT_ERROR(c->prefetch({old}, {location::host()}), errc::context_lost, "injected fault");
   // A request that reaches the supervisor before it learned of the crash is forwarded to the
   // dying incarnation and answered allocator_stopped ("went down while serving"); one that
   // arrives during the restart waits for generation 2.
@@ -279,12 +266,12 @@ TEST_F(two_processes, StaleGenerationIdsAreRefusedAcrossTheWire) {
   }
   ASSERT_TRUE(s.has_value());
   ASSERT_EQ(s->allocator.generation, 2u);
-  UMA_EXPECT_REMOTE_ERROR(c->prefetch({old}, {location::host()}), errc::allocator_stopped,
-                          "region 1 of generation 1 is stale: its allocator incarnation stopped "
-                          "and the allocator now runs generation 2");
-  UMA_EXPECT_REMOTE_ERROR(c->attributes({old.id, 3}), errc::invalid_argument,
-                          "region 1 of generation 3 does not exist: the allocator now runs "
-                          "generation 2");
+  UMA_EXPECT_ERROR(c->prefetch({old}, {location::host()}), errc::allocator_stopped,
+                   "region 1 of generation 1 is stale: its allocator incarnation stopped "
+                   "and the allocator now runs generation 2");
+  UMA_EXPECT_ERROR(c->attributes({old.id, 3}), errc::invalid_argument,
+                   "region 1 of generation 3 does not exist: the allocator now runs "
+                   "generation 2");
   const auto fresh = c->allocate(4096);
   EXPECT_EQ(fresh, (region_handle{1, 2}));
   EXPECT_EQ(c->prefetch({fresh}, {location::host()}).ranges, 1u);
@@ -294,8 +281,8 @@ TEST_F(two_processes, ExportingOverCudaIpcIsRefusedWithTheReason) {
   serve_in_child();
   auto c = connect();
   const auto h = c->allocate(4096);
-  UMA_EXPECT_REMOTE_ERROR(c->export_ipc(h), errc::not_supported,
-                          "managed memory cannot be exported over CUDA IPC");
+  UMA_EXPECT_ERROR(c->export_ipc(h), errc::not_supported,
+                   "managed memory cannot be exported over CUDA IPC");
 }
 
 TEST_F(two_processes, AKilledClientProcessHasItsLeasesReleasedByUmaServe) {
@@ -336,15 +323,14 @@ TEST_F(two_processes, AServerKilledWhileAClientWaitsIsAClearErrorWithinTheTimeou
       << err->what();
   EXPECT_LT(elapsed, 15s) << "seen only at the timeout";
   // Later calls fail at once, with the same reason.
-  UMA_EXPECT_REMOTE_ERROR(static_cast<void>(c->stats()), errc::allocator_stopped, "went down");
+  UMA_EXPECT_ERROR(static_cast<void>(c->stats()), errc::allocator_stopped, "went down");
 }
 
 TEST_F(two_processes, ConnectingWhereNothingServesNamesTheAddress) {
   serve_in_child();
   server_->signal(SIGKILL);
   ASSERT_TRUE(server_->wait(10s));
-  UMA_EXPECT_REMOTE_ERROR(connect(), errc::backend_error,
-                          "cannot reach the uma server at " + endpoint());
+  UMA_EXPECT_ERROR(connect(), errc::backend_error, "cannot reach the uma server at " + endpoint());
 }
 
 TEST_F(two_processes, UmaServeStopsOnSigtermAndAfterFor) {

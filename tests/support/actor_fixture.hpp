@@ -43,7 +43,7 @@ class actor_fixture : public ::testing::Test {
 #define UMA_EXPECT_ERROR(stmt, expected_code, words)                   \
   do {                                                                 \
     try {                                                              \
-      stmt;                                                            \
+      static_cast<void>(stmt);                                         \
       ADD_FAILURE() << #stmt " did not throw";                         \
     } catch (const ::uma::error& e) {                                  \
       EXPECT_EQ(e.code(), expected_code) << e.what();                  \
