@@ -152,7 +152,7 @@ TEST_F(lifetime, ReinterpretingToAnIncompatibleSizeIsRefused) {
 TEST_F(lifetime, RefsOutliveTheActorSystemSafely) {
   ManagedRef<int> survivor;
   {
-    uma_config cfg;
+    test::uma_config cfg;
     caf::actor_system sys{cfg};
     client c(sys, host_config());
     survivor = c.allocate<int>(8);

@@ -16,13 +16,10 @@
 #include "messages/error_category.hpp"
 #include "messages/register_types.hpp"
 #include "messages/remote_interface.hpp"
+#include "support/actor_fixture.hpp"
 
 namespace uma {
 namespace {
-
-struct uma_config : caf::actor_system_config {
-  uma_config() { register_types(*this); }
-};
 
 class remote_types : public ::testing::Test {
  protected:
@@ -80,7 +77,7 @@ class remote_types : public ::testing::Test {
     return s;
   }
 
-  uma_config cfg_;
+  test::uma_config cfg_;
   caf::actor_system sys_{cfg_};
 };
 

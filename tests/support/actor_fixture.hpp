@@ -12,14 +12,16 @@
 
 namespace uma::test {
 
-/// An actor system per test, with uma registered, and a host-backend allocator behind a facade.
-/// The backend is kept so tests can read its call counters.
-class actor_fixture : public ::testing::Test {
- protected:
-  struct uma_config : caf::actor_system_config {
-    uma_config() { register_types(*this); }
-  };
+/// An actor system config with uma's types registered.
+struct uma_config : caf::actor_system_config {
+  uma_config() { register_types(*this); }
+};
 
+/// An actor system per test (configured by `Config`), with uma registered, and a host-backend
+/// allocator behind a facade. The backend is kept so tests can read its call counters.
+template <class Config>
+class basic_actor_fixture : public ::testing::Test {
+ protected:
   allocator_config host_config() {
     allocator_config c;
     c.backend = backend_;
@@ -34,10 +36,12 @@ class actor_fixture : public ::testing::Test {
   }
 
   std::shared_ptr<host_backend> backend_ = std::make_shared<host_backend>();
-  uma_config cfg_;
+  Config cfg_;
   caf::actor_system sys_{cfg_};
   std::unique_ptr<client> uma_ = make_client(host_config());
 };
+
+using actor_fixture = basic_actor_fixture<uma_config>;
 
 /// Asserts that `stmt` throws uma::error with `code` and a message containing `words`.
 #define UMA_EXPECT_ERROR(stmt, expected_code, words)                   \

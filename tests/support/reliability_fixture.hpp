@@ -30,35 +30,15 @@ namespace uma::test {
 /// thread; uma's own cross-thread synchronization — refs, pins, releases and post_stop between
 /// user threads, the actor and its worker — stays fully checked. (What is left, CAF's lock-free
 /// mailbox, is covered by tests/tsan.supp.)
-class reliability_fixture : public ::testing::Test {
- protected:
-  struct uma_config : caf::actor_system_config {
-    uma_config() {
-      register_types(*this);
+struct reliability_config : uma_config {
+  reliability_config() {
 #ifdef UMA_TEST_TSAN
-      set("scheduler.policy", caf::atom("sharing"));
-      set("scheduler.max-threads", 1);
+    set("scheduler.policy", caf::atom("sharing"));
+    set("scheduler.max-threads", 1);
 #endif
-    }
-  };
-
-  allocator_config host_config() {
-    allocator_config c;
-    c.backend = backend_;
-    return c;
   }
-
-  /// A fresh allocator on the fixture's backend.
-  std::unique_ptr<client> make_client(allocator_config c) {
-    if (!c.backend)
-      c.backend = backend_;
-    return std::make_unique<client>(sys_, std::move(c));
-  }
-
-  std::shared_ptr<host_backend> backend_ = std::make_shared<host_backend>();
-  uma_config cfg_;
-  caf::actor_system sys_{cfg_};
-  std::unique_ptr<client> uma_ = make_client(host_config());
 };
+
+using reliability_fixture = basic_actor_fixture<reliability_config>;
 
 }  // namespace uma::test
