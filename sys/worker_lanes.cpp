@@ -44,15 +44,12 @@ void worker_lanes::post(std::size_t lane, std::function<void()> job) {
 }
 
 void worker_lanes::barrier(std::function<void()> done) {
-  std::size_t live = 0;
-  for (const auto& l : lanes_)
-    live += l ? 1 : 0;
   struct countdown {
     std::atomic<std::size_t> left;
     std::function<void()> done;
   };
   auto c = std::make_shared<countdown>();
-  c->left = live;
+  c->left = started();
   c->done = std::move(done);
   for (auto& l : lanes_)
     if (l)

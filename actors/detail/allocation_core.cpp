@@ -216,12 +216,12 @@ allocation_core::lease_plan allocation_core::plan_lease(const lease_request& r) 
                                       " blocks; a lease holds at most " +
                                       std::to_string(lease_state::none - 1));
   const std::size_t page = page_bytes();
-  if (r.block_bytes > SIZE_MAX - (page - 1) ||
-      r.blocks > SIZE_MAX / ((r.block_bytes + page - 1) / page * page))
+  const std::size_t block =
+      r.block_bytes > SIZE_MAX - (page - 1) ? 0 : (r.block_bytes + page - 1) / page * page;
+  if (block == 0 || r.blocks > SIZE_MAX / block)
     raise(errc::overflow, "lease: " + std::to_string(r.blocks) + " blocks of " +
                               std::to_string(r.block_bytes) +
                               " bytes (page-rounded) overflow size_t");
-  const std::size_t block = (r.block_bytes + page - 1) / page * page;
   allocate_request backing{block * r.blocks, 1, page, attach_flag::global, {}, {}};
   backing.label = "lease: " + std::to_string(r.blocks) + " x " + detail::bytes(block) +
                   (r.label.empty() ? "" : " " + r.label);
