@@ -5,10 +5,10 @@
 #include <functional>
 #include <memory>
 
-#include "memory/allocator_stats.hpp"
-#include "memory/detail/control_block.hpp"
+#include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/detail/control_block.hpp>
 
-#include "sys/backend.hpp"
+#include <uma/sys/backend.hpp>
 
 namespace uma {
 

@@ -1,4 +1,4 @@
-#include "actors/allocator_supervisor.hpp"
+#include <uma/actors/allocator_supervisor.hpp>
 
 #include <deque>
 #include <map>
@@ -9,8 +9,8 @@
 #include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/managed_allocator.hpp"
-#include "messages/error_category.hpp"
+#include <uma/actors/managed_allocator.hpp>
+#include <uma/messages/error_category.hpp>
 
 namespace uma {
 

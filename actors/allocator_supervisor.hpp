@@ -2,8 +2,8 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/supervision.hpp"
-#include "messages/interface.hpp"
+#include <uma/actors/supervision.hpp>
+#include <uma/messages/interface.hpp>
 
 namespace uma {
 

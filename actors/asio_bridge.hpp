@@ -41,9 +41,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 
-#include "actors/client.hpp"
-#include "messages/error_category.hpp"
-#include "messages/interface.hpp"
+#include <uma/actors/client.hpp>
+#include <uma/messages/error_category.hpp>
+#include <uma/messages/interface.hpp>
 
 namespace uma::asio {
 

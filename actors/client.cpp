@@ -1,4 +1,4 @@
-#include "actors/client.hpp"
+#include <uma/actors/client.hpp>
 
 namespace uma {
 

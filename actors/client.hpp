@@ -8,8 +8,8 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/managed_allocator.hpp"
-#include "messages/error_category.hpp"
+#include <uma/actors/managed_allocator.hpp>
+#include <uma/messages/error_category.hpp>
 
 namespace uma {
 

@@ -1,4 +1,4 @@
-#include "actors/managed_allocator.hpp"
+#include <uma/actors/managed_allocator.hpp>
 
 #include <cstdio>
 #include <functional>
@@ -8,12 +8,12 @@
 #include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/detail/allocation_core.hpp"
-#include "actors/request_checks.hpp"
-#include "memory/advice_ops.hpp"
-#include "memory/location_rules.hpp"
-#include "messages/error_category.hpp"
-#include "sys/worker_lanes.hpp"
+#include <uma/actors/detail/allocation_core.hpp>
+#include <uma/actors/request_checks.hpp>
+#include <uma/memory/advice_ops.hpp>
+#include <uma/memory/location_rules.hpp>
+#include <uma/messages/error_category.hpp>
+#include <uma/sys/worker_lanes.hpp>
 
 namespace uma {
 

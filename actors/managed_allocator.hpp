@@ -2,8 +2,8 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/allocator_config.hpp"
-#include "messages/interface.hpp"
+#include <uma/actors/allocator_config.hpp>
+#include <uma/messages/interface.hpp>
 
 namespace uma {
 

@@ -1,4 +1,4 @@
-#include "actors/remote_client.hpp"
+#include <uma/actors/remote_client.hpp>
 
 #include <functional>
 #include <map>

@@ -1,4 +1,4 @@
-#include "actors/remote_gateway.hpp"
+#include <uma/actors/remote_gateway.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,7 +10,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "messages/error_category.hpp"
+#include <uma/messages/error_category.hpp>
 
 namespace uma {
 

@@ -7,8 +7,8 @@
 
 #include <caf/actor_system.hpp>
 
-#include "messages/interface.hpp"
-#include "messages/remote_interface.hpp"
+#include <uma/messages/interface.hpp>
+#include <uma/messages/remote_interface.hpp>
 
 namespace uma {
 

@@ -1,10 +1,10 @@
-#include "actors/request_checks.hpp"
+#include <uma/actors/request_checks.hpp>
 
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include "sys/detail/format.hpp"
+#include <uma/sys/detail/format.hpp>
 
 namespace uma {
 

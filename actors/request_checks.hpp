@@ -4,9 +4,9 @@
 #include <span>
 #include <vector>
 
-#include "memory/managed_ref.hpp"
-#include "messages/requests.hpp"
-#include "sys/backend.hpp"
+#include <uma/memory/managed_ref.hpp>
+#include <uma/messages/requests.hpp>
+#include <uma/sys/backend.hpp>
 
 namespace uma {
 

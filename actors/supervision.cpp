@@ -1,8 +1,8 @@
-#include "actors/supervision.hpp"
+#include <uma/actors/supervision.hpp>
 
 #include <caf/exit_reason.hpp>
 
-#include "messages/error_category.hpp"
+#include <uma/messages/error_category.hpp>
 
 namespace uma {
 

@@ -7,7 +7,7 @@
 
 #include <caf/error.hpp>
 
-#include "actors/allocator_config.hpp"
+#include <uma/actors/allocator_config.hpp>
 
 namespace uma {
 

@@ -16,7 +16,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "messages/interface.hpp"
+#include <uma/messages/interface.hpp>
 
 namespace uma::bench {
 

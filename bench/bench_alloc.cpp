@@ -9,7 +9,7 @@
 #include <caf/scheduler/abstract_coordinator.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/client.hpp"
+#include <uma/actors/client.hpp>
 #include "bench/bench_actors.hpp"
 #include "bench/bench_context.hpp"
 #include "bench/cuda_ops.hpp"

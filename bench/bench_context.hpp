@@ -6,10 +6,10 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/allocator_config.hpp"
+#include <uma/actors/allocator_config.hpp>
+#include <uma/sys/backend.hpp>
 #include "bench/bench_options.hpp"
 #include "bench/bench_report.hpp"
-#include "sys/backend.hpp"
 
 namespace uma::bench {
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "actors/client.hpp"
+#include <uma/actors/client.hpp>
 #include "bench/bench_context.hpp"
 #include "bench/bench_gpu_util.hpp"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "sys/backend.hpp"
+#include <uma/sys/backend.hpp>
 
 namespace uma::bench {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <thread>
 
-#include "actors/client.hpp"
+#include <uma/actors/client.hpp>
 #include "bench/bench_context.hpp"
 #include "bench/bench_gpu_util.hpp"
 

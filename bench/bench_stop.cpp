@@ -4,8 +4,8 @@
 
 #include <caf/scoped_actor.hpp>
 
-#include "actors/client.hpp"
-#include "actors/managed_allocator.hpp"
+#include <uma/actors/client.hpp>
+#include <uma/actors/managed_allocator.hpp>
 #include "bench/bench_actors.hpp"
 #include "bench/bench_context.hpp"
 

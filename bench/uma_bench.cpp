@@ -16,11 +16,11 @@
 #include <caf/config_value.hpp>
 #include <caf/scheduler/abstract_coordinator.hpp>
 
+#include <uma/messages/register_types.hpp>
+#include <uma/sys/cuda_backend.hpp>
+#include <uma/sys/error.hpp>
 #include "bench/bench_context.hpp"
 #include "bench/cuda_ops.hpp"
-#include "messages/register_types.hpp"
-#include "sys/cuda_backend.hpp"
-#include "sys/error.hpp"
 
 namespace {
 

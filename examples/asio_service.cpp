@@ -33,8 +33,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
-#include "actors/asio_bridge.hpp"
-#include "messages/register_types.hpp"
+#include <uma/actors/asio_bridge.hpp>
+#include <uma/messages/register_types.hpp>
 
 namespace {
 

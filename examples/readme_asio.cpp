@@ -8,8 +8,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "actors/asio_bridge.hpp"
-#include "messages/register_types.hpp"
+#include <uma/actors/asio_bridge.hpp>
+#include <uma/messages/register_types.hpp>
 
 namespace net = boost::asio;
 

@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "actors/allocator_supervisor.hpp"
-#include "actors/client.hpp"
-#include "messages/register_types.hpp"
-#include "sys/fault_injecting_backend.hpp"
+#include <uma/actors/allocator_supervisor.hpp>
+#include <uma/actors/client.hpp>
+#include <uma/messages/register_types.hpp>
+#include <uma/sys/fault_injecting_backend.hpp>
 
 namespace {
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <string_view>
 
-#include "actors/client.hpp"
+#include <uma/actors/client.hpp>
+#include <uma/messages/register_types.hpp>
 #include "examples/worker_pipeline.hpp"
-#include "messages/register_types.hpp"
 
 namespace {
 

@@ -15,8 +15,8 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/managed_allocator.hpp"
-#include "memory/allocator_stats.hpp"
+#include <uma/actors/managed_allocator.hpp>
+#include <uma/memory/allocator_stats.hpp>
 
 namespace uma::pipeline {
 

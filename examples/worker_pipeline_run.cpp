@@ -25,7 +25,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "messages/error_category.hpp"
+#include <uma/messages/error_category.hpp>
 
 #ifdef UMA_PIPELINE_CUDA
 #include "examples/worker_pipeline_kernel.hpp"

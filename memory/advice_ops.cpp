@@ -1,4 +1,4 @@
-#include "memory/advice_ops.hpp"
+#include <uma/memory/advice_ops.hpp>
 
 #include <algorithm>
 #include <cstdio>

@@ -2,8 +2,8 @@
 
 #include <span>
 
-#include "memory/advice_state.hpp"
-#include "sys/backend.hpp"
+#include <uma/memory/advice_state.hpp>
+#include <uma/sys/backend.hpp>
 
 namespace uma {
 

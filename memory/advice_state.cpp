@@ -1,4 +1,4 @@
-#include "memory/advice_state.hpp"
+#include <uma/memory/advice_state.hpp>
 
 #include <algorithm>
 

@@ -3,8 +3,8 @@
 #include <optional>
 #include <vector>
 
-#include "sys/advice.hpp"
-#include "sys/location.hpp"
+#include <uma/sys/advice.hpp>
+#include <uma/sys/location.hpp>
 
 namespace uma {
 

@@ -1,4 +1,4 @@
-#include "memory/allocator_stats.hpp"
+#include <uma/memory/allocator_stats.hpp>
 
 #include <numeric>
 

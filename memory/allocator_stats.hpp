@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sys/error.hpp"
+#include <uma/sys/error.hpp>
 
 namespace uma {
 

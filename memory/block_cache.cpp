@@ -1,4 +1,4 @@
-#include "memory/block_cache.hpp"
+#include <uma/memory/block_cache.hpp>
 
 #include <string>
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <utility>
 
-#include "memory/detail/lease_state.hpp"
+#include <uma/memory/detail/lease_state.hpp>
 
 namespace uma {
 

@@ -1,4 +1,4 @@
-#include "memory/coalesce.hpp"
+#include <uma/memory/coalesce.hpp>
 
 #include <algorithm>
 #include <tuple>

@@ -4,8 +4,8 @@
 #include <span>
 #include <vector>
 
-#include "sys/backend.hpp"
-#include "sys/location.hpp"
+#include <uma/sys/backend.hpp>
+#include <uma/sys/location.hpp>
 
 namespace uma {
 

@@ -1,8 +1,8 @@
-#include "memory/location_rules.hpp"
+#include <uma/memory/location_rules.hpp>
 
 #include <string>
 
-#include "sys/error.hpp"
+#include <uma/sys/error.hpp>
 
 namespace uma {
 

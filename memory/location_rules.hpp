@@ -1,8 +1,8 @@
 #pragma once
 
-#include "sys/advice.hpp"
-#include "sys/backend.hpp"
-#include "sys/location.hpp"
+#include <uma/sys/advice.hpp>
+#include <uma/sys/backend.hpp>
+#include <uma/sys/location.hpp>
 
 namespace uma {
 

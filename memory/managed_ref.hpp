@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "memory/detail/control_block.hpp"
-#include "sys/error.hpp"
+#include <uma/memory/detail/control_block.hpp>
+#include <uma/sys/error.hpp>
 
 namespace uma {
 
@@ -170,4 +170,4 @@ using byte_ref = ManagedRef<std::byte>;
 
 }  // namespace uma
 
-#include "memory/pin.hpp"
+#include <uma/memory/pin.hpp>

@@ -4,7 +4,7 @@
 #include <span>
 #include <utility>
 
-#include "memory/managed_ref.hpp"
+#include <uma/memory/managed_ref.hpp>
 
 namespace uma {
 

@@ -1,8 +1,8 @@
-#include "memory/pool.hpp"
+#include <uma/memory/pool.hpp>
 
 #include <algorithm>
 
-#include "sys/error.hpp"
+#include <uma/sys/error.hpp>
 
 namespace uma {
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "sys/backend.hpp"
+#include <uma/sys/backend.hpp>
 
 namespace uma {
 

@@ -1,4 +1,4 @@
-#include "memory/region_table.hpp"
+#include <uma/memory/region_table.hpp>
 
 #include <algorithm>
 

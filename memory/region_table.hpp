@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "memory/advice_state.hpp"
-#include "memory/detail/control_block.hpp"
-#include "sys/backend.hpp"
+#include <uma/memory/advice_state.hpp>
+#include <uma/memory/detail/control_block.hpp>
+#include <uma/sys/backend.hpp>
 
 namespace uma {
 

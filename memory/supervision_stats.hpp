@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/allocator_stats.hpp"
+#include <uma/memory/allocator_stats.hpp>
 
 namespace uma {
 

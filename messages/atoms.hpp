@@ -2,11 +2,11 @@
 
 #include <caf/type_id.hpp>
 
-#include "memory/allocator_stats.hpp"
-#include "memory/region_table.hpp"
-#include "memory/supervision_stats.hpp"
-#include "messages/remote_types.hpp"
-#include "messages/requests.hpp"
+#include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/region_table.hpp>
+#include <uma/memory/supervision_stats.hpp>
+#include <uma/messages/remote_types.hpp>
+#include <uma/messages/requests.hpp>
 
 // uma's message vocabulary. Atom texts are CAF 0.17 atoms (at most 10 characters).
 CAF_BEGIN_TYPE_ID_BLOCK(uma, caf::first_custom_type_id)

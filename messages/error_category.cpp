@@ -1,4 +1,4 @@
-#include "messages/error_category.hpp"
+#include <uma/messages/error_category.hpp>
 
 #include <caf/sec.hpp>
 

@@ -5,7 +5,7 @@
 #include <caf/error.hpp>
 #include <caf/make_message.hpp>
 
-#include "sys/error.hpp"
+#include <uma/sys/error.hpp>
 
 CAF_ERROR_CODE_ENUM(uma::errc, "uma")
 

@@ -1,7 +1,7 @@
-#include "messages/register_types.hpp"
+#include <uma/messages/register_types.hpp>
 
-#include "messages/error_category.hpp"
-#include "messages/remote_interface.hpp"
+#include <uma/messages/error_category.hpp>
+#include <uma/messages/remote_interface.hpp>
 
 namespace uma {
 

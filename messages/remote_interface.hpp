@@ -7,7 +7,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "messages/atoms.hpp"
+#include <uma/messages/atoms.hpp>
 
 namespace uma {
 

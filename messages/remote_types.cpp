@@ -1,4 +1,4 @@
-#include "messages/remote_types.hpp"
+#include <uma/messages/remote_types.hpp>
 
 namespace uma {
 

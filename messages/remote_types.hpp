@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "memory/allocator_stats.hpp"
-#include "memory/region_table.hpp"
-#include "messages/requests.hpp"
-#include "sys/advice.hpp"
-#include "sys/backend.hpp"
-#include "sys/location.hpp"
+#include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/region_table.hpp>
+#include <uma/messages/requests.hpp>
+#include <uma/sys/advice.hpp>
+#include <uma/sys/backend.hpp>
+#include <uma/sys/location.hpp>
 
 namespace uma {
 

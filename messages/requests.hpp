@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "memory/block_cache.hpp"
-#include "memory/managed_ref.hpp"
-#include "sys/advice.hpp"
-#include "sys/backend.hpp"
-#include "sys/location.hpp"
+#include <uma/memory/block_cache.hpp>
+#include <uma/memory/managed_ref.hpp>
+#include <uma/sys/advice.hpp>
+#include <uma/sys/backend.hpp>
+#include <uma/sys/location.hpp>
 
 namespace uma {
 

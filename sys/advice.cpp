@@ -1,4 +1,4 @@
-#include "sys/advice.hpp"
+#include <uma/sys/advice.hpp>
 
 namespace uma {
 

@@ -1,8 +1,8 @@
-#include "sys/backend.hpp"
+#include <uma/sys/backend.hpp>
 
-#include "sys/cuda_backend.hpp"
-#include "sys/error.hpp"
-#include "sys/host_backend.hpp"
+#include <uma/sys/cuda_backend.hpp>
+#include <uma/sys/error.hpp>
+#include <uma/sys/host_backend.hpp>
 
 namespace uma {
 

@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include "sys/advice.hpp"
-#include "sys/device_capabilities.hpp"
-#include "sys/location.hpp"
-#include "sys/memory_kind.hpp"
+#include <uma/sys/advice.hpp>
+#include <uma/sys/device_capabilities.hpp>
+#include <uma/sys/location.hpp>
+#include <uma/sys/memory_kind.hpp>
 
 namespace uma {
 

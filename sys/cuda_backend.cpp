@@ -1,4 +1,4 @@
-#include "sys/cuda_backend.hpp"
+#include <uma/sys/cuda_backend.hpp>
 
 // cuda.h is included for the driver API's types only (CUresult, CUpointer_attribute): its one
 // function is reached through cudaGetDriverEntryPointByVersion, so libcuda is never linked and
@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "sys/cuda_check.hpp"
+#include <uma/sys/cuda_check.hpp>
 
 namespace uma {
 

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "sys/backend.hpp"
-#include "sys/error.hpp"
+#include <uma/sys/backend.hpp>
+#include <uma/sys/error.hpp>
 
 namespace uma {
 

@@ -1,4 +1,4 @@
-#include "sys/cuda_check.hpp"
+#include <uma/sys/cuda_check.hpp>
 
 #include <cstdint>
 #include <cstdio>

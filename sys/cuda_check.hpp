@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "sys/error.hpp"
+#include <uma/sys/error.hpp>
 
 namespace uma::detail {
 

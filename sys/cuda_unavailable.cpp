@@ -1,6 +1,6 @@
 // probe_cuda / make_cuda_backend for builds without the CUDA toolkit: CUDA is never usable.
 
-#include "sys/cuda_backend.hpp"
+#include <uma/sys/cuda_backend.hpp>
 
 namespace uma {
 

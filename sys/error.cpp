@@ -1,4 +1,4 @@
-#include "sys/error.hpp"
+#include <uma/sys/error.hpp>
 
 namespace uma {
 

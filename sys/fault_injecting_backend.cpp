@@ -1,4 +1,4 @@
-#include "sys/fault_injecting_backend.hpp"
+#include <uma/sys/fault_injecting_backend.hpp>
 
 #include <charconv>
 

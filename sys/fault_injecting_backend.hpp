@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "sys/backend.hpp"
-#include "sys/error.hpp"
+#include <uma/sys/backend.hpp>
+#include <uma/sys/error.hpp>
 
 namespace uma {
 

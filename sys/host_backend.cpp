@@ -1,4 +1,4 @@
-#include "sys/host_backend.hpp"
+#include <uma/sys/host_backend.hpp>
 
 #include <sched.h>
 #include <sys/mman.h>
@@ -10,8 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "sys/detail/format.hpp"
-#include "sys/error.hpp"
+#include <uma/sys/detail/format.hpp>
+#include <uma/sys/error.hpp>
 
 namespace uma {
 

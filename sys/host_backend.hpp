@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "sys/backend.hpp"
+#include <uma/sys/backend.hpp>
 
 namespace uma {
 

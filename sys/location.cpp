@@ -1,4 +1,4 @@
-#include "sys/location.hpp"
+#include <uma/sys/location.hpp>
 
 namespace uma {
 

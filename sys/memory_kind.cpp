@@ -1,4 +1,4 @@
-#include "sys/memory_kind.hpp"
+#include <uma/sys/memory_kind.hpp>
 
 namespace uma {
 

@@ -1,4 +1,4 @@
-#include "sys/work_queue.hpp"
+#include <uma/sys/work_queue.hpp>
 
 namespace uma {
 

@@ -1,4 +1,4 @@
-#include "sys/worker_lanes.hpp"
+#include <uma/sys/worker_lanes.hpp>
 
 #include <atomic>
 

@@ -7,9 +7,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "sys/backend.hpp"
-#include "sys/location.hpp"
-#include "sys/work_queue.hpp"
+#include <uma/sys/backend.hpp>
+#include <uma/sys/location.hpp>
+#include <uma/sys/work_queue.hpp>
 
 namespace uma {
 

@@ -1,4 +1,4 @@
-#include "actors/asio_bridge.hpp"
+#include <uma/actors/asio_bridge.hpp>
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "actors/allocator_supervisor.hpp"
+#include <uma/actors/allocator_supervisor.hpp>
 #include "support/actor_fixture.hpp"
 
 namespace uma {

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <uma/sys/fault_injecting_backend.hpp>
+#include <uma/sys/host_backend.hpp>
 #include "support/actor_fixture.hpp"
-#include "sys/fault_injecting_backend.hpp"
-#include "sys/host_backend.hpp"
 
 namespace uma {
 namespace {

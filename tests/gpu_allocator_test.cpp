@@ -7,11 +7,11 @@
 #include <cstring>
 #include <thread>
 
-#include "actors/allocator_supervisor.hpp"
+#include <uma/actors/allocator_supervisor.hpp>
+#include <uma/sys/cuda_backend.hpp>
+#include <uma/sys/fault_injecting_backend.hpp>
 #include "support/actor_fixture.hpp"
 #include "support/cuda_kernels.hpp"
-#include "sys/cuda_backend.hpp"
-#include "sys/fault_injecting_backend.hpp"
 
 namespace uma {
 namespace {

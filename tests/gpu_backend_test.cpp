@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "sys/backend.hpp"
-#include "sys/cuda_backend.hpp"
+#include <uma/sys/backend.hpp>
+#include <uma/sys/cuda_backend.hpp>
 #include "tests/support/cuda_kernels.hpp"
 
 namespace uma {

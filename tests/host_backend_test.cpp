@@ -2,9 +2,9 @@
 
 #include <cstring>
 
+#include <uma/sys/error.hpp>
+#include <uma/sys/host_backend.hpp>
 #include "support/actor_fixture.hpp"
-#include "sys/error.hpp"
-#include "sys/host_backend.hpp"
 
 namespace uma {
 namespace {

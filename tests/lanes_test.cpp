@@ -9,9 +9,9 @@
 #include <future>
 #include <thread>
 
+#include <uma/sys/fault_injecting_backend.hpp>
+#include <uma/sys/worker_lanes.hpp>
 #include "support/reliability_fixture.hpp"
-#include "sys/fault_injecting_backend.hpp"
-#include "sys/worker_lanes.hpp"
 
 namespace uma {
 namespace {

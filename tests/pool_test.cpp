@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "memory/advice_state.hpp"
-#include "memory/coalesce.hpp"
-#include "memory/pool.hpp"
+#include <uma/memory/advice_state.hpp>
+#include <uma/memory/coalesce.hpp>
+#include <uma/memory/pool.hpp>
 #include "support/actor_fixture.hpp"
 
 namespace uma {

@@ -17,8 +17,8 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 
-#include "actors/remote_client.hpp"
-#include "messages/register_types.hpp"
+#include <uma/actors/remote_client.hpp>
+#include <uma/messages/register_types.hpp>
 
 namespace {
 

@@ -9,10 +9,10 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/allocator_supervisor.hpp"
-#include "actors/remote_gateway.hpp"
+#include <uma/actors/allocator_supervisor.hpp>
+#include <uma/actors/remote_gateway.hpp>
+#include <uma/sys/fault_injecting_backend.hpp>
 #include "support/actor_fixture.hpp"
-#include "sys/fault_injecting_backend.hpp"
 
 namespace uma {
 namespace {

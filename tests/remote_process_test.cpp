@@ -23,14 +23,14 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/allocator_supervisor.hpp"
-#include "actors/client.hpp"
-#include "actors/remote_client.hpp"
-#include "actors/remote_gateway.hpp"
-#include "messages/register_types.hpp"
+#include <uma/actors/allocator_supervisor.hpp>
+#include <uma/actors/client.hpp>
+#include <uma/actors/remote_client.hpp>
+#include <uma/actors/remote_gateway.hpp>
+#include <uma/messages/register_types.hpp>
+#include <uma/sys/host_backend.hpp>
 #include "support/actor_fixture.hpp"
 #include "support/child_process.hpp"
-#include "sys/host_backend.hpp"
 #include "tools/stats_format.hpp"
 
 namespace uma {

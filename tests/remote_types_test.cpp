@@ -13,9 +13,9 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/message.hpp>
 
-#include "messages/error_category.hpp"
-#include "messages/register_types.hpp"
-#include "messages/remote_interface.hpp"
+#include <uma/messages/error_category.hpp>
+#include <uma/messages/register_types.hpp>
+#include <uma/messages/remote_interface.hpp>
 #include "support/actor_fixture.hpp"
 
 namespace uma {

@@ -51,9 +51,11 @@ TEST(StatsJson, ListsEveryErrorCodeUnderFailuresZerosIncluded) {
   EXPECT_TRUE(contains(json, "\"failures\": {\n    \"out_of_memory\": 0,\n")) << json;
   EXPECT_TRUE(contains(json, "\"quota_exceeded\": 2")) << json;
   EXPECT_TRUE(contains(json, "\"invalid_argument\": 5")) << json;
-  for (std::size_t i = 1; i < errc_slots; ++i)
-    EXPECT_TRUE(contains(json, "\"" + std::string(to_string(static_cast<errc>(i))) + "\": "))
-        << to_string(static_cast<errc>(i));
+  for (std::size_t i = 1; i < errc_slots; ++i) {
+    std::string key = "\"";
+    key.append(to_string(static_cast<errc>(i))).append("\": ");
+    EXPECT_TRUE(contains(json, key)) << to_string(static_cast<errc>(i));
+  }
 }
 
 TEST(StatsJson, IsOneObjectWithoutATrailingComma) {

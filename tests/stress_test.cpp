@@ -26,9 +26,9 @@
 #include <thread>
 #include <vector>
 
-#include "actors/allocator_supervisor.hpp"
+#include <uma/actors/allocator_supervisor.hpp>
+#include <uma/sys/fault_injecting_backend.hpp>
 #include "support/reliability_fixture.hpp"
-#include "sys/fault_injecting_backend.hpp"
 
 namespace uma {
 namespace {

@@ -5,9 +5,9 @@
 #include <thread>
 #include <vector>
 
-#include "actors/allocator_supervisor.hpp"
+#include <uma/actors/allocator_supervisor.hpp>
+#include <uma/sys/fault_injecting_backend.hpp>
 #include "support/actor_fixture.hpp"
-#include "sys/fault_injecting_backend.hpp"
 
 namespace uma {
 namespace {

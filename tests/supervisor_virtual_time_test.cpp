@@ -8,11 +8,11 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
-#include "actors/allocator_supervisor.hpp"
-#include "messages/error_category.hpp"
-#include "messages/register_types.hpp"
-#include "sys/fault_injecting_backend.hpp"
-#include "sys/host_backend.hpp"
+#include <uma/actors/allocator_supervisor.hpp>
+#include <uma/messages/error_category.hpp>
+#include <uma/messages/register_types.hpp>
+#include <uma/sys/fault_injecting_backend.hpp>
+#include <uma/sys/host_backend.hpp>
 
 namespace uma {
 namespace {

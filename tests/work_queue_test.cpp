@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "sys/work_queue.hpp"
+#include <uma/sys/work_queue.hpp>
 
 namespace uma {
 namespace {

@@ -6,7 +6,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 
-#include "messages/register_types.hpp"
+#include <uma/messages/register_types.hpp>
 #include "tools/cli_options.hpp"
 
 namespace uma::cli {

@@ -8,8 +8,8 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/allocator_supervisor.hpp"
-#include "actors/client.hpp"
+#include <uma/actors/allocator_supervisor.hpp>
+#include <uma/actors/client.hpp>
 #include "examples/worker_pipeline.hpp"
 #include "tools/cli_commands.hpp"
 #include "tools/stats_format.hpp"

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <string>
 
-#include "sys/cuda_backend.hpp"
+#include <uma/sys/cuda_backend.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/memory_model.hpp"
 #include "tools/stats_format.hpp"

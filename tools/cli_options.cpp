@@ -224,8 +224,8 @@ struct parser {
   bool refuse(const std::string& what) {
     out.error = "uma";
     if (o.what != command::help)
-      out.error += " " + std::string(to_string(o.what));
-    out.error += ": " + what;
+      out.error.append(" ").append(to_string(o.what));
+    out.error.append(": ").append(what);
     return false;
   }
 

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "sys/fault_injecting_backend.hpp"
+#include <uma/sys/fault_injecting_backend.hpp>
 
 // Command-line parsing of the `uma` tool: which command, which options, and the usage texts.
 // Pure functions over the argument list, so tests can check what is accepted and refused.
@@ -15,7 +15,7 @@
 #include <string_view>
 #include <utility>
 
-#include "sys/backend.hpp"
+#include <uma/sys/backend.hpp>
 
 namespace uma::cli {
 

@@ -12,9 +12,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/allocator_supervisor.hpp"
-#include "actors/remote_gateway.hpp"
-#include "sys/fault_injecting_backend.hpp"
+#include <uma/actors/allocator_supervisor.hpp>
+#include <uma/actors/remote_gateway.hpp>
+#include <uma/sys/fault_injecting_backend.hpp>
 #include "tools/cli_commands.hpp"
 
 namespace uma::cli {

@@ -5,8 +5,8 @@
 
 #include <caf/actor_system.hpp>
 
-#include "actors/client.hpp"
-#include "actors/remote_client.hpp"
+#include <uma/actors/client.hpp>
+#include <uma/actors/remote_client.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/stats_format.hpp"
 

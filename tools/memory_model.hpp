@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "sys/device_capabilities.hpp"
+#include <uma/sys/device_capabilities.hpp>
 
 namespace uma::cli {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "memory/allocator_stats.hpp"
+#include <uma/memory/allocator_stats.hpp>
 
 namespace uma::cli {
 

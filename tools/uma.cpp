@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sys/error.hpp"
+#include <uma/sys/error.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/cli_options.hpp"
 

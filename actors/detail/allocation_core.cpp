@@ -1,12 +1,12 @@
-#include "actors/detail/allocation_core.hpp"
+#include <uma/actors/detail/allocation_core.hpp>
 
 #include <algorithm>
 #include <bit>
 #include <cstdio>
 
-#include "memory/advice_ops.hpp"
-#include "messages/error_category.hpp"
-#include "sys/detail/format.hpp"
+#include <uma/memory/advice_ops.hpp>
+#include <uma/messages/error_category.hpp>
+#include <uma/sys/detail/format.hpp>
 
 namespace uma::detail {
 

@@ -13,14 +13,14 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/allocator_config.hpp"
-#include "memory/advice_state.hpp"
-#include "memory/allocator_stats.hpp"
-#include "memory/coalesce.hpp"
-#include "memory/pool.hpp"
-#include "memory/region_table.hpp"
-#include "messages/requests.hpp"
-#include "sys/worker_lanes.hpp"
+#include <uma/actors/allocator_config.hpp>
+#include <uma/memory/advice_state.hpp>
+#include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/coalesce.hpp>
+#include <uma/memory/pool.hpp>
+#include <uma/memory/region_table.hpp>
+#include <uma/messages/requests.hpp>
+#include <uma/sys/worker_lanes.hpp>
 
 namespace uma::detail {
 

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <numeric>
 
-#include "actors/client.hpp"
-#include "messages/register_types.hpp"
+#include <uma/actors/client.hpp>
+#include <uma/messages/register_types.hpp>
 
 namespace {
 

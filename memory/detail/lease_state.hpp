@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "memory/managed_ref.hpp"
+#include <uma/memory/managed_ref.hpp>
 
 namespace uma::detail {
 

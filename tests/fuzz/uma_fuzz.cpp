@@ -29,10 +29,10 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/client.hpp"
-#include "messages/register_types.hpp"
-#include "sys/fault_injecting_backend.hpp"
-#include "sys/host_backend.hpp"
+#include <uma/actors/client.hpp>
+#include <uma/messages/register_types.hpp>
+#include <uma/sys/fault_injecting_backend.hpp>
+#include <uma/sys/host_backend.hpp>
 
 namespace {
 

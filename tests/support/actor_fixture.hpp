@@ -6,9 +6,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include "actors/client.hpp"
-#include "messages/register_types.hpp"
-#include "sys/host_backend.hpp"
+#include <uma/actors/client.hpp>
+#include <uma/messages/register_types.hpp>
+#include <uma/sys/host_backend.hpp>
 
 namespace uma::test {
 

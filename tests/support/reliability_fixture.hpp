@@ -6,10 +6,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
+#include <uma/actors/client.hpp>
+#include <uma/messages/register_types.hpp>
+#include <uma/sys/host_backend.hpp>
 #include "actor_fixture.hpp"
-#include "actors/client.hpp"
-#include "messages/register_types.hpp"
-#include "sys/host_backend.hpp"
 
 #if defined(__SANITIZE_THREAD__)
 #define UMA_TEST_TSAN 1
