@@ -13,6 +13,7 @@
 #include <uma/memory/advice_ops.hpp>
 #include <uma/memory/location_rules.hpp>
 #include <uma/messages/error_category.hpp>
+#include <uma/sys/log.hpp>
 #include <uma/sys/worker_lanes.hpp>
 
 namespace uma {
@@ -400,7 +401,7 @@ class managed_allocator final : public allocator_impl::base {
     try {
       backend_->synchronize();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "uma: post_stop synchronize failed: %s\n", e.what());
+      log(log_level::error, std::string("post_stop synchronize failed: ") + e.what());
     }
     core_.stop(report);
     auto pending = std::exchange(pending_, {});
@@ -416,7 +417,7 @@ class managed_allocator final : public allocator_impl::base {
       try {
         config_.on_stop(core_.stats(), report);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "uma: on_stop callback failed: %s\n", e.what());
+        log(log_level::error, std::string("on_stop callback failed: ") + e.what());
       }
     }
     control_->finish_stop(std::move(report));

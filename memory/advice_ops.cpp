@@ -5,6 +5,8 @@
 #include <exception>
 #include <vector>
 
+#include <uma/sys/log.hpp>
+
 namespace uma {
 
 void apply_advice_whole(backend& b, std::span<const byte_range> ranges, advice what,
@@ -41,8 +43,8 @@ void reset_advice(backend& b, byte_range range, const advice_state& state, int d
         b.advise(range, advice::unset_accessed_by, location::device(d));
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "uma: could not reset the advice of a released pool block: %s\n",
-                 e.what());
+    log(log_level::warning,
+        std::string("could not reset the advice of a released pool block: ") + e.what());
   }
 }
 
@@ -70,7 +72,8 @@ void restore_advice(backend& b, byte_range r, advice what, location where,
       }
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "uma: could not restore advice after a failed batch: %s\n", e.what());
+    log(log_level::warning,
+        std::string("could not restore advice after a failed batch: ") + e.what());
   }
 }
 

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include <uma/sys/cuda_check.hpp>
+#include <uma/sys/detail/format.hpp>
+#include <uma/sys/log.hpp>
 
 namespace uma {
 
@@ -330,16 +332,16 @@ class cuda_backend final : public backend {
     }
     if (!known) {
       // Never hand a foreign pointer to cudaFree: it might belong to someone else's allocation.
-      std::fprintf(stderr,
-                   "uma: free_managed(%p, %zu bytes): not a live allocation of this backend "
-                   "(foreign pointer or double free); left alone\n",
-                   ptr, bytes);
+      log(log_level::warning, "free_managed(" + detail::hex(ptr) + ", " + std::to_string(bytes) +
+                                  " bytes): not a live allocation of this backend (foreign "
+                                  "pointer or double free); left alone");
       bump(counters_.bad_frees);
       return;
     }
     if (recorded != bytes) {
-      std::fprintf(stderr, "uma: free_managed(%p): freed as %zu bytes but allocated as %zu bytes\n",
-                   ptr, bytes, recorded);
+      log(log_level::warning, "free_managed(" + detail::hex(ptr) + "): freed as " +
+                                  std::to_string(bytes) + " bytes but allocated as " +
+                                  std::to_string(recorded) + " bytes");
     }
     const cudaError_t status = cudaFree(ptr);
     if (status == cudaSuccess || status == cudaErrorCudartUnloading) {
@@ -347,9 +349,10 @@ class cuda_backend final : public backend {
       bump(counters_.frees);
       return;
     }
-    std::fprintf(stderr, "uma: cudaFree(%p) of %zu bytes failed: %s (%s)%s\n", ptr, recorded,
-                 cudaGetErrorName(status), cudaGetErrorString(status),
-                 detail::is_sticky_cuda_error(status) ? "; the CUDA context is poisoned" : "");
+    log(log_level::error,
+        "cudaFree(" + detail::hex(ptr) + ") of " + std::to_string(recorded) +
+            " bytes failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")" +
+            (detail::is_sticky_cuda_error(status) ? "; the CUDA context is poisoned" : ""));
     if (!detail::is_sticky_cuda_error(status)) {
       static_cast<void>(cudaGetLastError());
     }
@@ -552,8 +555,8 @@ class cuda_backend final : public backend {
 
   void prepare_thread() noexcept override {
     if (const cudaError_t status = cudaSetDevice(0); status != cudaSuccess)
-      std::fprintf(stderr, "uma: a worker thread could not make device 0 current: %s (%s)\n",
-                   cudaGetErrorName(status), cudaGetErrorString(status));
+      log(log_level::error, std::string("a worker thread could not make device 0 current: ") +
+                                cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
   }
 
   void synchronize() override {
@@ -654,8 +657,9 @@ class cuda_backend final : public backend {
     }
     static_cast<void>(cudaGetLastError());
     if (batch_available_.exchange(false, std::memory_order_relaxed)) {
-      std::fprintf(stderr, "uma: %s: %s (%s); using single-range calls from now on\n", call,
-                   cudaGetErrorName(status), cudaGetErrorString(status));
+      log(log_level::warning, std::string(call) + ": " + cudaGetErrorName(status) + " (" +
+                                  cudaGetErrorString(status) +
+                                  "); using single-range calls from now on");
     }
     return true;
   }

@@ -12,6 +12,7 @@
 
 #include <uma/sys/detail/format.hpp>
 #include <uma/sys/error.hpp>
+#include <uma/sys/log.hpp>
 
 namespace uma {
 
@@ -97,10 +98,10 @@ void host_backend::free_managed(void* ptr, std::size_t bytes) noexcept {
     if (it == mappings_.end() || it->second.bytes != bytes) {
       bad_frees_.fetch_add(1, std::memory_order_relaxed);
       const bool twice = it == mappings_.end() && is_quarantined_locked(ptr);
-      std::fprintf(stderr, "uma: host free_managed(%s, %zu bytes): %s\n", detail::hex(ptr).c_str(),
-                   bytes,
-                   twice ? "double free (the region was freed before and is quarantined)"
-                         : "not a live allocation");
+      log(log_level::warning,
+          "host free_managed(" + detail::hex(ptr) + ", " + std::to_string(bytes) + " bytes): " +
+              (twice ? "double free (the region was freed before and is quarantined)"
+                     : "not a live allocation"));
       return;
     }
     mapped = it->second.mapped_bytes;
@@ -118,8 +119,8 @@ void host_backend::poison(void* ptr, std::size_t mapped) noexcept {
       mmap(ptr, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
            0) == MAP_FAILED) {
     if (munmap(ptr, mapped) != 0)
-      std::fprintf(stderr, "uma: munmap(%s, %zu bytes) failed: %s\n", detail::hex(ptr).c_str(),
-                   mapped, std::strerror(errno));
+      log(log_level::error, "munmap(" + detail::hex(ptr) + ", " + std::to_string(mapped) +
+                                " bytes) failed: " + std::strerror(errno));
     return;
   }
   std::pair<std::uintptr_t, std::size_t> evicted{0, 0};

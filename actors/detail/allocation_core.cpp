@@ -7,6 +7,7 @@
 #include <uma/memory/advice_ops.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/detail/format.hpp>
+#include <uma/sys/log.hpp>
 
 namespace uma::detail {
 
@@ -396,7 +397,7 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
     try {
       backend_->free_managed(base, growth_->bytes);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "uma: post_stop could not free a pool slab: %s\n", e.what());
+      log(log_level::error, std::string("post_stop could not free a pool slab: ") + e.what());
     }
   }
   // Advised leased blocks whose release was queued but not handled: back to their leases (their
@@ -427,12 +428,11 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
         leaked_lease_bytes += r->backend_bytes;
       }
       report.leaked_ids.push_back(id);
-      std::fprintf(stderr,
-                   "uma: region %llu ('%s', %zu bytes, generation %llu) is still pinned after "
-                   "the %lld ms drain timeout: leaked on purpose, never freed under a reader\n",
-                   static_cast<unsigned long long>(id), e.label.c_str(), r->bytes,
-                   static_cast<unsigned long long>(config_.generation),
-                   static_cast<long long>(config_.drain_timeout.count()));
+      log(log_level::warning,
+          "region " + std::to_string(id) + " ('" + e.label + "', " + std::to_string(r->bytes) +
+              " bytes, generation " + std::to_string(config_.generation) +
+              ") is still pinned after the " + std::to_string(config_.drain_timeout.count()) +
+              " ms drain timeout: leaked on purpose, never freed under a reader");
     } else {
       if (!r->pooled())
         backend_->free_managed(r->base, r->backend_bytes);
