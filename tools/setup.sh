@@ -2,8 +2,9 @@
 # uma's one entry point on a fresh Debian 12 machine: installs what is missing, builds, runs.
 #
 #   tools/setup.sh demo    install, build (release), run `uma demo` on the default backend
-#   tools/setup.sh test    install, build release + ASan/UBSan, run the whole test suite in both;
-#                          then the concurrency suites under TSan and a bounded libFuzzer run
+#   tools/setup.sh test    install, build release (CMake's Release type) + ASan/UBSan, run the whole
+#                          test suite in both; then the concurrency suites under TSan and a bounded
+#                          libFuzzer run. Warnings are errors here (UMA_WERROR), and only here.
 #   tools/setup.sh deps    install the Debian packages only
 #
 # Environment: UMA_JOBS (parallel build jobs, default: nproc), UMA_BUILD_ROOT (default: build),
@@ -29,10 +30,11 @@ install_deps() {
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# configure NAME [cmake args...]: a build tree under $root/NAME
+# configure NAME [cmake args...]: a build tree under $root/NAME (Release unless the args say
+# otherwise: the build type most users pick must build, warning-clean)
 configure() {
   local name=$1; shift
-  cmake -S . -B "$root/$name" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake -S . -B "$root/$name" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
   cmake --build "$root/$name" -j "$jobs"
 }
 
@@ -83,12 +85,12 @@ case "${1:-}" in
     "$root/release/uma" demo ;;
   test)
     install_deps
-    configure release -DUMA_BUILD_TESTS=ON
+    configure release -DUMA_BUILD_TESTS=ON -DUMA_WERROR=ON
     configure asan -DUMA_BUILD_TESTS=ON -DUMA_WITH_CUDA=OFF -DUMA_SANITIZE=address,undefined \
-      -DCMAKE_BUILD_TYPE=Debug
-    build_target tsan uma_reliability_tests -DUMA_SANITIZE=thread
+      -DCMAKE_BUILD_TYPE=Debug -DUMA_WERROR=ON
+    build_target tsan uma_reliability_tests -DUMA_SANITIZE=thread -DUMA_WERROR=ON
     build_target fuzz uma_fuzz -DCMAKE_CXX_COMPILER=clang++ -DUMA_BUILD_FUZZERS=ON \
-      -DUMA_SANITIZE=fuzzer-no-link,address,undefined
+      -DUMA_SANITIZE=fuzzer-no-link,address,undefined -DUMA_WERROR=ON
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     run_tests asan
     run_tests release
