@@ -1,6 +1,5 @@
 #include <uma/actors/managed_allocator.hpp>
 
-#include <cstdio>
 #include <functional>
 #include <unordered_map>
 
@@ -88,30 +87,10 @@ class managed_allocator final : public allocator_impl::base {
           return guarded<bool>([&] { return can_access(loc, ref); });
         },
         [this](regions_atom) -> std::vector<region_info> { return core_.report(); },
-        [this](flush_atom) -> caf::result<allocator_stats> {
-          // Once every lane has run what was queued before: a barrier across the lanes.
-          auto rp = make_response_promise<allocator_stats>();
-          const auto ticket = ++next_ticket_;
-          pending_.emplace(ticket, [this, rp](caf::message&, caf::error& err) mutable {
-            if (err)
-              rp.deliver(std::move(err));  // cut short by the stop
-            else
-              rp.deliver(core_.stats());
-          });
-          lanes_.barrier([hdl = caf::actor_cast<allocator_impl>(this), ticket] {
-            caf::anon_send(hdl, job_done_atom_v, ticket, caf::message{}, caf::error{}, false);
-          });
-          return rp;
-        },
+        [this](flush_atom) -> caf::result<allocator_stats> { return flush(); },
         [this](release_atom) { core_.drain_releases(); },
         [this](trim_atom) -> caf::result<std::uint64_t> {
-          // Slabs go back with cudaFree, which synchronizes the device: on the general lane.
-          return guarded<std::uint64_t>([&] {
-            return offload<std::uint64_t>(
-                worker_lanes::general,
-                [stack = core_.resources()] { return std::uint64_t{stack->trim()}; }, {},
-                completion::enqueued, [](std::uint64_t&) {});
-          });
+          return guarded<std::uint64_t>([&] { return trim(); });
         },
         [this](lease_atom, const lease_request& r) -> caf::result<block_cache> {
           return guarded<block_cache>([&] { return lease(r); });
@@ -120,17 +99,7 @@ class managed_allocator final : public allocator_impl::base {
           return guarded<std::uint64_t>([&] { return core_.set_quota(bytes); });
         },
         [this](job_done_atom, std::uint64_t ticket, caf::message& payload, caf::error& err,
-               bool fatal) {
-          auto it = pending_.find(ticket);
-          if (it == pending_.end())
-            return;
-          auto finish = std::move(it->second);
-          pending_.erase(it);
-          auto reason = fatal ? err : caf::error{};
-          finish(payload, err);
-          if (fatal)
-            quit(std::move(reason));  // the supervisor decides what comes next
-        },
+               bool fatal) { job_done(ticket, payload, err, fatal); },
     };
   }
 
@@ -144,6 +113,42 @@ class managed_allocator final : public allocator_impl::base {
 
  private:
   // -- request handlers (throw uma::error; `guarded` turns it into the reply) -----------------
+
+  /// Replies once every lane has run what was queued before: a barrier across the lanes.
+  caf::typed_response_promise<allocator_stats> flush() {
+    auto rp = make_response_promise<allocator_stats>();
+    const auto ticket = ++next_ticket_;
+    pending_.emplace(ticket, [this, rp](caf::message&, caf::error& err) mutable {
+      if (err)
+        rp.deliver(std::move(err));  // cut short by the stop
+      else
+        rp.deliver(core_.stats());
+    });
+    lanes_.barrier([hdl = caf::actor_cast<allocator_impl>(this), ticket] {
+      caf::anon_send(hdl, job_done_atom_v, ticket, caf::message{}, caf::error{}, false);
+    });
+    return rp;
+  }
+
+  /// Slabs go back with cudaFree, which synchronizes the device: on the general lane.
+  caf::typed_response_promise<std::uint64_t> trim() {
+    return offload<std::uint64_t>(
+        worker_lanes::general, [stack = core_.resources()] { return std::uint64_t{stack->trim()}; },
+        {}, completion::enqueued, [](std::uint64_t&) {});
+  }
+
+  /// A lane's job finished: its completion runs here, on the actor's thread.
+  void job_done(std::uint64_t ticket, caf::message& payload, caf::error& err, bool fatal) {
+    auto it = pending_.find(ticket);
+    if (it == pending_.end())
+      return;
+    auto finish = std::move(it->second);
+    pending_.erase(it);
+    auto reason = fatal ? err : caf::error{};
+    finish(payload, err);
+    if (fatal)
+      quit(std::move(reason));  // the supervisor decides what comes next
+  }
 
   caf::result<byte_ref> allocate(const allocate_request& r) {
     return allocate_then<byte_ref>(core_.plan_allocation(r), [](byte_ref ref) { return ref; });
@@ -160,11 +165,9 @@ class managed_allocator final : public allocator_impl::base {
         });
   }
 
-  /// Serves `req` on the actor's thread when the stack can without growing; else posts one job
-  /// on the general lane that allocates through the stack (growth, retry and quota inside it)
-  /// and whose reply carries the allocation back. `finish` makes the reply from the region.
-  /// Requests that waited are answered in arrival order (one lane, one FIFO); a reply that
-  /// arrives after a stop is dropped, and its allocation_handoff gives the memory back.
+  /// Serves `req` on the actor's thread when the stack can without growing; else one job on the
+  /// general lane allocates through the stack (growth, retry, quota) and its reply carries the
+  /// allocation back (in arrival order: one lane; a reply dropped at stop frees itself).
   template <class T, class Finish>
   caf::result<T> allocate_then(allocation_request req, Finish finish) {
     if (auto ref = core_.try_allocate_now(req))
@@ -398,8 +401,7 @@ class managed_allocator final : public allocator_impl::base {
     }
   }
 
-  // -- stop
-  // ----------------------------------------------------------------------------------------
+  // -- stop ------------------------------------------------------------------------------------
 
   void post_stop() noexcept {
     const auto start = std::chrono::steady_clock::now();
