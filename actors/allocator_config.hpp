@@ -7,16 +7,11 @@
 
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/resource_stack.hpp>
 
 #include <uma/sys/backend.hpp>
 
 namespace uma {
-
-/// How allocations are served.
-enum class allocation_policy : std::uint8_t {
-  direct,  ///< one backend allocation (cudaMallocManaged) per request
-  pool,    ///< page-aligned blocks carved from large slabs (memory/pool.hpp)
-};
 
 /// How an allocator incarnation is set up.
 struct allocator_config {
@@ -24,14 +19,16 @@ struct allocator_config {
   backend_choice choice = backend_choice::automatic;
   /// A backend to use instead of creating one (tests: a fault-injecting decorator).
   std::shared_ptr<uma::backend> backend{};
-  /// Most bytes the allocator may hold at once; 0 takes the backend's default (on CUDA 3/4 of
+  /// Most bytes the allocator may hold from the backend at once (pool slabs and direct
+  /// regions: memory/limit_resource.hpp); 0 takes the backend's default (on CUDA 3/4 of
   /// the smallest free device memory at start, on the host half of physical memory).
   std::uint64_t quota_bytes = 0;
   /// How long post_stop waits for pins to be released before leaking what is still pinned.
   std::chrono::milliseconds drain_timeout{5000};
   /// Incarnation number; refs of other generations are inert for this allocator.
   std::uint64_t generation = 1;
-  /// `direct` (the default: every region is its own allocation) or `pool`.
+  /// Which resource stack serves allocations (memory/resource_stack.hpp): `direct` (the
+  /// default: every region is its own allocation) or `pool`.
   allocation_policy policy = allocation_policy::direct;
   /// Pool growth unit, and the largest request the pool serves (larger ones go direct).
   std::size_t slab_bytes = std::size_t{64} << 20;

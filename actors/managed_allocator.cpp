@@ -1,6 +1,5 @@
 #include <uma/actors/managed_allocator.hpp>
 
-#include <cstdio>
 #include <functional>
 #include <unordered_map>
 
@@ -11,6 +10,7 @@
 #include <uma/actors/detail/allocation_core.hpp>
 #include <uma/actors/request_checks.hpp>
 #include <uma/memory/advice_ops.hpp>
+#include <uma/memory/allocation_handoff.hpp>
 #include <uma/memory/location_rules.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/log.hpp>
@@ -46,7 +46,7 @@ class managed_allocator final : public allocator_impl::base {
         config_(std::move(config)),
         backend_(std::move(backend)),
         control_(std::make_shared<detail::control_block>(config_.generation, backend_)),
-        core_(config_, backend_, control_, lanes_, [this](std::size_t slab) { grow(slab); }) {
+        core_(config_, backend_, control_, lanes_) {
     control_->set_waker([addr = address()] {
       if (auto hdl = caf::actor_cast<caf::strong_actor_ptr>(addr))
         caf::anon_send(caf::actor_cast<managed_allocator_actor>(hdl), release_atom_v);
@@ -86,26 +86,12 @@ class managed_allocator final : public allocator_impl::base {
         [this](can_access_atom, const location& loc, const byte_ref& ref) -> caf::result<bool> {
           return guarded<bool>([&] { return can_access(loc, ref); });
         },
-        [this](regions_atom) -> std::vector<region_info> {
-          return core_.table().report(config_.generation);
-        },
-        [this](flush_atom) -> caf::result<allocator_stats> {
-          // Once every lane has run what was queued before: a barrier across the lanes.
-          auto rp = make_response_promise<allocator_stats>();
-          const auto ticket = ++next_ticket_;
-          pending_.emplace(ticket, [this, rp](caf::message&, caf::error& err) mutable {
-            if (err)
-              rp.deliver(std::move(err));  // cut short by the stop
-            else
-              rp.deliver(core_.stats());
-          });
-          lanes_.barrier([hdl = caf::actor_cast<allocator_impl>(this), ticket] {
-            caf::anon_send(hdl, job_done_atom_v, ticket, caf::message{}, caf::error{}, false);
-          });
-          return rp;
-        },
+        [this](regions_atom) -> std::vector<region_info> { return core_.report(); },
+        [this](flush_atom) -> caf::result<allocator_stats> { return flush(); },
         [this](release_atom) { core_.drain_releases(); },
-        [this](trim_atom) -> std::uint64_t { return core_.trim(); },
+        [this](trim_atom) -> caf::result<std::uint64_t> {
+          return guarded<std::uint64_t>([&] { return trim(); });
+        },
         [this](lease_atom, const lease_request& r) -> caf::result<block_cache> {
           return guarded<block_cache>([&] { return lease(r); });
         },
@@ -113,17 +99,7 @@ class managed_allocator final : public allocator_impl::base {
           return guarded<std::uint64_t>([&] { return core_.set_quota(bytes); });
         },
         [this](job_done_atom, std::uint64_t ticket, caf::message& payload, caf::error& err,
-               bool fatal) {
-          auto it = pending_.find(ticket);
-          if (it == pending_.end())
-            return;
-          auto finish = std::move(it->second);
-          pending_.erase(it);
-          auto reason = fatal ? err : caf::error{};
-          finish(payload, err);
-          if (fatal)
-            quit(std::move(reason));  // the supervisor decides what comes next
-        },
+               bool fatal) { job_done(ticket, payload, err, fatal); },
     };
   }
 
@@ -138,54 +114,94 @@ class managed_allocator final : public allocator_impl::base {
  private:
   // -- request handlers (throw uma::error; `guarded` turns it into the reply) -----------------
 
-  caf::result<byte_ref> allocate(const allocate_request& r) {
-    auto plan = core_.plan_allocation(r);
-    if (auto ref = core_.try_allocate_now(plan))
-      return std::move(*ref);
-    // The pool must grow: the request waits for the slab, nothing else does.
-    auto rp = make_response_promise<byte_ref>();
-    core_.park(std::move(plan), [rp](caf::expected<byte_ref> x) mutable {
-      if (x)
-        rp.deliver(std::move(*x));
+  /// Replies once every lane has run what was queued before: a barrier across the lanes.
+  caf::typed_response_promise<allocator_stats> flush() {
+    auto rp = make_response_promise<allocator_stats>();
+    const auto ticket = ++next_ticket_;
+    pending_.emplace(ticket, [this, rp](caf::message&, caf::error& err) mutable {
+      if (err)
+        rp.deliver(std::move(err));  // cut short by the stop
       else
-        rp.deliver(std::move(x.error()));
+        rp.deliver(core_.stats());
+    });
+    lanes_.barrier([hdl = caf::actor_cast<allocator_impl>(this), ticket] {
+      caf::anon_send(hdl, job_done_atom_v, ticket, caf::message{}, caf::error{}, false);
     });
     return rp;
+  }
+
+  /// Slabs go back with cudaFree, which synchronizes the device: on the general lane.
+  caf::typed_response_promise<std::uint64_t> trim() {
+    return offload<std::uint64_t>(
+        worker_lanes::general, [stack = core_.resources()] { return std::uint64_t{stack->trim()}; },
+        {}, completion::enqueued, [](std::uint64_t&) {});
+  }
+
+  /// A lane's job finished: its completion runs here, on the actor's thread.
+  void job_done(std::uint64_t ticket, caf::message& payload, caf::error& err, bool fatal) {
+    auto it = pending_.find(ticket);
+    if (it == pending_.end())
+      return;
+    auto finish = std::move(it->second);
+    pending_.erase(it);
+    auto reason = fatal ? err : caf::error{};
+    finish(payload, err);
+    if (fatal)
+      quit(std::move(reason));  // the supervisor decides what comes next
+  }
+
+  caf::result<byte_ref> allocate(const allocate_request& r) {
+    return allocate_then<byte_ref>(core_.plan_allocation(r), [](byte_ref ref) { return ref; });
   }
 
   /// A client-side block cache: one page-aligned backing region (allocated like any other, so
   /// quota, pool and report apply), carved into page-rounded blocks with ids of their own.
   caf::result<block_cache> lease(const lease_request& r) {
     auto plan = core_.plan_lease(r);
-    if (auto ref = core_.try_allocate_now(plan.backing))
-      return core_.make_lease(std::move(*ref), plan.block_bytes, plan.blocks);
-    auto rp = make_response_promise<block_cache>();
-    core_.park(std::move(plan.backing), [this, rp, block = plan.block_bytes,
-                                         blocks = plan.blocks](caf::expected<byte_ref> x) mutable {
-      if (!x) {
-        rp.deliver(std::move(x.error()));
-        return;
-      }
-      try {
-        rp.deliver(core_.make_lease(std::move(*x), block, blocks));
-      } catch (const std::bad_alloc&) {
-        rp.deliver(make_caf_error(errc::out_of_memory, "host memory exhausted carving a lease"));
-      }
-    });
-    return rp;
+    return allocate_then<block_cache>(
+        std::move(plan.backing),
+        [this, block = plan.block_bytes, blocks = plan.blocks](byte_ref ref) {
+          return core_.make_lease(std::move(ref), block, blocks);
+        });
   }
 
-  /// One slab growth on the general lane; the slab lands in the core's growth slot.
-  void grow(std::size_t slab) {
-    post_job(
-        worker_lanes::general,
-        [b = backend_, slot = core_.growth(), slab] {
-          slot->base.store(b->allocate_managed(slab, attach_flag::global));
-          slot->bytes = slab;
-          return true;
-        },
-        {}, completion::enqueued,
-        [this](caf::message&, caf::error& err) { core_.on_slab(std::move(err)); });
+  /// Serves `req` on the actor's thread when the stack can without growing; else one job on the
+  /// general lane allocates through the stack (growth, retry, quota) and its reply carries the
+  /// allocation back (in arrival order: one lane; a reply dropped at stop frees itself).
+  template <class T, class Finish>
+  caf::result<T> allocate_then(allocation_request req, Finish finish) {
+    if (auto ref = core_.try_allocate_now(req))
+      return finish(std::move(*ref));
+    auto rp = make_response_promise<T>();
+    const auto attach = req.attach;
+    auto reply = [this, rp, attach, finish = std::move(finish)](caf::message& payload,
+                                                                caf::error& err) mutable {
+      if (!err)
+        err = guarded_error([&] {
+          auto handoff = payload.get_as<allocation_handoff>(0);  // a copy: shares the state
+          auto memory = handoff.take();
+          if (!memory)
+            raise(errc::backend_error, "allocate: the growth job's reply carried no allocation");
+          rp.deliver(finish(core_.adopt(*memory, attach)));
+        });
+      if (err) {
+        core_.count_failure(err);
+        rp.deliver(std::move(err));
+      }
+    };
+    const auto queued = guarded_error([&] {
+      post_job(
+          worker_lanes::general,
+          [stack = core_.resources(), req = std::move(req)] {
+            return allocation_handoff(stack, stack->allocate(req));
+          },
+          {}, completion::enqueued, reply);
+    });
+    if (queued) {  // the promise owns the reply now: answer through it
+      core_.count_failure(queued);
+      rp.deliver(queued);
+    }
+    return rp;
   }
 
   caf::typed_response_promise<op_result> prefetch(const prefetch_request& r, bool discard_first) {
@@ -385,8 +401,7 @@ class managed_allocator final : public allocator_impl::base {
     }
   }
 
-  // -- stop
-  // ----------------------------------------------------------------------------------------
+  // -- stop ------------------------------------------------------------------------------------
 
   void post_stop() noexcept {
     const auto start = std::chrono::steady_clock::now();
@@ -424,6 +439,21 @@ class managed_allocator final : public allocator_impl::base {
   }
 
   // -- helpers -----------------------------------------------------------------------------------
+
+  /// Runs `f`; what it throws comes back as the caf::error to reply (none when it returned).
+  template <class F>
+  static caf::error guarded_error(F&& f) {
+    try {
+      f();
+      return {};
+    } catch (const error& e) {
+      return make_caf_error(e);
+    } catch (const std::bad_alloc&) {
+      return make_caf_error(errc::out_of_memory, "host memory exhausted while serving a request");
+    } catch (const std::exception& e) {
+      return make_caf_error(errc::backend_error, e.what());
+    }
+  }
 
   /// Runs a handler body; a thrown uma::error becomes the error reply (and a failure count).
   template <class R, class F>

@@ -4,8 +4,8 @@
 
 namespace uma {
 
-void region_table::insert(detail::region* r, std::string label, attach_flag attach) {
-  entries_.emplace(r->id, entry{r, std::move(label), attach, std::chrono::steady_clock::now()});
+void region_table::insert(detail::region* r, attach_flag attach) {
+  entries_.emplace(r->id, entry{r, attach, std::chrono::steady_clock::now()});
 }
 
 region_table::entry* region_table::find(std::uint64_t id) noexcept {
@@ -13,13 +13,14 @@ region_table::entry* region_table::find(std::uint64_t id) noexcept {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
-std::vector<region_info> region_table::report(std::uint64_t generation) const {
+std::vector<region_info> region_table::report(std::uint64_t generation,
+                                              const tracking_resource& labels) const {
   const auto now = std::chrono::steady_clock::now();
   std::vector<region_info> out;
   out.reserve(entries_.size());
   for (const auto& [id, e] : entries_)
     out.push_back(region_info{
-        id, generation, e.region->bytes, e.label, e.attach,
+        id, generation, e.region->bytes, labels.label_of(e.region->data), e.attach,
         e.region->refs.load(std::memory_order_relaxed),
         e.region->pins.load(std::memory_order_relaxed),
         std::chrono::duration_cast<std::chrono::milliseconds>(now - e.created).count()});

@@ -9,6 +9,7 @@
 
 #include <uma/memory/advice_state.hpp>
 #include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/tracking_resource.hpp>
 #include <uma/sys/backend.hpp>
 
 namespace uma {
@@ -32,12 +33,12 @@ auto inspect(Inspector& f, region_info& x) {
   return f(x.id, x.generation, x.bytes, x.label, x.attach, x.refs, x.pins, x.age_ms);
 }
 
-/// The regions one allocator owns, by id. Actor-thread only.
+/// The regions one allocator owns, by id. Labels are not kept here: the resource stack's
+/// tracking_resource owns them (one owner), and the report reads them there. Actor-thread only.
 class region_table {
  public:
   struct entry {
     detail::region* region = nullptr;
-    std::string label;
     attach_flag attach = attach_flag::global;
     std::chrono::steady_clock::time_point created;
     advice_state advice{};           ///< what was applied to the whole region (for elision)
@@ -45,14 +46,15 @@ class region_table {
   };
 
   /// Adds `r` (the table takes over the region's initial count).
-  void insert(detail::region* r, std::string label, attach_flag attach);
+  void insert(detail::region* r, attach_flag attach);
   /// The entry for `id`, or null.
   [[nodiscard]] entry* find(std::uint64_t id) noexcept;
   /// Removes `id`; the caller drops the table's count.
   void erase(std::uint64_t id) noexcept { entries_.erase(id); }
   [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
-  /// Every region, sorted by id.
-  [[nodiscard]] std::vector<region_info> report(std::uint64_t generation) const;
+  /// Every region, sorted by id, labelled as `labels` recorded it.
+  [[nodiscard]] std::vector<region_info> report(std::uint64_t generation,
+                                                const tracking_resource& labels) const;
   /// Moves all entries out (post_stop).
   [[nodiscard]] std::unordered_map<std::uint64_t, entry> take_all() noexcept {
     return std::exchange(entries_, {});

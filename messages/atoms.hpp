@@ -2,6 +2,7 @@
 
 #include <caf/type_id.hpp>
 
+#include <uma/memory/allocation_handoff.hpp>
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/region_table.hpp>
 #include <uma/memory/supervision_stats.hpp>
@@ -58,6 +59,8 @@ CAF_ADD_TYPE_ID(uma, (uma::remote_stats))
 CAF_ADD_TYPE_ID(uma, (std::vector<uma::remote_region_info>))
 CAF_ADD_TYPE_ID(uma, (uma::lease_request))
 CAF_ADD_TYPE_ID(uma, (uma::block_cache))
+// Local to one allocator: the reply of its own pool-growth job (actors/managed_allocator.cpp).
+CAF_ADD_TYPE_ID(uma, (uma::allocation_handoff))
 
 CAF_END_TYPE_ID_BLOCK(uma)
 
@@ -77,3 +80,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<uma::region_info>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::supervision_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::lease_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::block_cache)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocation_handoff)

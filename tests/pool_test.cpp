@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <uma/memory/advice_state.hpp>
+#include <uma/memory/backend_resource.hpp>
 #include <uma/memory/coalesce.hpp>
-#include <uma/memory/pool.hpp>
+#include <uma/memory/limit_resource.hpp>
+#include <uma/memory/pool_resource.hpp>
 #include "support/actor_fixture.hpp"
 
 namespace uma {
@@ -10,26 +12,25 @@ namespace {
 
 constexpr std::size_t KiB = 1024;
 
+allocation_request req(std::size_t bytes) {
+  return {bytes, 1, attach_flag::global, {}};
+}
+
 struct pool_fixture : ::testing::Test {
-  host_backend backend;
-  std::vector<std::pair<void*, std::size_t>> released;
-  block_pool pool{backend,
-                  1024 * KiB,
-                  256 * KiB,
-                  attach_flag::global,
-                  4096 * KiB,
-                  [this](void* p, std::size_t n) {
-                    released.emplace_back(p, n);
-                    backend.free_managed(p, n);
-                  }};
+  std::shared_ptr<host_backend> host = std::make_shared<host_backend>();
+  host_backend& backend = *host;
+  backend_resource bottom{host};
+  limit_resource limit{bottom, 4096 * KiB};
+  pool_resource pool{limit, 1024 * KiB, 256 * KiB};
+  ~pool_fixture() override { pool.release_all({}); }
 };
 
 TEST_F(pool_fixture, BlocksArePageAlignedAndPageRounded) {
-  const auto a = pool.allocate(100);
-  const auto b = pool.allocate(5000);
+  const auto a = pool.allocate(req(100));
+  const auto b = pool.allocate(req(5000));
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.data) % 4096, 0u);
-  EXPECT_EQ(a.bytes, 4096u);
-  EXPECT_EQ(b.bytes, 8192u);
+  EXPECT_EQ(a.charged, 4096u);
+  EXPECT_EQ(b.charged, 8192u);
   EXPECT_EQ(b.data, a.data + 4096);  // adjacent in one slab
   EXPECT_EQ(pool.stats().slabs, 1u);
   EXPECT_EQ(pool.stats().used_bytes, 12288u);
@@ -39,43 +40,82 @@ TEST_F(pool_fixture, BlocksArePageAlignedAndPageRounded) {
 }
 
 TEST_F(pool_fixture, FreedNeighboursCoalesceIntoOneBlock) {
-  const auto a = pool.allocate(64 * KiB);
-  const auto b = pool.allocate(64 * KiB);
-  const auto c = pool.allocate(64 * KiB);
+  const auto a = pool.allocate(req(64 * KiB));
+  const auto b = pool.allocate(req(64 * KiB));
+  const auto c = pool.allocate(req(64 * KiB));
   pool.deallocate(a);
   pool.deallocate(c);
   EXPECT_GT(pool.stats().fragmentation(), 0.0);
   pool.deallocate(b);  // joins a and c and the slab's tail
   EXPECT_EQ(pool.stats().largest_free, 1024 * KiB);
   EXPECT_EQ(pool.stats().fragmentation(), 0.0);
-  const auto big = pool.allocate(1024 * KiB);  // the whole slab fits again
+  const auto big = pool.allocate(req(256 * KiB));  // the largest block fits at the start again
   EXPECT_EQ(big.data, a.data);
   pool.deallocate(big);
 }
 
 TEST_F(pool_fixture, GrowsBySlabsAndTrimGivesEmptyOnesBack) {
-  std::vector<block_pool::block> blocks;
+  std::vector<allocation> blocks;
   for (int i = 0; i < 6; ++i)
-    blocks.push_back(pool.allocate(256 * KiB));
+    blocks.push_back(pool.allocate(req(256 * KiB)));
   EXPECT_EQ(pool.stats().slabs, 2u);
   EXPECT_EQ(pool.trim(), 0u);  // both slabs hold blocks
   for (auto& b : blocks)
     pool.deallocate(b);
   EXPECT_EQ(pool.trim(), 2u);
-  EXPECT_EQ(released.size(), 2u);
+  EXPECT_EQ(backend.counters().frees, 2u);
   EXPECT_EQ(pool.stats().reserved_bytes, 0u);
+  EXPECT_EQ(limit.held(), 0u);
   EXPECT_EQ(backend.counters().live_allocations, 0u);
 }
 
 TEST_F(pool_fixture, GrowthStopsAtTheLimitAfterGivingCachedSlabsBack) {
-  std::vector<block_pool::block> blocks;
+  std::vector<allocation> blocks;
   for (int i = 0; i < 16; ++i)
-    blocks.push_back(pool.allocate(256 * KiB));  // 4 MiB: the limit
-  UMA_EXPECT_ERROR((void)pool.allocate(4 * KiB), errc::quota_exceeded, "over the quota");
+    blocks.push_back(pool.allocate(req(256 * KiB)));  // 4 MiB: the limit
+  UMA_EXPECT_ERROR((void)pool.allocate(req(4 * KiB)), errc::quota_exceeded, "over the quota");
+  EXPECT_EQ(limit.held(), 4096 * KiB);
   for (auto& b : blocks)
     pool.deallocate(b);
-  const auto again = pool.allocate(4 * KiB);  // fits in a cached slab
+  const auto again = pool.allocate(req(4 * KiB));  // fits in a cached slab
   pool.deallocate(again);
+}
+
+TEST_F(pool_fixture, ALargeRequestOverCachedSlabsTrimsThemAndRetriesOnce) {
+  std::vector<allocation> blocks;
+  for (int i = 0; i < 16; ++i)
+    blocks.push_back(pool.allocate(req(256 * KiB)));
+  for (auto& b : blocks)
+    pool.deallocate(b);  // 4 slabs cached: the limit is reached
+  EXPECT_FALSE(pool.try_allocate(req(2048 * KiB)).has_value());  // needs a trim: not here
+  const auto big = pool.allocate(req(2048 * KiB));               // trims, then retries
+  EXPECT_FALSE(big.pooled());
+  EXPECT_EQ(pool.stats().slabs, 0u);
+  EXPECT_EQ(limit.held(), 2048 * KiB);
+  pool.deallocate(big);
+  EXPECT_EQ(limit.held(), 0u);
+}
+
+TEST_F(pool_fixture, TryAllocateNeverGrows) {
+  EXPECT_FALSE(pool.try_allocate(req(4 * KiB)).has_value());
+  EXPECT_EQ(backend.counters().allocations, 0u);
+  const auto a = pool.allocate(req(4 * KiB));
+  const auto b = pool.try_allocate(req(4 * KiB));
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(backend.counters().allocations, 1u);
+  pool.deallocate(*b);
+  pool.deallocate(a);
+}
+
+TEST_F(pool_fixture, ABlockComingBackAfterReleaseAllIsIgnored) {
+  const auto kept = pool.allocate(req(4 * KiB));
+  const auto late = pool.allocate(req(600 * KiB));  // a second slab
+  pool.release_all({kept.slab});
+  EXPECT_EQ(pool.stats().slabs, 1u);
+  pool.deallocate(late);  // its slab went back: nothing to do, nothing corrupted
+  pool.deallocate(kept);
+  EXPECT_EQ(backend.counters().bad_frees, 0u);
+  EXPECT_EQ(backend.counters().live_allocations, 1u);  // the kept slab stays mapped
 }
 
 TEST(Coalesce, MergesAdjacentRangesOfOneAllocationGoingToOneLocation) {

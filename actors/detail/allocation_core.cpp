@@ -5,36 +5,41 @@
 #include <cstdio>
 
 #include <uma/memory/advice_ops.hpp>
+#include <uma/memory/detail/round_up.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/detail/format.hpp>
 #include <uma/sys/log.hpp>
 
 namespace uma::detail {
 
+namespace {
+
+/// What the stack handed out for `r`, as allocate returned it.
+allocation allocation_of(const region* r) noexcept {
+  return {r->base, r->data, r->bytes, r->backend_bytes, r->slab, r->slab_offset};
+}
+
+}  // namespace
+
 allocation_core::allocation_core(const allocator_config& config, std::shared_ptr<backend> backend,
-                                 std::shared_ptr<control_block> control, worker_lanes& lanes,
-                                 grow_fn grow)
+                                 std::shared_ptr<control_block> control, worker_lanes& lanes)
     : config_(config),
       backend_(std::move(backend)),
       control_(std::move(control)),
       lanes_(lanes),
-      grow_(std::move(grow)),
-      quota_(config.quota_bytes != 0 ? config.quota_bytes : backend_->default_quota()) {
+      stack_(make_resource_stack(backend_, {config.policy, config.quota_bytes, config.slab_bytes,
+                                            config.max_pooled_block})) {
   stats_.backend = std::string(to_string(backend_->kind()));
   stats_.generation = config.generation;
-  stats_.quota_bytes = quota_;
-  if (config.policy == allocation_policy::pool)
-    pool_ = std::make_unique<block_pool>(
-        *backend_, config.slab_bytes, config.max_pooled_block, attach_flag::global, quota_,
-        [this](void* base, std::size_t bytes) {
-          lanes_.post(worker_lanes::general,
-                      [b = backend_, base, bytes] { b->free_managed(base, bytes); });
-        });
+}
+
+std::shared_ptr<memory_resource> allocation_core::resources() const noexcept {
+  return {stack_, &stack_->top()};
 }
 
 // -- allocation -----------------------------------------------------------------------------------
 
-allocation_core::plan allocation_core::plan_allocation(const allocate_request& r) const {
+allocation_request allocation_core::plan_allocation(const allocate_request& r) const {
   if (r.count == 0 || r.element_size == 0)
     raise(errc::invalid_argument, "allocate: zero-size request (" + std::to_string(r.count) +
                                       " elements of " + std::to_string(r.element_size) +
@@ -42,170 +47,38 @@ allocation_core::plan allocation_core::plan_allocation(const allocate_request& r
   if (r.count > SIZE_MAX / r.element_size)
     raise(errc::overflow, "allocate: " + std::to_string(r.count) + " elements of " +
                               std::to_string(r.element_size) + " bytes overflow size_t");
-  const std::size_t bytes = r.count * r.element_size;
-  const std::size_t guaranteed = backend_->guaranteed_alignment();
-  const std::size_t alignment = r.alignment == 0 ? guaranteed : r.alignment;
-  if (!std::has_single_bit(alignment))
-    raise(errc::invalid_argument,
-          "allocate: alignment " + std::to_string(alignment) + " is not a power of two");
-  const std::size_t padding = alignment > guaranteed ? alignment - guaranteed : 0;
-  if (bytes > SIZE_MAX - padding)
-    raise(errc::overflow, "allocate: " + detail::bytes(bytes) + " plus " + detail::bytes(padding) +
-                              " of alignment padding overflow size_t");
-  const bool pooled = pool_ && r.attach == attach_flag::global && pool_->serves(bytes, alignment);
-  // A pooled block is page-rounded; a direct region carries its alignment padding.
-  const std::size_t backend_bytes =
-      pooled ? (bytes + pool_->page() - 1) / pool_->page() * pool_->page() : bytes + padding;
-  check_quota(backend_bytes);
   if (r.stream.handle != nullptr && backend_->is_capturing(r.stream))
     raise(errc::capture_in_progress, "allocate: stream " + detail::hex(r.stream.handle) +
                                          " is capturing a graph; managed memory cannot be "
                                          "allocated inside a capture");
-  return {bytes, alignment, backend_bytes, pooled, r.attach, r.label};
+  const std::size_t alignment =
+      r.alignment == 0 ? stack_->top().properties().alignment : r.alignment;
+  return {r.count * r.element_size, alignment, r.attach, r.label};
 }
 
-void allocation_core::check_quota(std::size_t backend_bytes) const {
-  if (backend_bytes > quota_ || stats_.live_bytes > quota_ - backend_bytes)
-    raise(errc::quota_exceeded, "allocate: " + detail::bytes(backend_bytes) +
-                                    " would bring live bytes to " +
-                                    std::to_string(stats_.live_bytes + backend_bytes) +
-                                    ", over the quota of " + detail::bytes(quota_));
+std::optional<byte_ref> allocation_core::try_allocate_now(const allocation_request& r) {
+  const auto a = stack_->top().try_allocate(r);
+  if (!a)
+    return std::nullopt;
+  return adopt(*a, r.attach);
 }
 
-std::optional<byte_ref> allocation_core::try_allocate_now(const plan& p) {
+byte_ref allocation_core::adopt(const allocation& a, attach_flag attach) {
   region* reg = nullptr;
-  if (p.pooled) {
-    const auto blk = pool_->try_allocate(p.bytes);
-    if (!blk)
-      return std::nullopt;
-    try {
-      reg = new region(control_, next_id_, blk->data, blk->data, p.bytes, blk->bytes, blk->slab,
-                       blk->offset);
-      table_.insert(reg, p.label, attach_flag::global);
-    } catch (...) {
-      delete reg;
-      pool_->deallocate(*blk);
-      throw;
-    }
-  } else {
-    void* base = backend_->allocate_managed(p.backend_bytes, p.attach);
-    try {
-      auto* data = static_cast<std::byte*>(base);
-      data += (p.alignment - reinterpret_cast<std::uintptr_t>(data) % p.alignment) % p.alignment;
-      reg = new region(control_, next_id_, base, data, p.bytes, p.backend_bytes);
-      table_.insert(reg, p.label, p.attach);
-    } catch (...) {
-      delete reg;
-      backend_->free_managed(base, p.backend_bytes);
-      throw;
-    }
+  try {
+    reg = new region(control_, next_id_, a.base, a.data, a.bytes, a.charged, a.slab, a.offset);
+    table_.insert(reg, attach);
+  } catch (...) {
+    delete reg;
+    stack_->top().deallocate(a);
+    throw;
   }
   ++next_id_;
-  ++stats_.allocations;
-  ++stats_.live_regions;
-  stats_.live_bytes += p.backend_bytes;
-  stats_.total_bytes_allocated += p.backend_bytes;
-  stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
   adopt_first_ref(reg);  // the reply's count; the table keeps the initial one
-  return byte_ref::adopt(reg, 0, p.bytes);
-}
-
-// -- pool growth off the actor's loop
-// --------------------------------------------------------------
-
-void allocation_core::park(plan p, done_fn done) {
-  parked_.push_back({std::move(p), std::move(done), false});
-  grow_pool();
-}
-
-void allocation_core::fail_parked_head(caf::error err) {
-  count_failure(err);
-  auto item = std::move(parked_.front());
-  parked_.pop_front();
-  item.done(std::move(err));
-}
-
-void allocation_core::grow_pool() {
-  while (!growing_ && !parked_.empty()) {
-    std::size_t slab = 0;
-    try {
-      slab = pool_->growth_for(parked_.front().p.bytes);
-    } catch (const error& e) {
-      if (e.code() == errc::quota_exceeded && pool_->trim() > 0)
-        continue;  // cached empty slabs went back: there may be room now
-      fail_parked_head(make_caf_error(e));
-      continue;
-    }
-    try {
-      grow_(slab);
-    } catch (const std::exception& e) {
-      fail_parked_head(make_caf_error(errc::out_of_memory,
-                                      std::string("could not start a pool growth: ") + e.what()));
-      continue;
-    }
-    growing_ = true;  // one growth at a time; on_slab clears it
-    return;
-  }
-}
-
-void allocation_core::on_slab(caf::error err) {
-  growing_ = false;
-  if (parked_.empty())
-    return;  // stop(): it answered the parked requests and frees a late slab itself
-  if (err) {
-    // A fatal error ends the incarnation right after this; stop() fails the rest (and frees a
-    // slab that a growth started here may still add).
-    if (err.category() == error_category &&
-        err.code() == static_cast<std::uint8_t>(errc::out_of_memory) && !parked_.front().retried &&
-        pool_->trim() > 0) {
-      parked_.front().retried = true;  // cached slabs went back: one retry
-      grow_pool();
-      return;
-    }
-    fail_parked_head(std::move(err));
-    serve_parked();
-    return;
-  }
-  auto* base = static_cast<std::byte*>(growth_->base.exchange(nullptr));
-  try {
-    pool_->add_slab(base, growth_->bytes);
-  } catch (const std::bad_alloc&) {
-    lanes_.post(worker_lanes::general,
-                [b = backend_, base, bytes = growth_->bytes] { b->free_managed(base, bytes); });
-    fail_parked_head(make_caf_error(errc::out_of_memory, "host memory exhausted growing the pool"));
-  }
-  serve_parked();
-}
-
-void allocation_core::serve_parked() {
-  while (!parked_.empty() && !growing_) {
-    std::optional<byte_ref> ref;
-    try {
-      check_quota(parked_.front().p.backend_bytes);  // live bytes moved meanwhile
-      ref = try_allocate_now(parked_.front().p);
-    } catch (const error& e) {
-      fail_parked_head(make_caf_error(e));
-      continue;
-    } catch (const std::bad_alloc&) {
-      fail_parked_head(make_caf_error(errc::out_of_memory, "host memory exhausted"));
-      continue;
-    }
-    if (!ref) {
-      grow_pool();
-      return;
-    }
-    auto item = std::move(parked_.front());
-    parked_.pop_front();
-    item.done(std::move(*ref));
-  }
+  return byte_ref::adopt(reg, 0, a.bytes);
 }
 
 // -- leases ---------------------------------------------------------------------------------------
-
-std::size_t allocation_core::page_bytes() const noexcept {
-  return pool_ ? pool_->page()
-               : std::max<std::size_t>(backend_->guaranteed_alignment(), std::size_t{4096});
-}
 
 allocation_core::lease_plan allocation_core::plan_lease(const lease_request& r) const {
   if (r.block_bytes == 0 || r.blocks == 0)
@@ -216,17 +89,17 @@ allocation_core::lease_plan allocation_core::plan_lease(const lease_request& r) 
     raise(errc::invalid_argument, "lease: " + std::to_string(r.blocks) +
                                       " blocks; a lease holds at most " +
                                       std::to_string(lease_state::none - 1));
-  const std::size_t page = page_bytes();
-  const std::size_t block =
-      r.block_bytes > SIZE_MAX - (page - 1) ? 0 : (r.block_bytes + page - 1) / page * page;
-  if (block == 0 || r.blocks > SIZE_MAX / block)
+  const std::size_t page = stack_->top().properties().page;
+  const std::size_t block = detail::round_up(r.block_bytes, page);
+  if (r.blocks > SIZE_MAX / block)
     raise(errc::overflow, "lease: " + std::to_string(r.blocks) + " blocks of " +
                               std::to_string(r.block_bytes) +
                               " bytes (page-rounded) overflow size_t");
-  allocate_request backing{block * r.blocks, 1, page, attach_flag::global, {}, {}};
-  backing.label = "lease: " + std::to_string(r.blocks) + " x " + detail::bytes(block) +
-                  (r.label.empty() ? "" : " " + r.label);
-  return {plan_allocation(backing), block, static_cast<std::uint32_t>(r.blocks)};
+  std::string label = "lease: " + std::to_string(r.blocks) + " x " + detail::bytes(block) +
+                      (r.label.empty() ? "" : " " + r.label);
+  return {{block * r.blocks, page, attach_flag::global, std::move(label)},
+          block,
+          static_cast<std::uint32_t>(r.blocks)};
 }
 
 block_cache allocation_core::make_lease(byte_ref backing, std::size_t block_bytes,
@@ -293,32 +166,30 @@ void allocation_core::drain_releases() {
     auto* r = entry->region;
     if (r->refs.load(std::memory_order_acquire) != 0)
       continue;  // re-shared since
-    ++stats_.releases;
-    --stats_.live_regions;
-    stats_.live_bytes -= r->backend_bytes;
     if (entry->lease_blocks != 0) {
       --stats_.live_leases;
       stats_.leased_bytes -= r->backend_bytes;
     }
-    if (r->pooled()) {
-      // The block's pages keep their advice: take it back before anyone else gets them (on the
-      // general lane, where the next owner's advice runs too).
-      if (!entry->advice.is_default())
-        lanes_.post(
-            worker_lanes::general,
-            [b = backend_, range = byte_range{r->data, r->backend_bytes}, state = entry->advice,
-             devices = backend_->device_count()] { reset_advice(*b, range, state, devices); });
+    const auto memory = allocation_of(r);
+    if (!memory.pooled()) {
       table_.erase(id);
-      pool_->deallocate({r->slab, r->slab_offset, r->backend_bytes, r->data});
-      drop_table_ref(r);
+      // cudaFree synchronizes the device: never on the actor's loop.
+      lanes_.post(worker_lanes::general, [stack = resources(), r, memory] {
+        stack->deallocate(memory);
+        drop_table_ref(r);
+      });
       continue;
     }
+    // The block's pages keep their advice: take it back before anyone else gets them (on the
+    // general lane, where the next owner's advice runs too).
+    if (!entry->advice.is_default())
+      lanes_.post(
+          worker_lanes::general,
+          [b = backend_, range = byte_range{r->data, r->backend_bytes}, state = entry->advice,
+           devices = backend_->device_count()] { reset_advice(*b, range, state, devices); });
     table_.erase(id);
-    // cudaFree synchronizes the device: never on the actor's loop.
-    lanes_.post(worker_lanes::general, [b = backend_, r] {
-      b->free_managed(r->base, r->backend_bytes);
-      drop_table_ref(r);
-    });
+    stack_->top().deallocate(memory);  // no backend call: reusable at once
+    drop_table_ref(r);
   }
 }
 
@@ -344,12 +215,9 @@ void allocation_core::release_leased_block(std::uint64_t id) {
 }
 
 std::uint64_t allocation_core::set_quota(std::uint64_t bytes) {
-  if (bytes != 0 && bytes < stats_.live_bytes)
-    raise(errc::invalid_argument, "quota: " + detail::bytes(bytes) + " is below the live bytes (" +
-                                      detail::bytes(stats_.live_bytes) + ")");
   if (bytes != 0)
-    quota_ = stats_.quota_bytes = bytes;  // a pool keeps its slab limit from the start
-  return quota_;
+    stack_->limit().set_limit(bytes);
+  return stack_->limit().limit();
 }
 
 void allocation_core::count_failure(const caf::error& err) {
@@ -378,28 +246,50 @@ void allocation_core::count_advice(std::uint64_t ranges, std::uint64_t elided) {
 
 allocator_stats allocation_core::stats() const {
   auto s = stats_;
+  const auto counted = stack_->statistics().statistics();
+  s.quota_bytes = stack_->limit().limit();
+  s.allocations = counted.allocations;
+  s.releases = counted.deallocations;
+  s.live_regions = counted.current_count;
+  s.live_bytes = counted.current_bytes;
+  s.peak_bytes = counted.peak_bytes;
+  s.total_bytes_allocated = counted.total_bytes;
+  s.reserved_bytes = stack_->limit().held();  // slabs + direct regions
   s.pending_jobs = lanes_.pending();
-  s.reserved_bytes = s.live_bytes;
-  if (pool_) {
-    const auto p = pool_->stats();
-    s.reserved_bytes = p.reserved_bytes + (s.live_bytes - p.used_bytes);  // slabs + direct
+  if (const auto* pool = stack_->pool()) {
+    const auto p = pool->stats();
     s.pool_slabs = p.slabs;
     s.fragmentation = p.fragmentation();
   }
   return s;
 }
 
+std::vector<region_info> allocation_core::report() const {
+  return table_.report(config_.generation, stack_->tracking());
+}
+
 // -- stop -----------------------------------------------------------------------------------------
 
-std::uint64_t allocation_core::stop(stop_report& report) noexcept {
-  // A slab that was being added when the incarnation stopped goes straight back.
-  if (auto* base = growth_->base.exchange(nullptr)) {
-    try {
-      backend_->free_managed(base, growth_->bytes);
-    } catch (const std::exception& e) {
-      log(log_level::error, std::string("post_stop could not free a pool slab: ") + e.what());
-    }
+void allocation_core::leak(std::uint64_t id, const region_table::entry& e, stop_report& report,
+                           std::vector<std::uint32_t>& pinned_slabs) {
+  const auto* r = e.region;
+  if (r->pooled())
+    pinned_slabs.push_back(r->slab);  // a slab with a pinned block is leaked whole
+  ++report.regions_leaked;
+  report.bytes_leaked += r->bytes;
+  if (e.lease_blocks != 0) {  // a leaked lease stays counted
+    ++stats_.live_leases;
+    stats_.leased_bytes += r->backend_bytes;
   }
+  report.leaked_ids.push_back(id);
+  log(log_level::warning,
+      "region " + std::to_string(id) + " ('" + stack_->tracking().label_of(r->data) + "', " +
+          std::to_string(r->bytes) + " bytes, generation " + std::to_string(config_.generation) +
+          ") is still pinned after the " + std::to_string(config_.drain_timeout.count()) +
+          " ms drain timeout: leaked on purpose, never freed under a reader");
+}
+
+std::uint64_t allocation_core::stop(stop_report& report) noexcept {
   // Advised leased blocks whose release was queued but not handled: back to their leases (their
   // memory is freed with the lease's backing region below).
   try {
@@ -410,48 +300,30 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
     // out of host memory: those leases' host state stays (their memory is still freed below)
   }
   leased_advice_.clear();
-  std::uint64_t leaked_backend_bytes = 0, leaked_leases = 0, leaked_lease_bytes = 0;
-  std::vector<std::uint32_t> pinned_slabs;  // a slab with a pinned block is leaked whole
+  std::uint64_t leaked_backend_bytes = 0;
+  std::vector<std::uint32_t> pinned_slabs;
+  stats_.live_leases = stats_.leased_bytes = 0;
   for (auto& [id, e] : table_.take_all()) {
     auto* r = e.region;
     // After a successful drain no pin can be held: a non-zero region count is a pin attempt
     // that is backing off (try_pin raises it before it learns of the stop). Only a drain that
     // timed out leaves real readers behind.
     if (!report.pins_drained && r->pins.load(std::memory_order_seq_cst) > 0) {
-      if (r->pooled())
-        pinned_slabs.push_back(r->slab);
-      ++report.regions_leaked;
-      report.bytes_leaked += r->bytes;
-      leaked_backend_bytes += r->backend_bytes;
-      if (e.lease_blocks != 0) {
-        ++leaked_leases;
-        leaked_lease_bytes += r->backend_bytes;
+      try {
+        leak(id, e, report, pinned_slabs);
+      } catch (...) {
+        // out of host memory: the region is still leaked, only its report is short
       }
-      report.leaked_ids.push_back(id);
-      log(log_level::warning,
-          "region " + std::to_string(id) + " ('" + e.label + "', " + std::to_string(r->bytes) +
-              " bytes, generation " + std::to_string(config_.generation) +
-              ") is still pinned after the " + std::to_string(config_.drain_timeout.count()) +
-              " ms drain timeout: leaked on purpose, never freed under a reader");
+      leaked_backend_bytes += r->backend_bytes;
     } else {
-      if (!r->pooled())
-        backend_->free_managed(r->base, r->backend_bytes);
+      stack_->top().deallocate(allocation_of(r));  // the lanes have stopped: frees run here
       ++report.regions_freed;
       report.bytes_freed += r->bytes;
     }
     drop_table_ref(r);
   }
-  if (pool_)
-    pool_->release_all(pinned_slabs);  // the lanes have stopped: frees run here, in order
-  for (auto& item : std::exchange(parked_, {}))
-    item.done(make_caf_error(errc::allocator_stopped,
-                             "the allocator stopped before the pool could grow for the request"));
-  // What the incarnation holds after post_stop: only what it had to leak.
-  stats_.releases += report.regions_freed;
-  stats_.live_regions = report.regions_leaked;
-  stats_.live_bytes = leaked_backend_bytes;
-  stats_.live_leases = leaked_leases;
-  stats_.leased_bytes = leaked_lease_bytes;
+  if (auto* pool = stack_->pool())
+    pool->release_all(pinned_slabs);
   return leaked_backend_bytes;
 }
 

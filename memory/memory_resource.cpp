@@ -1,0 +1,27 @@
+#include <uma/memory/memory_resource.hpp>
+
+#include <bit>
+
+#include <uma/sys/error.hpp>
+
+namespace uma {
+
+void memory_resource::validate(const allocation_request& r) {
+  if (r.bytes == 0)
+    raise(errc::invalid_argument, "allocate: zero-size request; uma hands out no empty regions");
+  if (!std::has_single_bit(r.alignment))
+    raise(errc::invalid_argument,
+          "allocate: alignment " + std::to_string(r.alignment) + " is not a power of two");
+}
+
+allocation memory_resource::allocate(const allocation_request& r) {
+  validate(r);
+  return do_allocate(r);
+}
+
+std::optional<allocation> memory_resource::try_allocate(const allocation_request& r) {
+  validate(r);
+  return do_try_allocate(r);
+}
+
+}  // namespace uma

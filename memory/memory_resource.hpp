@@ -1,0 +1,94 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <uma/sys/backend.hpp>
+
+namespace uma {
+
+/// What a resource is asked for. `alignment` is of the first byte the caller sees (a power of
+/// two); `label` names the allocation in the tracking report.
+struct allocation_request {
+  std::size_t bytes = 0;
+  std::size_t alignment = 1;
+  attach_flag attach = attach_flag::global;
+  std::string label{};
+};
+
+/// Memory a resource handed out. A plain value: deallocate takes it back as it was returned.
+struct allocation {
+  /// Marks an allocation that owns its own backend memory (not a block of a pool's slab).
+  static constexpr std::uint32_t no_slab = 0xffffffffu;
+
+  void* base = nullptr;       ///< what the backend (or the pool's slab) returned
+  std::byte* data = nullptr;  ///< first byte the caller sees (base + alignment padding)
+  std::size_t bytes = 0;      ///< what the caller asked for
+  std::size_t charged = 0;    ///< bytes held for it (rounded, padded): what quota and stats count
+  std::uint32_t slab = no_slab;
+  std::size_t offset = 0;  ///< within its slab
+
+  /// True for a block of a pool's slab: giving it back makes no backend call.
+  [[nodiscard]] bool pooled() const noexcept { return slab != no_slab; }
+};
+
+/// What a resource (a whole stack: what its bottom) guarantees.
+struct resource_properties {
+  std::size_t alignment = 1;  ///< every allocation is aligned to this without padding
+  std::size_t page = 4096;    ///< the unit advice and prefetch act on
+};
+
+/// A CAF-free memory resource in the style of RMM's: `allocate` may throw `uma::error`,
+/// `deallocate` never throws. Adaptors (memory/resource_adaptor.hpp) stack on an upstream; the
+/// allocator composes them in memory/resource_stack.hpp.
+///
+/// Thread-safety: every resource of uma may be called from any thread (the allocator's actor
+/// and its general lane use one stack at once).
+class memory_resource {
+ public:
+  memory_resource() = default;
+  memory_resource(const memory_resource&) = delete;
+  memory_resource& operator=(const memory_resource&) = delete;
+  virtual ~memory_resource() = default;
+
+  /// Memory for `r`. Throws `invalid_argument` (zero bytes, alignment not a power of two),
+  /// `overflow` (the charge does not fit size_t), `quota_exceeded`, `out_of_memory` or the
+  /// backend's error.
+  [[nodiscard]] allocation allocate(const allocation_request& r);
+  /// Memory for `r` without growing a cache: from what a pool holds, or, where no cache sits in
+  /// between, straight from the backend (what `direct` means). nullopt when a pool would have
+  /// to grow. Throws as allocate.
+  [[nodiscard]] std::optional<allocation> try_allocate(const allocation_request& r);
+  /// Gives `a` back (exactly as allocate returned it).
+  void deallocate(const allocation& a) noexcept { do_deallocate(a); }
+  /// The bytes `bytes` at `alignment` would be charged: the stack's one rounding rule (a pool:
+  /// page-rounded; the backend: bytes plus alignment padding). Throws `overflow`.
+  [[nodiscard]] std::size_t charge_for(std::size_t bytes, std::size_t alignment) const {
+    return do_charge_for(bytes, alignment);
+  }
+  /// How many more bytes may be taken from the backend (a limit's headroom; SIZE_MAX where none
+  /// applies).
+  [[nodiscard]] std::size_t available() const noexcept { return do_available(); }
+  /// Gives cached memory back to the backend; returns how many slabs went back (0 without a
+  /// cache).
+  std::size_t trim() noexcept { return do_trim(); }
+  /// What every allocation of this resource guarantees.
+  [[nodiscard]] resource_properties properties() const noexcept { return do_properties(); }
+
+ protected:
+  virtual allocation do_allocate(const allocation_request& r) = 0;
+  virtual std::optional<allocation> do_try_allocate(const allocation_request& r) = 0;
+  virtual void do_deallocate(const allocation& a) noexcept = 0;
+  [[nodiscard]] virtual std::size_t do_charge_for(std::size_t bytes,
+                                                  std::size_t alignment) const = 0;
+  [[nodiscard]] virtual std::size_t do_available() const noexcept = 0;
+  virtual std::size_t do_trim() noexcept = 0;
+  [[nodiscard]] virtual resource_properties do_properties() const noexcept = 0;
+
+ private:
+  static void validate(const allocation_request& r);
+};
+
+}  // namespace uma

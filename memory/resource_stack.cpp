@@ -1,0 +1,23 @@
+#include <uma/memory/resource_stack.hpp>
+
+namespace uma {
+
+resource_stack::resource_stack(std::shared_ptr<backend> b, const resource_stack_config& config) {
+  const std::size_t quota = config.quota_bytes != 0 ? config.quota_bytes : b->default_quota();
+  backend_ = std::make_unique<backend_resource>(std::move(b));
+  limit_ = std::make_unique<limit_resource>(*backend_, quota);
+  memory_resource* below_statistics = limit_.get();
+  if (config.policy == allocation_policy::pool) {
+    pool_ = std::make_unique<pool_resource>(*limit_, config.slab_bytes, config.max_pooled_block);
+    below_statistics = pool_.get();
+  }
+  statistics_ = std::make_unique<statistics_resource>(*below_statistics);
+  tracking_ = std::make_unique<tracking_resource>(*statistics_);
+}
+
+std::shared_ptr<resource_stack> make_resource_stack(std::shared_ptr<backend> b,
+                                                    const resource_stack_config& config) {
+  return std::make_shared<resource_stack>(std::move(b), config);
+}
+
+}  // namespace uma

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <uma/memory/backend_resource.hpp>
+#include <uma/memory/limit_resource.hpp>
+#include <uma/memory/pool_resource.hpp>
+#include <uma/memory/statistics_resource.hpp>
+#include <uma/memory/tracking_resource.hpp>
+
+namespace uma {
+
+/// How allocations are served: which resource stack the allocator composes.
+enum class allocation_policy : std::uint8_t {
+  direct,  ///< tracking > statistics > limit > backend: one backend allocation per request
+  pool,    ///< tracking > statistics > pool > limit > backend: blocks carved from slabs
+};
+
+/// What a stack is composed from (the allocator_config values that concern memory).
+struct resource_stack_config {
+  allocation_policy policy = allocation_policy::direct;
+  /// The limit on bytes held from the backend; 0 takes the backend's default quota.
+  std::uint64_t quota_bytes = 0;
+  std::size_t slab_bytes = std::size_t{64} << 20;
+  std::size_t max_pooled_block = std::size_t{16} << 20;
+};
+
+/// One composed stack: owns every layer (bottom first, so each outlives the one above it) and
+/// gives typed access to those the allocator steers. Thread-safe as its layers are.
+class resource_stack {
+ public:
+  /// Composes the stack `config.policy` names over `b`.
+  resource_stack(std::shared_ptr<backend> b, const resource_stack_config& config);
+  resource_stack(const resource_stack&) = delete;
+  resource_stack& operator=(const resource_stack&) = delete;
+
+  /// The top: every allocate and deallocate goes through it.
+  [[nodiscard]] memory_resource& top() noexcept { return *tracking_; }
+  /// The pool, or null for the direct stack.
+  [[nodiscard]] pool_resource* pool() noexcept { return pool_.get(); }
+  [[nodiscard]] const pool_resource* pool() const noexcept { return pool_.get(); }
+  /// The quota.
+  [[nodiscard]] limit_resource& limit() noexcept { return *limit_; }
+  [[nodiscard]] const limit_resource& limit() const noexcept { return *limit_; }
+  /// Counters of what the stack handed out.
+  [[nodiscard]] const statistics_resource& statistics() const noexcept { return *statistics_; }
+  /// Outstanding allocations and their labels.
+  [[nodiscard]] const tracking_resource& tracking() const noexcept { return *tracking_; }
+
+ private:
+  std::unique_ptr<backend_resource> backend_;
+  std::unique_ptr<limit_resource> limit_;
+  std::unique_ptr<pool_resource> pool_;
+  std::unique_ptr<statistics_resource> statistics_;
+  std::unique_ptr<tracking_resource> tracking_;
+};
+
+/// A shared stack (an allocation in transit keeps it alive: memory/allocation_handoff.hpp).
+[[nodiscard]] std::shared_ptr<resource_stack> make_resource_stack(
+    std::shared_ptr<backend> b, const resource_stack_config& config);
+
+}  // namespace uma
