@@ -227,6 +227,37 @@ struct config : caf::actor_system_config {
   config() { uma::register_types(*this); }
 };
 
+/// What the clients saw, together: every latency (sorted), answers verified, the first error.
+struct summary {
+  std::vector<double> latencies;
+  std::size_t verified = 0;
+  std::string first_error;
+};
+
+summary summarize(const std::vector<client_result>& results,
+                  const std::vector<std::exception_ptr>& failures,
+                  const std::exception_ptr& drive_failure) {
+  summary out;
+  for (const auto& r : results) {
+    out.latencies.insert(out.latencies.end(), r.latencies_us.begin(), r.latencies_us.end());
+    out.verified += r.verified;
+    if (out.first_error.empty())
+      out.first_error = r.first_error;
+  }
+  for (const auto& e : failures)
+    if (e && out.first_error.empty()) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        out.first_error = std::string("a client failed: ") + x.what();
+      }
+    }
+  if (drive_failure && out.first_error.empty())
+    out.first_error = "the driver failed";
+  std::sort(out.latencies.begin(), out.latencies.end());
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -263,26 +294,7 @@ int main(int argc, char** argv) {
   io.run();
   runners.clear();  // joins
 
-  std::vector<double> latencies;
-  std::size_t verified = 0;
-  std::string first_error;
-  for (const auto& r : results) {
-    latencies.insert(latencies.end(), r.latencies_us.begin(), r.latencies_us.end());
-    verified += r.verified;
-    if (first_error.empty())
-      first_error = r.first_error;
-  }
-  for (const auto& e : failures)
-    if (e && first_error.empty()) {
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& x) {
-        first_error = std::string("a client failed: ") + x.what();
-      }
-    }
-  if (drive_failure && first_error.empty())
-    first_error = "the driver failed";
-  std::sort(latencies.begin(), latencies.end());
+  const auto [latencies, verified, first_error] = summarize(results, failures, drive_failure);
 
   std::printf("asio_service: backend %s, 127.0.0.1:%u, %zu connections, %zu threads\n",
               final_stats.backend.c_str(), static_cast<unsigned>(port), o.connections, o.threads);

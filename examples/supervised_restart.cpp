@@ -23,6 +23,45 @@ struct config : caf::actor_system_config {
   config() { uma::register_types(*this); }
 };
 
+/// One ref per worker, each allocated and filled on a thread of its own.
+std::vector<uma::ManagedRef<int>> allocate_per_worker(uma::client& uma, int workers) {
+  std::vector<uma::ManagedRef<int>> held(workers);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w)
+    threads.emplace_back([&, w] {
+      held[w] = uma.allocate<int>(1024, {.label = "worker " + std::to_string(w)});
+      auto pin = held[w].pin();
+      for (auto& x : pin)
+        x = w;
+    });
+  for (auto& t : threads)
+    t.join();
+  return held;
+}
+
+/// The supervisor's state once generation `generation` runs (or after a bounded wait).
+template <class Supervisor>
+uma::supervision_stats await_generation(caf::actor_system& sys, const Supervisor& supervisor,
+                                        std::uint64_t generation) {
+  auto s = uma::query_supervision(sys, supervisor);
+  for (int i = 0; i < 100000 && !(s.current_generation == generation && s.state == "running");
+       ++i) {
+    std::this_thread::yield();
+    s = uma::query_supervision(sys, supervisor);
+  }
+  return s;
+}
+
+/// Prints the backend's allocation and free counts; true when every allocation was freed once.
+bool report_frees(const uma::backend& backend) {
+  const auto counters = backend.counters();
+  std::printf("backend: %llu allocations, %llu frees, %llu bad frees\n",
+              static_cast<unsigned long long>(counters.allocations),
+              static_cast<unsigned long long>(counters.frees),
+              static_cast<unsigned long long>(counters.bad_frees));
+  return counters.allocations == counters.frees && counters.bad_frees == 0;
+}
+
 int run(int workers, uma::backend_choice choice) {
   config cfg;
   caf::actor_system sys{cfg};
@@ -36,17 +75,7 @@ int run(int workers, uma::backend_choice choice) {
   uma::client uma(sys, supervisor);
 
   // Each worker allocates and keeps a ref of generation 1.
-  std::vector<uma::ManagedRef<int>> held(workers);
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w)
-    threads.emplace_back([&, w] {
-      held[w] = uma.allocate<int>(1024, {.label = "worker " + std::to_string(w)});
-      auto pin = held[w].pin();
-      for (auto& x : pin)
-        x = w;
-    });
-  for (auto& t : threads)
-    t.join();
+  std::vector<uma::ManagedRef<int>> held = allocate_per_worker(uma, workers);
   std::printf("generation 1: %d workers hold refs, live_regions=%llu\n", workers,
               static_cast<unsigned long long>(uma.stats().live_regions));
 
@@ -60,11 +89,7 @@ int run(int workers, uma::backend_choice choice) {
   }
 
   // The supervisor restarts it; wait (bounded) for generation 2.
-  auto s = uma::query_supervision(sys, supervisor);
-  for (int i = 0; i < 100000 && !(s.current_generation == 2 && s.state == "running"); ++i) {
-    std::this_thread::yield();
-    s = uma::query_supervision(sys, supervisor);
-  }
+  const auto s = await_generation(sys, supervisor, 2);
   std::printf("supervisor: generation %llu, %llu restart(s), last exit: %s\n",
               static_cast<unsigned long long>(s.current_generation),
               static_cast<unsigned long long>(s.restarts), s.last_exit_reason.c_str());
@@ -88,12 +113,7 @@ int run(int workers, uma::backend_choice choice) {
   held.clear();
   fresh.reset();
   uma.stop();
-  const auto counters = faults->counters();
-  std::printf("backend: %llu allocations, %llu frees, %llu bad frees\n",
-              static_cast<unsigned long long>(counters.allocations),
-              static_cast<unsigned long long>(counters.frees),
-              static_cast<unsigned long long>(counters.bad_frees));
-  const bool clean = counters.allocations == counters.frees && counters.bad_frees == 0;
+  const bool clean = report_frees(*faults);
   std::printf("%s\n",
               ok && clean ? "PASS: restarted, old refs inert, nothing freed twice" : "FAIL");
   return ok && clean ? 0 : 1;

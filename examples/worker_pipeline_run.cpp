@@ -315,35 +315,12 @@ std::string summarize(const pipeline_result& r) {
   return text;
 }
 
-pipeline_result run_pipeline(caf::actor_system& sys, const managed_allocator_actor& allocator,
-                             const pipeline_options& options, const progress_callback& progress) {
-  check_options(options);
-  const caf::duration timeout{options.timeout};
-  caf::scoped_actor self{sys};
+namespace {
 
-  pipeline_result result;
-  result.batches = options.producers * options.batches;
-  const auto before = stats_of(self, allocator, timeout);
-  result.live_regions_before = before.live_regions;
-#ifdef UMA_PIPELINE_CUDA
-  if (before.backend == "cuda")
-    result.target = compute_target::gpu_kernel;
-#endif
-  // Without the kernel (a build without CUDA) the transform runs on the host, where the batches
-  // are prefetched.
-
-  const auto start = std::chrono::steady_clock::now();
-  const auto collector = caf::actor_cast<caf::actor>(self);
-  std::vector<consumer_actor> consumers;
-  for (std::size_t i = 0; i < options.consumers; ++i)
-    consumers.push_back(sys.spawn(consumer, collector));
-  std::vector<caf::actor> producers;
-  for (std::size_t i = 0; i < options.producers; ++i)
-    producers.push_back(sys.spawn(
-        producer,
-        producer_setup{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(options.batches),
-                       options.floats, result.target, allocator, consumers, collector, timeout}));
-
+/// Receives the consumers' verdicts until every batch is finished or nothing happens for
+/// `options.timeout`, reporting progress after each.
+void collect(caf::scoped_actor& self, const pipeline_options& options,
+             const progress_callback& progress, pipeline_result& result) {
   pipeline_progress now{0, result.batches, 0, 0};
   bool stalled = false;
   while (now.finished < now.total && !stalled) {
@@ -373,6 +350,40 @@ pipeline_result run_pipeline(caf::actor_system& sys, const managed_allocator_act
     if (!stalled && progress)
       progress(now);
   }
+}
+
+}  // namespace
+
+pipeline_result run_pipeline(caf::actor_system& sys, const managed_allocator_actor& allocator,
+                             const pipeline_options& options, const progress_callback& progress) {
+  check_options(options);
+  const caf::duration timeout{options.timeout};
+  caf::scoped_actor self{sys};
+
+  pipeline_result result;
+  result.batches = options.producers * options.batches;
+  const auto before = stats_of(self, allocator, timeout);
+  result.live_regions_before = before.live_regions;
+#ifdef UMA_PIPELINE_CUDA
+  if (before.backend == "cuda")
+    result.target = compute_target::gpu_kernel;
+#endif
+  // Without the kernel (a build without CUDA) the transform runs on the host, where the batches
+  // are prefetched.
+
+  const auto start = std::chrono::steady_clock::now();
+  const auto collector = caf::actor_cast<caf::actor>(self);
+  std::vector<consumer_actor> consumers;
+  for (std::size_t i = 0; i < options.consumers; ++i)
+    consumers.push_back(sys.spawn(consumer, collector));
+  std::vector<caf::actor> producers;
+  for (std::size_t i = 0; i < options.producers; ++i)
+    producers.push_back(sys.spawn(
+        producer,
+        producer_setup{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(options.batches),
+                       options.floats, result.target, allocator, consumers, collector, timeout}));
+
+  collect(self, options, progress, result);
   result.elapsed = std::chrono::steady_clock::now() - start;
 
   // Stop every actor and wait until they are gone, so every ref they held is dropped before the

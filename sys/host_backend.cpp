@@ -206,6 +206,10 @@ void host_backend::check_stream(stream_view stream, const char* operation) const
 void host_backend::record_prefetch(std::span<const byte_range> ranges,
                                    std::span<const location> locations, const char* operation) {
   check_stream({}, operation);
+  if (!ranges.empty() && locations.size() != 1 && locations.size() != ranges.size())
+    raise(errc::invalid_argument, std::string(operation) + ": " + std::to_string(ranges.size()) +
+                                      " ranges but " + std::to_string(locations.size()) +
+                                      " locations (need 1 or one per range)");
   std::vector<location> resolved;
   resolved.reserve(locations.size());
   for (const auto& loc : locations)

@@ -35,9 +35,9 @@ TEST_F(batch, LocationsPairWithRefsByIndex) {
 
 TEST_F(batch, MismatchedLengthsAreRefusedAndChangeNothing) {
   auto refs = make_refs(*uma_, 3);
-  UMA_EXPECT_ERROR(uma_->prefetch(refs, {location::host(), location::host()}),
-                   errc::invalid_argument, "3 refs but 2 locations");
-  UMA_EXPECT_ERROR(uma_->prefetch(refs, {}), errc::invalid_argument, "3 refs but 0 locations");
+  UMA_EXPECT_ERRC(uma_->prefetch(refs, {location::host(), location::host()}),
+                  errc::invalid_argument);
+  UMA_EXPECT_ERRC(uma_->prefetch(refs, {}), errc::invalid_argument);
   for (const auto& r : refs)
     EXPECT_FALSE(uma_->attributes(r).last_prefetch_location.has_value());
   EXPECT_EQ(backend_->counters().batch_calls, 0u);
@@ -46,9 +46,9 @@ TEST_F(batch, MismatchedLengthsAreRefusedAndChangeNothing) {
 TEST_F(batch, OneBadLocationRejectsTheWholeBatch) {
   auto refs = make_refs(*uma_, 3);
   uma_->prefetch(refs, {location::host()});
-  UMA_EXPECT_ERROR(
+  UMA_EXPECT_ERRC(
       uma_->prefetch(refs, {location::host_numa(0), location::device(0), location::host_numa(0)}),
-      errc::invalid_argument, "device 0");
+      errc::invalid_argument);
   for (const auto& r : refs)
     EXPECT_EQ(uma_->attributes(r).last_prefetch_location, location::host());
 }
@@ -58,8 +58,7 @@ TEST_F(batch, OneInertRefRejectsTheWholeBatchAndIsCounted) {
   auto doomed = make_client(host_config());
   refs.push_back(client::erase(doomed->allocate<float>(16)));
   doomed->stop();
-  UMA_EXPECT_ERROR(uma_->prefetch(refs, {location::host_numa(0)}), errc::allocator_stopped,
-                   "ref #2");
+  UMA_EXPECT_ERRC(uma_->prefetch(refs, {location::host_numa(0)}), errc::allocator_stopped);
   EXPECT_FALSE(uma_->attributes(refs[0]).last_prefetch_location.has_value());
   EXPECT_EQ(uma_->stats().inert_refusals, 1u);
 }
@@ -67,12 +66,11 @@ TEST_F(batch, OneInertRefRejectsTheWholeBatchAndIsCounted) {
 TEST_F(batch, DuplicateOrOverlappingRefsAreRefused) {
   auto ref = uma_->allocate<float>(1024);
   auto whole = client::erase(ref);
-  UMA_EXPECT_ERROR(uma_->prefetch({whole, whole}, {location::host()}), errc::invalid_argument,
-                   "appears twice");
-  UMA_EXPECT_ERROR(
+  UMA_EXPECT_ERRC(uma_->prefetch({whole, whole}, {location::host()}), errc::invalid_argument);
+  UMA_EXPECT_ERRC(
       uma_->prefetch({client::erase(ref.subview(0, 512)), client::erase(ref.subview(100, 10))},
                      {location::host()}),
-      errc::invalid_argument, "appears twice");
+      errc::invalid_argument);
   // Disjoint views of one region are fine.
   uma_->prefetch({client::erase(ref.subview(0, 512)), client::erase(ref.subview(512, 512))},
                  {location::host()});
@@ -85,8 +83,7 @@ TEST_F(batch, AdviceOnManyRefsIsValidatedWholeFirst) {
     EXPECT_TRUE(uma_->attributes(r).read_mostly);
   auto stale = refs;
   stale.push_back(byte_ref{});
-  UMA_EXPECT_ERROR(uma_->advise(stale, advice::unset_read_mostly), errc::invalid_argument,
-                   "ref #3 is empty");
+  UMA_EXPECT_ERRC(uma_->advise(stale, advice::unset_read_mostly), errc::invalid_argument);
   for (const auto& r : refs)
     EXPECT_TRUE(uma_->attributes(r).read_mostly);
 }

@@ -47,13 +47,13 @@ TEST_F(allocator, RegionsReportListsLabelsSizesAndHolders) {
 }
 
 TEST_F(allocator, ZeroSizeRequestsAreInvalidArguments) {
-  UMA_EXPECT_ERROR((void)uma_->allocate<float>(0), errc::invalid_argument, "zero-size request");
+  UMA_EXPECT_ERRC((void)uma_->allocate<float>(0), errc::invalid_argument);
   EXPECT_EQ(uma_->stats().failures_of(errc::invalid_argument), 1u);
   EXPECT_EQ(backend_->counters().allocations, 0u);
 }
 
 TEST_F(allocator, CountTimesElementSizeOverflowIsRefusedBeforeAllocating) {
-  UMA_EXPECT_ERROR((void)uma_->allocate<double>(SIZE_MAX / 4), errc::overflow, "overflow size_t");
+  UMA_EXPECT_ERRC((void)uma_->allocate<double>(SIZE_MAX / 4), errc::overflow);
   EXPECT_EQ(uma_->stats().failures_of(errc::overflow), 1u);
   EXPECT_EQ(backend_->counters().allocations, 0u);
 }
@@ -61,8 +61,7 @@ TEST_F(allocator, CountTimesElementSizeOverflowIsRefusedBeforeAllocating) {
 TEST_F(allocator, AlignmentIsHonouredAndMustBeAPowerOfTwo) {
   auto ref = uma_->allocate<std::byte>(100, {.alignment = 1 << 16});
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(ref.data()) % (1 << 16), 0u);
-  UMA_EXPECT_ERROR((void)uma_->allocate<std::byte>(100, {.alignment = 48}), errc::invalid_argument,
-                   "alignment 48 is not a power of two");
+  UMA_EXPECT_ERRC((void)uma_->allocate<std::byte>(100, {.alignment = 48}), errc::invalid_argument);
 }
 
 TEST_F(allocator, QuotaRefusesWhatWouldPassItAndNamesTheSizes) {
@@ -110,10 +109,10 @@ TEST_F(allocator, AdviceRoundTripsThroughAttributes) {
 
 TEST_F(allocator, AccessedByTakesADeviceOnly) {
   auto ref = uma_->allocate<float>(16);
-  UMA_EXPECT_ERROR(uma_->advise(ref, advice::set_accessed_by, location::host()),
-                   errc::invalid_argument, "accessed_by takes a device only");
-  UMA_EXPECT_ERROR(uma_->advise(ref, advice::set_accessed_by, location::device(0)),
-                   errc::invalid_argument, "has 0 device(s)");
+  UMA_EXPECT_ERRC(uma_->advise(ref, advice::set_accessed_by, location::host()),
+                  errc::invalid_argument);
+  UMA_EXPECT_ERRC(uma_->advise(ref, advice::set_accessed_by, location::device(0)),
+                  errc::invalid_argument);
   EXPECT_EQ(backend_->counters().advise_calls, 0u);
 }
 
@@ -141,10 +140,8 @@ TEST_F(allocator, PrefetchToAMissingDeviceNamesTheDevice) {
 TEST_F(allocator, StreamsAreRejectedOnTheHostBackend) {
   auto ref = uma_->allocate<float>(16);
   int fake = 0;
-  UMA_EXPECT_ERROR(uma_->prefetch(ref, location::host(), {&fake}), errc::invalid_argument,
-                   "no CUDA streams");
-  UMA_EXPECT_ERROR((void)uma_->allocate<float>(16, {.stream = {&fake}}), errc::invalid_argument,
-                   "no CUDA streams");
+  UMA_EXPECT_ERRC(uma_->prefetch(ref, location::host(), {&fake}), errc::invalid_argument);
+  UMA_EXPECT_ERRC((void)uma_->allocate<float>(16, {.stream = {&fake}}), errc::invalid_argument);
 }
 
 TEST_F(allocator, DiscardAndDiscardPrefetchAreCounted) {
@@ -169,22 +166,18 @@ TEST_F(allocator, MemoryKindOfHostBackendPointers) {
 TEST_F(allocator, CanAccessFromHostButNoDeviceExists) {
   auto ref = uma_->allocate<float>(16);
   EXPECT_TRUE(uma_->can_access(location::host(), ref));
-  UMA_EXPECT_ERROR((void)uma_->can_access(location::device(0), ref), errc::invalid_argument,
-                   "device 0");
-  UMA_EXPECT_ERROR((void)uma_->can_access(location::host_numa(0), ref), errc::invalid_argument,
-                   "not a NUMA node");
+  UMA_EXPECT_ERRC((void)uma_->can_access(location::device(0), ref), errc::invalid_argument);
+  UMA_EXPECT_ERRC((void)uma_->can_access(location::host_numa(0), ref), errc::invalid_argument);
 }
 
 TEST_F(allocator, RefsOfAnotherAllocatorAreRefused) {
   auto other = make_client(host_config());
   auto foreign = other->allocate<float>(16);
-  UMA_EXPECT_ERROR(uma_->prefetch(foreign, location::host()), errc::invalid_argument,
-                   "belongs to another allocator");
+  UMA_EXPECT_ERRC(uma_->prefetch(foreign, location::host()), errc::invalid_argument);
 }
 
 TEST_F(allocator, EmptyRefsAreRefused) {
-  UMA_EXPECT_ERROR(uma_->prefetch(ManagedRef<float>{}, location::host()), errc::invalid_argument,
-                   "ref #0 is empty");
+  UMA_EXPECT_ERRC(uma_->prefetch(ManagedRef<float>{}, location::host()), errc::invalid_argument);
 }
 
 TEST_F(allocator, ErrorsTravelAsTheUmaCafCategory) {

@@ -299,7 +299,7 @@ TEST_F(fault_matrix, EveryFatalFailureRestartsTheAllocatorAndLeaksNothing) {
       for (const auto& ref : e.slot)
         if (!ref.empty()) {
           EXPECT_FALSE(ref.valid()) << where;
-          UMA_EXPECT_ERROR(c.prefetch({ref}, {location::host()}), errc::allocator_stopped, "inert");
+          UMA_EXPECT_ERRC(c.prefetch({ref}, {location::host()}), errc::allocator_stopped);
         }
       EXPECT_EQ(c.allocate<float>(16).generation(), 2u) << where;
       e.slot = {};

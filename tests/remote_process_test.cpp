@@ -245,7 +245,7 @@ TEST_F(two_processes, StaleGenerationIdsAreRefusedAcrossTheWire) {
   auto c = connect();
   const auto old = c->allocate(4096);
   static_cast<void>(c->prefetch({old}, {location::host()}));
-  UMA_EXPECT_ERROR(c->prefetch({old}, {location::host()}), errc::context_lost, "injected fault");
+  UMA_EXPECT_ERRC(c->prefetch({old}, {location::host()}), errc::context_lost);
   // A request that reaches the supervisor before it learned of the crash is forwarded to the
   // dying incarnation and answered allocator_stopped ("went down while serving"); one that
   // arrives during the restart waits for generation 2.
@@ -266,12 +266,8 @@ TEST_F(two_processes, StaleGenerationIdsAreRefusedAcrossTheWire) {
   }
   ASSERT_TRUE(s.has_value());
   ASSERT_EQ(s->allocator.generation, 2u);
-  UMA_EXPECT_ERROR(c->prefetch({old}, {location::host()}), errc::allocator_stopped,
-                   "region 1 of generation 1 is stale: its allocator incarnation stopped "
-                   "and the allocator now runs generation 2");
-  UMA_EXPECT_ERROR(c->attributes({old.id, 3}), errc::invalid_argument,
-                   "region 1 of generation 3 does not exist: the allocator now runs "
-                   "generation 2");
+  UMA_EXPECT_ERRC(c->prefetch({old}, {location::host()}), errc::allocator_stopped);
+  UMA_EXPECT_ERRC(c->attributes({old.id, 3}), errc::invalid_argument);
   const auto fresh = c->allocate(4096);
   EXPECT_EQ(fresh, (region_handle{1, 2}));
   EXPECT_EQ(c->prefetch({fresh}, {location::host()}).ranges, 1u);
@@ -323,7 +319,7 @@ TEST_F(two_processes, AServerKilledWhileAClientWaitsIsAClearErrorWithinTheTimeou
       << err->what();
   EXPECT_LT(elapsed, 15s) << "seen only at the timeout";
   // Later calls fail at once, with the same reason.
-  UMA_EXPECT_ERROR(static_cast<void>(c->stats()), errc::allocator_stopped, "went down");
+  UMA_EXPECT_ERRC(static_cast<void>(c->stats()), errc::allocator_stopped);
 }
 
 TEST_F(two_processes, ConnectingWhereNothingServesNamesTheAddress) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 
@@ -45,17 +47,50 @@ namespace {
   return !clone.valid() && clone.data() == nullptr;
 }
 
+/// `inner` wrapped in a fault-injecting backend armed with `specs`; null when there are none.
+std::shared_ptr<fault_injecting_backend> with_faults(const std::shared_ptr<backend>& inner,
+                                                     const std::vector<fault>& specs) {
+  if (specs.empty())
+    return nullptr;
+  auto faults = std::make_shared<fault_injecting_backend>(inner);
+  for (const auto& f : specs)
+    faults->inject(f);
+  return faults;
+}
+
+/// Waits until a restart the injected faults caused (if any) has finished: a request that
+/// reached the supervisor before it learned of the crash is answered allocator_stopped by the
+/// dying incarnation; one that arrives during the restart waits for the next incarnation.
+void await_restart(client& uma) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    try {
+      static_cast<void>(uma.stats());
+      return;
+    } catch (const error& e) {
+      if (e.code() != errc::allocator_stopped)
+        return;
+    }
+  }
+}
+
+/// "supervisor: generation 2, 1 restart(s), state running, ...".
+void print_supervision(const supervision_stats& sv, const fault_injecting_backend* faults) {
+  std::cout << "supervisor: generation " << sv.current_generation << ", " << sv.restarts
+            << " restart(s), state " << sv.state;
+  if (faults)
+    std::cout << ", " << faults->injected() << " fault(s) injected";
+  if (!sv.last_exit_reason.empty())
+    std::cout << ", last exit: " << sv.last_exit_reason;
+  std::cout << "\n";
+}
+
 }  // namespace
 
 int run_demo(const options& o) {
   std::shared_ptr<backend> backend = make_backend(o.backend);
-  std::shared_ptr<fault_injecting_backend> faults;
-  if (!o.faults.empty()) {
-    faults = std::make_shared<fault_injecting_backend>(backend);
-    for (const auto& f : o.faults)
-      faults->inject(f);
+  const auto faults = with_faults(backend, o.faults);
+  if (faults)
     backend = faults;
-  }
   std::cout << "backend: " << to_string(backend->kind()) << " (" << backend->description() << ")\n";
   const pipeline::pipeline_options shape{
       .producers = o.producers, .consumers = o.consumers, .batches = o.batches, .floats = o.floats};
@@ -84,28 +119,10 @@ int run_demo(const options& o) {
   std::cout << "pipeline: " << pipeline::summarize(result);
   std::cout << "stats after the pipeline:\n" << to_string(result.stats);
 
-  if (faults) {
-    // A restart may still be under way. A request that reached the supervisor before it learned
-    // of the crash is answered allocator_stopped by the dying incarnation; one that arrives
-    // during the restart waits for the next incarnation.
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      try {
-        static_cast<void>(uma.stats());
-        break;
-      } catch (const error& e) {
-        if (e.code() != errc::allocator_stopped)
-          break;
-      }
-    }
-  }
-  const auto sv = query_supervision(sys, supervisor);
-  std::cout << "supervisor: generation " << sv.current_generation << ", " << sv.restarts
-            << " restart(s), state " << sv.state;
   if (faults)
-    std::cout << ", " << faults->injected() << " fault(s) injected";
-  if (!sv.last_exit_reason.empty())
-    std::cout << ", last exit: " << sv.last_exit_reason;
-  std::cout << "\n";
+    await_restart(uma);
+  const auto sv = query_supervision(sys, supervisor);
+  print_supervision(sv, faults.get());
   if (sv.state != "running") {
     std::cerr << "uma demo: the allocator is " << sv.state << "; nothing more to show\n";
     return exit_failure;

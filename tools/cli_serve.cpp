@@ -41,6 +41,56 @@ void log_line(const std::string& line) {
   std::fprintf(stderr, "uma serve: %s\n", line.c_str());
 }
 
+/// Why serving ended; `failed` when the supervisor gave up.
+struct stop_cause {
+  std::string why;
+  bool failed = false;
+};
+
+/// Serves until a stop signal, the --for deadline (`seconds`, 0: none), or the supervisor (which
+/// `self` monitors) going down.
+stop_cause serve_until_stopped(caf::actor_system& sys, caf::scoped_actor& self,
+                               const sigset_t& stop_signals, std::uint64_t seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  stop_cause cause;
+  while (cause.why.empty()) {
+    timespec tick{0, 100'000'000};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      cause.why = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    } else if (seconds != 0 &&
+               std::chrono::steady_clock::now() - start >= std::chrono::seconds(seconds)) {
+      cause.why = "--for " + std::to_string(seconds) + " s";
+    } else {
+      self->receive(
+          [&](caf::down_msg& dm) {
+            cause.why = "the allocator supervisor went down: " +
+                        (dm.reason ? sys.render(dm.reason) : std::string("normal exit"));
+            cause.failed = true;
+          },
+          caf::after(std::chrono::seconds(0)) >> [] {});
+    }
+  }
+  return cause;
+}
+
+/// Logs what the gateway still holds as serving stops after `why`.
+template <class Gateway>
+void log_final_stats(caf::actor_system& sys, caf::scoped_actor& self, const Gateway& gateway,
+                     const std::string& why) {
+  self->request(gateway, std::chrono::seconds(5), stats_atom_v)
+      .receive(
+          [&](const remote_stats& s) {
+            log_line("stopping after " + why + ": " + std::to_string(s.sessions) +
+                     " session(s) open, " + std::to_string(s.sessions_lost) + " lost, " +
+                     std::to_string(s.leases) + " lease(s) to release, live bytes " +
+                     std::to_string(s.allocator.live_bytes));
+          },
+          [&](const caf::error& e) {
+            log_line("stopping after " + why + " (" + sys.render(e) + ")");
+          });
+}
+
 }  // namespace
 
 int run_serve(const options& o) {
@@ -84,44 +134,12 @@ int run_serve(const options& o) {
               static_cast<int>(getpid()));
   std::fflush(stdout);
 
-  // Serve until a stop signal, the --for deadline, or the supervisor giving up.
-  const auto start = std::chrono::steady_clock::now();
-  std::string why;
-  bool failed = false;
-  while (why.empty()) {
-    timespec tick{0, 100'000'000};
-    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
-      why = sig == SIGINT ? "SIGINT" : "SIGTERM";
-    } else if (o.serve_seconds != 0 &&
-               std::chrono::steady_clock::now() - start >= std::chrono::seconds(o.serve_seconds)) {
-      why = "--for " + std::to_string(o.serve_seconds) + " s";
-    } else {
-      self->receive(
-          [&](caf::down_msg& dm) {
-            why = "the allocator supervisor went down: " +
-                  (dm.reason ? sys.render(dm.reason) : std::string("normal exit"));
-            failed = true;
-          },
-          caf::after(std::chrono::seconds(0)) >> [] {});
-    }
-  }
-
-  if (!failed) {
-    self->request(gateway, std::chrono::seconds(5), stats_atom_v)
-        .receive(
-            [&](const remote_stats& s) {
-              log_line("stopping after " + why + ": " + std::to_string(s.sessions) +
-                       " session(s) open, " + std::to_string(s.sessions_lost) + " lost, " +
-                       std::to_string(s.leases) + " lease(s) to release, live bytes " +
-                       std::to_string(s.allocator.live_bytes));
-            },
-            [&](const caf::error& e) {
-              log_line("stopping after " + why + " (" + sys.render(e) + ")");
-            });
-  } else {
-    log_line("stopping: " + why);
-  }
+  const stop_cause cause = serve_until_stopped(sys, self, stop_signals, o.serve_seconds);
+  const bool failed = cause.failed;
+  if (!failed)
+    log_final_stats(sys, self, gateway, cause.why);
+  else
+    log_line("stopping: " + cause.why);
   stop();
   if (!failed)
     self->receive([](const caf::down_msg&) {},

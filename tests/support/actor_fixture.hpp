@@ -43,7 +43,20 @@ class basic_actor_fixture : public ::testing::Test {
 
 using actor_fixture = basic_actor_fixture<uma_config>;
 
-/// Asserts that `stmt` throws uma::error with `code` and a message containing `words`.
+/// Asserts that `stmt` throws uma::error with `expected_code`: how a test identifies an error.
+#define UMA_EXPECT_ERRC(stmt, expected_code)          \
+  do {                                                \
+    try {                                             \
+      static_cast<void>(stmt);                        \
+      ADD_FAILURE() << #stmt " did not throw";        \
+    } catch (const ::uma::error& e) {                 \
+      EXPECT_EQ(e.code(), expected_code) << e.what(); \
+    }                                                 \
+  } while (false)
+
+/// Asserts that `stmt` throws uma::error with `code` and a message containing `words`. Only for
+/// tests where the message's content is the behaviour ("names the sizes"); otherwise use
+/// UMA_EXPECT_ERRC.
 #define UMA_EXPECT_ERROR(stmt, expected_code, words)                   \
   do {                                                                 \
     try {                                                              \
