@@ -10,10 +10,10 @@ are blanked first; a brace at namespace or class scope opens a namespace, a clas
 initializer or a function body; everything inside a function body (lambdas, CAF behaviour lists,
 local classes) counts toward that function. Python functions are measured with the ast module.
 
-tools/size_baseline.txt lists known violations in files that are being rewritten elsewhere: they
-are reported but do not fail the check. Exit status: 0 clean, 1 violations, 2 usage error.
+There is no list of exceptions: a violation fails the check. Exit status: 0 clean, 1 violations,
+2 usage error.
 
-  tools/check_sizes.py [--root DIR] [--baseline FILE]
+  tools/check_sizes.py [--root DIR]
   tools/check_sizes.py --self-test
 """
 
@@ -272,33 +272,18 @@ def violations_in(rel, src, library):
     return found
 
 
-def read_baseline(path):
-    """Keys (`path` or `path:function`) of accepted violations; '#' starts a comment."""
-    if not path or not os.path.exists(path):
-        return set()
-    with open(path, encoding="utf-8") as f:
-        return {line.split("#")[0].strip() for line in f} - {""}
-
-
-def run(root, baseline_path):
-    baseline = read_baseline(baseline_path)
-    failures, known, seen = [], [], set()
+def run(root):
+    failures = []
     for rel, library in source_files(root):
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
             src = f.read()
-        for key, text in violations_in(rel, src, library):
-            seen.add(key)
-            (known if key in baseline else failures).append(text)
-    for text in known:
-        print(f"known (tools/size_baseline.txt): {text}")
-    for key in sorted(baseline - seen):
-        print(f"note: baseline entry '{key}' no longer violates a rule: remove it")
+        failures.extend(text for _, text in violations_in(rel, src, library))
     if failures:
         print("size rules broken (docs/design.md, \"Rules the build checks\"):")
         for text in failures:
             print(f"  {text}")
         return 1
-    print(f"size rules: ok ({len(known)} known exception(s))")
+    print("size rules: ok")
     return 0
 
 
@@ -363,13 +348,12 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=os.path.dirname(here))
-    parser.add_argument("--baseline", default=os.path.join(here, "size_baseline.txt"))
     parser.add_argument("--self-test", action="store_true", help="test the scanner and exit")
     args = parser.parse_args()
     if args.self_test:
         suite = unittest.defaultTestLoader.loadTestsFromTestCase(ScannerTest)
         return 0 if unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful() else 1
-    return run(args.root, args.baseline)
+    return run(args.root)
 
 
 if __name__ == "__main__":
