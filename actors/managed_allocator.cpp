@@ -243,7 +243,7 @@ class managed_allocator final : public allocator_impl::base {
     std::vector<std::uint64_t> touched;
     for (const auto& ref : r.refs) {
       auto& state = core_.track_advice(ref);
-      const bool whole = ref.byte_offset() == 0 && ref.bytes() == ref.region_record()->bytes;
+      const bool whole = ref.byte_offset() == 0 && ref.bytes() == detail::record_of(ref)->bytes;
       if (whole && state.unchanged_by(r.what, r.where)) {
         core_.count_advice(0, 1);
         continue;

@@ -1,30 +1,17 @@
 #pragma once
 
-#include <cstdint>
-#include <span>
-#include <vector>
+// Transitional: the checks are internal and live in actors/detail/request_checks.hpp, namespace
+// uma::detail. This shim keeps the old spelling (`uma::check_refs`, ...) for
+// actors/managed_allocator.cpp until its rewrite includes the detail header; delete it then.
+// It is not installed (CMakeLists.txt excludes it).
 
-#include <uma/memory/managed_ref.hpp>
-#include <uma/messages/requests.hpp>
-#include <uma/sys/backend.hpp>
+#include <uma/actors/detail/request_checks.hpp>
 
 namespace uma {
 
-/// Every ref must be non-empty, of the incarnation `own`, and no two may overlap. Throws
-/// `invalid_argument` (empty, another allocator's, overlapping) or `allocator_stopped` (an inert
-/// ref; counted in `inert_refusals`), naming the operation and the ref's position.
-void check_refs(std::span<const byte_ref> refs, const char* op, const detail::control_block& own,
-                std::uint64_t& inert_refusals);
-
-/// Stream-ordered work must not be enqueued into a capture: a prefetch there fails and
-/// invalidates the caller's capture, so it is refused before anything is enqueued. The host
-/// backend takes no stream at all.
-void check_stream(backend& b, stream_view stream, const char* op);
-
-/// The byte ranges of `refs`, in order.
-[[nodiscard]] std::vector<byte_range> ranges_of(std::span<const byte_ref> refs);
-
-/// The reply of a stream-ordered request over `ranges`.
-[[nodiscard]] op_result summarize(std::span<const byte_range> ranges, completion when);
+using detail::check_refs;
+using detail::check_stream;
+using detail::ranges_of;
+using detail::summarize;
 
 }  // namespace uma

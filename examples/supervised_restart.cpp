@@ -1,10 +1,14 @@
 // supervised_restart: worker threads hold refs from a supervised allocator; an injected fault
 // (a lost CUDA context, simulated on the host backend) kills the allocator; its supervisor
-// restarts it. The old refs report inert, new allocations succeed in the next generation.
+// restarts it. The old refs report inert, new allocations succeed in the next generation. The
+// example learns of the restart by subscribing to it (no polling), and prints the final report
+// that stopping the client returns.
 //
 //   supervised_restart [--workers N] [--backend auto|cuda|host]
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/after.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -32,8 +36,15 @@ int run(int workers, uma::backend_choice choice) {
   uma::supervisor_config sc;
   sc.allocator.backend = faults;
   sc.max_restarts = 3;
-  auto supervisor = uma::spawn_supervisor(sys, sc);
-  uma::client uma(sys, supervisor);
+  uma::client uma(sys, sc);  // spawns and owns a supervisor
+  const auto supervisor = *uma.supervisor();
+
+  // This thread observes restarts: the supervisor sends it a restart_event for each one.
+  caf::scoped_actor observer{sys};
+  observer
+      ->request(supervisor, std::chrono::seconds(10), uma::subscribe_atom_v,
+                caf::actor_cast<uma::restart_observer_actor>(observer))
+      .receive([](std::uint64_t) {}, [](caf::error&) {});
 
   // Each worker allocates and keeps a ref of generation 1.
   std::vector<uma::ManagedRef<int>> held(workers);
@@ -59,12 +70,15 @@ int run(int workers, uma::backend_choice choice) {
                 e.what());
   }
 
-  // The supervisor restarts it; wait (bounded) for generation 2.
-  auto s = uma::query_supervision(sys, supervisor);
-  for (int i = 0; i < 100000 && !(s.current_generation == 2 && s.state == "running"); ++i) {
-    std::this_thread::yield();
-    s = uma::query_supervision(sys, supervisor);
-  }
+  // The supervisor restarts it and tells the observer once generation 2 serves.
+  uma::restart_event ev;
+  observer->receive([&](uma::restarted_atom, uma::restart_event& e) { ev = std::move(e); },
+                    caf::after(std::chrono::seconds(30)) >> [] {});
+  std::printf("restart event: generation %llu -> %llu, cause %s, reason %s\n",
+              static_cast<unsigned long long>(ev.generation_before),
+              static_cast<unsigned long long>(ev.generation_after),
+              std::string(uma::to_string(ev.cause)).c_str(), sys.render(ev.reason).c_str());
+  const auto s = uma::query_supervision(sys, supervisor);
   std::printf("supervisor: generation %llu, %llu restart(s), last exit: %s\n",
               static_cast<unsigned long long>(s.current_generation),
               static_cast<unsigned long long>(s.restarts), s.last_exit_reason.c_str());
@@ -83,11 +97,17 @@ int run(int workers, uma::backend_choice choice) {
               static_cast<unsigned long long>(fresh.generation()),
               fresh.valid() ? "true" : "false");
 
-  const bool ok =
-      s.current_generation == 2 && inert == workers && fresh.valid() && fresh.generation() == 2;
+  const bool ok = ev.generation_after == 2 && ev.cause == uma::restart_cause::failure &&
+                  s.current_generation == 2 && inert == workers && fresh.valid() &&
+                  fresh.generation() == 2;
   held.clear();
   fresh.reset();
-  uma.stop();
+  const auto report = uma.stop();  // generation 2's post_stop, as it ran
+  if (report)
+    std::printf("final report: generation %llu, %llu region(s) freed, %llu leaked\n",
+                static_cast<unsigned long long>(report->stats.generation),
+                static_cast<unsigned long long>(report->stop.regions_freed),
+                static_cast<unsigned long long>(report->stop.regions_leaked));
   const auto counters = faults->counters();
   std::printf("backend: %llu allocations, %llu frees, %llu bad frees\n",
               static_cast<unsigned long long>(counters.allocations),

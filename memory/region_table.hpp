@@ -27,11 +27,6 @@ struct region_info {
   friend bool operator==(const region_info&, const region_info&) = default;
 };
 
-template <class Inspector>
-auto inspect(Inspector& f, region_info& x) {
-  return f(x.id, x.generation, x.bytes, x.label, x.attach, x.refs, x.pins, x.age_ms);
-}
-
 /// The regions one allocator owns, by id. Actor-thread only.
 class region_table {
  public:

@@ -103,16 +103,16 @@ TEST_F(supervisor_virtual_time, BackoffDoublesPerRestartAndIsCapped) {
   for (std::size_t i = 0; i < std::size(expected); ++i) {
     crash(sup);
     auto s = stats(sup);
-    ASSERT_EQ(s.state, "restarting") << "restart " << i;
+    ASSERT_EQ(s.state, supervisor_state::restarting) << "restart " << i;
     EXPECT_EQ(s.current_generation, i + 1);
     sched_.advance_time(expected[i] - 1ms);
     sched_.run();
-    EXPECT_EQ(stats(sup).state, "restarting")
+    EXPECT_EQ(stats(sup).state, supervisor_state::restarting)
         << "restarted before its backoff of " << expected[i].count() << " ms";
     sched_.advance_time(1ms);
     sched_.run();
     s = stats(sup);
-    EXPECT_EQ(s.state, "running");
+    EXPECT_EQ(s.state, supervisor_state::running);
     EXPECT_EQ(s.current_generation, i + 2);
   }
   const auto s = stats(sup);

@@ -100,14 +100,14 @@ int run_demo(const options& o) {
   }
   const auto sv = query_supervision(sys, supervisor);
   std::cout << "supervisor: generation " << sv.current_generation << ", " << sv.restarts
-            << " restart(s), state " << sv.state;
+            << " restart(s), state " << to_string(sv.state);
   if (faults)
     std::cout << ", " << faults->injected() << " fault(s) injected";
   if (!sv.last_exit_reason.empty())
     std::cout << ", last exit: " << sv.last_exit_reason;
   std::cout << "\n";
-  if (sv.state != "running") {
-    std::cerr << "uma demo: the allocator is " << sv.state << "; nothing more to show\n";
+  if (sv.state != supervisor_state::running) {
+    std::cerr << "uma demo: the allocator is " << to_string(sv.state) << "; nothing more to show\n";
     return exit_failure;
   }
   const bool inert = stop_while_held(uma);
