@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <caf/actor_system.hpp>
 
@@ -35,8 +36,9 @@ namespace {
   auto clone = held;
   std::cout << "holding region " << held.id() << " (" << human_bytes(held.bytes())
             << ") and a clone of its ref while the allocator stops\n";
-  uma.stop();
-  const auto report = clone.stop_info();
+  // The report of the post_stop that ran (the clone's stop_info() tells the same).
+  const auto final = uma.stop();
+  const auto report = final ? std::optional(final->stop) : clone.stop_info();
   std::cout << "allocator stopped: freed " << (report ? report->regions_freed : 0) << " region(s), "
             << (report ? report->bytes_freed : 0) << " bytes, leaked "
             << (report ? report->regions_leaked : 0) << "\n";
@@ -66,8 +68,8 @@ int run_demo(const options& o) {
   supervisor_config supervision;
   supervision.allocator.backend = backend;
   supervision.backoff_initial = std::chrono::milliseconds(1);
-  const auto supervisor = spawn_supervisor(sys, supervision);
-  client uma(sys, supervisor);
+  client uma(sys, supervision);  // spawns the supervisor, stops it at the latest on return
+  const auto supervisor = *uma.supervisor();
 
   // On a terminal the progress line rewrites itself; in a log only its final state is written.
   const bool terminal = isatty(fileno(stdout)) != 0;
