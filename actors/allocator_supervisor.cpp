@@ -1,8 +1,11 @@
 #include <uma/actors/allocator_supervisor.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <type_traits>
 
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
@@ -16,8 +19,10 @@ namespace uma {
 
 namespace {
 
-/// The supervisor's own interface: the public one plus its restart timer.
-using supervisor_impl = allocator_supervisor_actor::extend<caf::reacts_to<respawn_atom>>;
+/// The supervisor's own interface: the public one plus its restart timer, which names the
+/// generation whose end it waits to replace (a timer that outlived its restart does nothing).
+using supervisor_impl =
+    allocator_supervisor_actor::extend<caf::reacts_to<respawn_atom, std::uint64_t>>;
 
 /// Final records written by incarnations from their post_stop (their own thread).
 struct generation_log {
@@ -31,69 +36,26 @@ class allocator_supervisor final : public supervisor_impl::base {
       : supervisor_impl::base(cfg), config_(std::move(config)) {
     if (!config_.decider)
       config_.decider = default_decider;
-    set_down_handler([this](caf::down_msg& dm) { on_child_down(dm); });
+    set_down_handler([this](caf::down_msg& dm) { on_down(dm); });
     set_exit_handler([this](caf::exit_msg& em) { on_exit_request(em); });
   }
 
   behavior_type make_behavior() override {
     spawn_child();
-    return {
-        [this](allocate_atom a, allocate_request& r) -> caf::result<byte_ref> {
-          return forward<byte_ref>(a, std::move(r));
-        },
-        [this](prefetch_atom a, prefetch_request& r) -> caf::result<op_result> {
-          return forward<op_result>(a, std::move(r));
-        },
-        [this](discard_atom a, discard_request& r) -> caf::result<op_result> {
-          return forward<op_result>(a, std::move(r));
-        },
-        [this](discard_prefetch_atom a, prefetch_request& r) -> caf::result<op_result> {
-          return forward<op_result>(a, std::move(r));
-        },
-        [this](advise_atom a, advise_request& r) -> caf::result<op_result> {
-          return forward<op_result>(a, std::move(r));
-        },
-        [this](attributes_atom a, byte_ref& ref) -> caf::result<range_attributes> {
-          return forward<range_attributes>(a, std::move(ref));
-        },
-        [this](stats_atom a) -> caf::result<allocator_stats> {
-          return forward<allocator_stats>(a);
-        },
-        [this](memory_kind_atom a, std::uintptr_t p) -> caf::result<memory_kind> {
-          return forward<memory_kind>(a, p);
-        },
-        [this](can_access_atom a, location loc, byte_ref& ref) -> caf::result<bool> {
-          return forward<bool>(a, loc, std::move(ref));
-        },
-        [this](regions_atom a) -> caf::result<std::vector<region_info>> {
-          return forward<std::vector<region_info>>(a);
-        },
-        [this](flush_atom a) -> caf::result<allocator_stats> {
-          return forward<allocator_stats>(a);
-        },
-        [this](trim_atom a) -> caf::result<std::uint64_t> { return forward<std::uint64_t>(a); },
-        [this](lease_atom a, lease_request& r) -> caf::result<block_cache> {
-          return forward<block_cache>(a, std::move(r));
-        },
-        [this](quota_atom a, std::uint64_t bytes) -> caf::result<std::uint64_t> {
-          // A quota set survives restarts: later incarnations start with it.
-          return forward_then<std::uint64_t>(
-              [this, bytes](std::uint64_t quota) {
-                if (bytes != 0)
-                  config_.allocator.quota_bytes = quota;
-              },
-              a, bytes);
-        },
-        [this](release_atom a) {
-          if (child_)
-            send(child_, a);
-        },
+    // The allocator's whole interface is forwarded by one generic handler per signature
+    // (forward_all); only what the supervisor itself answers is written out here.
+    return forward_all(
+        managed_allocator_actor::signatures{},
         [this](supervision_atom) -> supervision_stats { return current_stats(); },
-        [this](respawn_atom) {
-          if (state_ == "restarting")
-            spawn_child();
+        [this](restart_atom) -> caf::result<std::uint64_t> { return restart_on_request(); },
+        [this](subscribe_atom, restart_observer_actor& o) -> caf::result<std::uint64_t> {
+          return subscribe(o);
         },
-    };
+        [this](unsubscribe_atom, restart_observer_actor& o) -> bool { return unsubscribe(o); },
+        [this](respawn_atom, std::uint64_t ended) {
+          if (state_ == supervisor_state::restarting && !child_ && ended == generation_)
+            spawn_child();
+        });
   }
 
   void on_exit() override {
@@ -109,45 +71,80 @@ class allocator_supervisor final : public supervisor_impl::base {
       caf::anon_send_exit(child_, caf::exit_reason::user_shutdown);
       child_ = nullptr;
     }
-    fail_stash(make_caf_error(errc::allocator_stopped, "the allocator supervisor stopped"));
+    state_ = supervisor_state::stopped;
+    fail_waiting(make_caf_error(errc::allocator_stopped, "the allocator supervisor stopped"));
+    announce_stop(exit_reason_);
     supervisor_impl::base::on_exit();
   }
 
  private:
   // -- forwarding --------------------------------------------------------------------------------
 
-  template <class R, class... Ts>
-  caf::typed_response_promise<R> forward(Ts... xs) {
-    return forward_then<R>(std::function<void(R)>{}, std::move(xs)...);
+  /// The behavior: a forwarding handler for each signature of `Sigs`, then `own` handlers.
+  template <class... Sigs, class... Own>
+  behavior_type forward_all(caf::detail::type_list<Sigs...>, Own... own) {
+    return {forwarder(std::type_identity<Sigs>{})..., std::move(own)...};
   }
 
-  /// forward, with `on_reply` called with a successful reply before it is delivered.
+  /// The handler that forwards one request signature to the current incarnation.
+  template <class... In, class Out>
+  auto forwarder(
+      std::type_identity<caf::typed_mpi<caf::detail::type_list<In...>, caf::output_tuple<Out>>>) {
+    if constexpr (std::is_void_v<Out>) {
+      // A notification (release): only the incarnation it concerns can act on it.
+      return [this](In... xs) {
+        if (child_)
+          send(child_, std::move(xs)...);
+      };
+    } else {
+      return [this](In&... xs) -> caf::result<Out> {
+        auto hook = reply_hook(std::type_identity<Out>{}, xs...);
+        return forward<Out>(std::move(hook), std::move(xs)...);
+      };
+    }
+  }
+
+  /// What the supervisor learns from a successful reply before passing it on: by default,
+  /// nothing.
   template <class R, class... Ts>
-  caf::typed_response_promise<R> forward_then(std::function<void(R)> on_reply, Ts... xs) {
+  static std::function<void(const R&)> reply_hook(std::type_identity<R>, const Ts&...) {
+    return {};
+  }
+
+  /// A quota set survives restarts: later incarnations start with the quota in force.
+  std::function<void(const std::uint64_t&)> reply_hook(std::type_identity<std::uint64_t>,
+                                                       quota_atom, std::uint64_t bytes) {
+    if (bytes == 0)
+      return {};
+    return [this](std::uint64_t quota) { config_.allocator.quota_bytes = quota; };
+  }
+
+  template <class R, class... Ts>
+  caf::result<R> forward(std::function<void(const R&)> hook, Ts... xs) {
+    if (state_ == supervisor_state::stopped)
+      return stopped_error();
     auto rp = make_response_promise<R>();
-    if (child_) {
-      forward_now<R>(rp, on_reply, std::move(xs)...);
-    } else if (state_ == "restarting") {
-      stash_.push_back({[this, rp, on_reply, xs...]() mutable {
-                          forward_now<R>(rp, on_reply, std::move(xs)...);
+    if (state_ == supervisor_state::running) {
+      forward_now<R>(rp, std::move(hook), std::move(xs)...);
+    } else {
+      // Between incarnations: the request waits for the next one.
+      stash_.push_back({[this, rp, hook, xs...]() mutable {
+                          forward_now<R>(rp, std::move(hook), std::move(xs)...);
                         },
                         [rp](caf::error err) mutable { rp.deliver(std::move(err)); }});
-    } else {
-      rp.deliver(make_caf_error(errc::allocator_stopped,
-                                "the allocator was stopped by its supervisor after generation " +
-                                    std::to_string(generation_) + " ended: " + last_reason_));
     }
     return rp;
   }
 
   template <class R, class... Ts>
-  void forward_now(caf::typed_response_promise<R> rp, std::function<void(R)> on_reply, Ts... xs) {
+  void forward_now(caf::typed_response_promise<R> rp, std::function<void(const R&)> hook,
+                   Ts... xs) {
     const auto gen = generation_;
     request(child_, caf::infinite, std::move(xs)...)
         .then(
-            [rp, on_reply](R& r) mutable {
-              if (on_reply)
-                on_reply(r);
+            [rp, hook](R& r) mutable {
+              if (hook)
+                hook(r);
               rp.deliver(std::move(r));
             },
             [this, rp, gen](caf::error& err) mutable {
@@ -163,10 +160,77 @@ class allocator_supervisor final : public supervisor_impl::base {
             });
   }
 
-  void fail_stash(const caf::error& err) {
-    auto stash = std::exchange(stash_, {});
-    for (auto& s : stash)
+  [[nodiscard]] caf::error stopped_error() const {
+    return make_caf_error(errc::allocator_stopped,
+                          "the allocator was stopped by its supervisor after generation " +
+                              std::to_string(generation_) + " ended: " + last_reason_);
+  }
+
+  /// Answers everything that waits for an incarnation with `err`.
+  void fail_waiting(const caf::error& err) {
+    for (auto& s : std::exchange(stash_, {}))
       s.fail(err);
+    for (auto& rp : std::exchange(restart_waiters_, {}))
+      rp.deliver(err);
+  }
+
+  // -- explicit restarts and observers -----------------------------------------------------------
+
+  caf::result<std::uint64_t> restart_on_request() {
+    if (state_ == supervisor_state::stopped)
+      return stopped_error();
+    if (state_ == supervisor_state::restarting && !child_) {
+      // A failure's backoff is pending: its restart happens now instead of after the delay.
+      spawn_child();
+      if (state_ != supervisor_state::running)
+        return stopped_error();  // it could not start: the supervisor escalated
+      return generation_;
+    }
+    auto rp = make_response_promise<std::uint64_t>();
+    restart_waiters_.push_back(rp);
+    if (state_ == supervisor_state::running) {
+      // The incarnation stops like any other (post_stop frees, its refs go inert); its down
+      // message starts the next one. Requests arriving meanwhile wait for that one.
+      state_ = supervisor_state::restarting;
+      restart_requested_ = true;
+      send_exit(child_, caf::exit_reason::user_shutdown);
+    }
+    return rp;
+  }
+
+  caf::result<std::uint64_t> subscribe(const restart_observer_actor& o) {
+    if (!o)
+      return make_caf_error(errc::invalid_argument, "subscribe: the observer is an invalid handle");
+    if (state_ == supervisor_state::stopped)
+      return stopped_error();
+    // Weak addresses: a subscription must not keep its observer alive.
+    if (std::find(observers_.begin(), observers_.end(), o.address()) == observers_.end()) {
+      observers_.push_back(o.address());
+      monitor(o);
+    }
+    return generation_;
+  }
+
+  bool unsubscribe(const restart_observer_actor& o) {
+    const auto it = std::find(observers_.begin(), observers_.end(), o.address());
+    if (it == observers_.end())
+      return false;
+    observers_.erase(it);
+    demonitor(o.address());
+    return true;
+  }
+
+  void notify(const restart_event& ev) {
+    for (const auto& addr : observers_)
+      if (auto o = caf::actor_cast<restart_observer_actor>(addr))
+        caf::anon_send(o, restarted_atom_v, ev);
+  }
+
+  /// Observers hear once that no incarnation will follow; then they are forgotten.
+  void announce_stop(const caf::error& reason) {
+    notify(restart_event{generation_, 0, restart_cause::stopped, reason});
+    for (const auto& addr : std::exchange(observers_, {}))
+      demonitor(addr);
   }
 
   // -- incarnations ------------------------------------------------------------------------------
@@ -174,13 +238,18 @@ class allocator_supervisor final : public supervisor_impl::base {
   void spawn_child() {
     auto cfg = config_.allocator;
     cfg.generation = ++generation_;
-    cfg.on_stop = [log = log_, gen = generation_](const allocator_stats& s, const stop_report& r) {
-      std::lock_guard lock(log->mutex);
-      auto& rec = log->records[gen];
-      rec.generation = gen;
-      rec.final_stats = s;
-      rec.regions_freed = r.regions_freed;
-      rec.regions_leaked = r.regions_leaked;
+    cfg.on_stop = [log = log_, gen = generation_, user = config_.allocator.on_stop](
+                      const allocator_stats& s, const stop_report& r) {
+      {
+        std::lock_guard lock(log->mutex);
+        auto& rec = log->records[gen];
+        rec.generation = gen;
+        rec.final_stats = s;
+        rec.regions_freed = r.regions_freed;
+        rec.regions_leaked = r.regions_leaked;
+      }
+      if (user)
+        user(s, r);
     };
     try {
       child_ = spawn_allocator(system(), std::move(cfg));
@@ -195,17 +264,33 @@ class allocator_supervisor final : public supervisor_impl::base {
       log_->records[generation_] = generation_record{generation_, true, {}, 0, 0, {}};
     }
     monitor(child_);
-    state_ = "running";
-    auto stash = std::exchange(stash_, {});
-    for (auto& s : stash)
+    state_ = supervisor_state::running;
+    if (auto ev = std::exchange(pending_event_, std::nullopt)) {
+      ev->generation_after = generation_;
+      notify(*ev);
+    }
+    for (auto& s : std::exchange(stash_, {}))
       s.run();
+    for (auto& rp : std::exchange(restart_waiters_, {}))
+      rp.deliver(generation_);
+  }
+
+  void on_down(const caf::down_msg& dm) {
+    if (child_ && dm.source == child_.address()) {
+      on_child_down(dm);
+      return;
+    }
+    // A dead observer is forgotten (its monitor fired once and is gone).
+    observers_.erase(std::remove(observers_.begin(), observers_.end(), dm.source),
+                     observers_.end());
   }
 
   void on_child_down(const caf::down_msg& dm) {
-    if (!child_ || dm.source != child_.address())
-      return;
     child_ = nullptr;
-    last_reason_ = dm.reason ? system().render(dm.reason) : "normal exit";
+    const bool requested = std::exchange(restart_requested_, false);
+    const bool asked_for = requested && dm.reason == caf::exit_reason::user_shutdown;
+    last_reason_ =
+        asked_for ? "restart requested" : (dm.reason ? system().render(dm.reason) : "normal exit");
     {
       std::lock_guard lock(log_->mutex);
       auto& rec = log_->records[generation_];
@@ -213,27 +298,40 @@ class allocator_supervisor final : public supervisor_impl::base {
       rec.exit_reason = last_reason_;
     }
     if (stopping_) {
+      exit_reason_ = stop_reason_;
       quit(stop_reason_);
       return;
     }
-    switch (config_.decider(dm.reason)) {
+    if (requested) {
+      // Replaced on purpose: no backoff, not counted against the restart intensity. (An
+      // incarnation that failed before the request reached it is replaced all the same.)
+      ++requested_restarts_;
+      pending_event_ = restart_event{generation_, 0, restart_cause::requested,
+                                     asked_for ? caf::error{} : dm.reason};
+      spawn_child();
+      return;
+    }
+    decide(dm.reason);
+  }
+
+  void decide(const caf::error& reason) {
+    switch (config_.decider(reason)) {
       case supervisor_decision::resume:
         // A dead incarnation cannot be resumed: it is replaced at once, without counting
         // against the restart intensity (its failure was not the allocator's fault).
         ++resumes_;
-        schedule_restart(std::chrono::milliseconds(0));
+        schedule_restart(std::chrono::milliseconds(0), reason);
         return;
       case supervisor_decision::restart:
-        restart_after_failure(dm.reason);
+        restart_after_failure(reason);
         return;
       case supervisor_decision::stop:
-        state_ = "stopped";
-        fail_stash(make_caf_error(errc::allocator_stopped,
-                                  "the allocator was stopped by its supervisor after generation " +
-                                      std::to_string(generation_) + " ended: " + last_reason_));
+        state_ = supervisor_state::stopped;
+        fail_waiting(stopped_error());
+        announce_stop(reason);
         return;
       case supervisor_decision::escalate:
-        escalate(dm.reason, "allocator generation " + std::to_string(generation_) + " failed");
+        escalate(reason, "allocator generation " + std::to_string(generation_) + " failed");
         return;
     }
   }
@@ -251,25 +349,27 @@ class allocator_supervisor final : public supervisor_impl::base {
     auto delay = config_.backoff_initial;
     for (std::size_t k = 1; k < restart_times_.size() && delay < config_.backoff_max; ++k)
       delay *= 2;
-    schedule_restart(std::min(delay, config_.backoff_max));
+    schedule_restart(std::min(delay, config_.backoff_max), reason);
   }
 
-  void schedule_restart(std::chrono::milliseconds delay) {
+  void schedule_restart(std::chrono::milliseconds delay, const caf::error& reason) {
     ++restarts_;
-    state_ = "restarting";
+    state_ = supervisor_state::restarting;
+    pending_event_ = restart_event{generation_, 0, restart_cause::failure, reason};
     backoffs_ms_.push_back(static_cast<std::uint64_t>(delay.count()));
     if (delay.count() == 0)
       spawn_child();
     else
-      delayed_send(caf::actor_cast<supervisor_impl>(this), delay, respawn_atom_v);
+      delayed_send(caf::actor_cast<supervisor_impl>(this), delay, respawn_atom_v, generation_);
   }
 
   void escalate(const caf::error& reason, const std::string& what) {
-    state_ = "stopped";
+    state_ = supervisor_state::stopped;
     auto err = make_caf_error(errc::unrecoverable,
                               "allocator supervisor escalates: " + what +
                                   "; last failure: " + (reason ? system().render(reason) : "none"));
-    fail_stash(err);
+    fail_waiting(err);
+    exit_reason_ = err;
     quit(std::move(err));
   }
 
@@ -279,6 +379,7 @@ class allocator_supervisor final : public supervisor_impl::base {
       stop_reason_ = em.reason;
       send_exit(child_, em.reason);  // quit once its post_stop has run (down message)
     } else {
+      exit_reason_ = em.reason;
       quit(em.reason);
     }
   }
@@ -288,9 +389,11 @@ class allocator_supervisor final : public supervisor_impl::base {
     s.current_generation = generation_;
     s.restarts = restarts_;
     s.resumes = resumes_;
+    s.requested_restarts = requested_restarts_;
     s.state = state_;
     s.last_exit_reason = last_reason_;
     s.backoffs_ms = backoffs_ms_;
+    s.observers = observers_.size();
     std::lock_guard lock(log_->mutex);
     for (const auto& [gen, rec] : log_->records)
       s.generations.push_back(rec);
@@ -307,13 +410,19 @@ class allocator_supervisor final : public supervisor_impl::base {
   std::uint64_t generation_ = 0;
   std::uint64_t restarts_ = 0;
   std::uint64_t resumes_ = 0;
-  std::string state_ = "starting";
+  std::uint64_t requested_restarts_ = 0;
+  supervisor_state state_ = supervisor_state::restarting;  // until generation 1 runs
   std::string last_reason_;
   std::vector<std::uint64_t> backoffs_ms_;
   std::deque<caf::actor_clock::time_point> restart_times_;
   std::vector<stashed> stash_;
+  std::vector<caf::typed_response_promise<std::uint64_t>> restart_waiters_;
+  std::vector<caf::actor_addr> observers_;
+  std::optional<restart_event> pending_event_;  ///< told to observers once the next one runs
+  bool restart_requested_ = false;
   bool stopping_ = false;
   caf::error stop_reason_;
+  caf::error exit_reason_;  ///< what observers hear when the supervisor itself goes
   std::shared_ptr<generation_log> log_ = std::make_shared<generation_log>();
 };
 

@@ -16,6 +16,12 @@ namespace uma {
 ///
 /// Stopping the supervisor (an exit message) stops the incarnation first and waits for its
 /// post_stop, so `client::stop()` on the supervisor's handle returns with all memory freed.
+///
+/// `restart_atom` replaces the incarnation on purpose: it stops (post_stop runs, its refs go
+/// inert), the next generation starts at once, and the reply is its number. Such restarts count
+/// in `supervision_stats::requested_restarts`, never against the restart intensity. Observers
+/// subscribed with `subscribe_atom` receive a `restart_event` for every new incarnation and one
+/// when the supervisor stops; the supervisor monitors them and forgets those that go down.
 [[nodiscard]] allocator_supervisor_actor spawn_supervisor(caf::actor_system& sys,
                                                           supervisor_config config = {});
 

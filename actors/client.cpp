@@ -5,12 +5,41 @@ namespace uma {
 client::client(caf::actor_system& sys, managed_allocator_actor allocator)
     : sys_(sys), allocator_(std::move(allocator)), owns_(false) {}
 
-client::client(caf::actor_system& sys, allocator_config config)
-    : sys_(sys), allocator_(spawn_allocator(sys, std::move(config))), owns_(true) {}
+client::client(caf::actor_system& sys, allocator_supervisor_actor supervisor)
+    : sys_(sys),
+      supervisor_(supervisor),
+      allocator_(caf::actor_cast<managed_allocator_actor>(std::move(supervisor))),
+      owns_(false) {}
+
+client::client(caf::actor_system& sys, allocator_config config) : sys_(sys), owns_(true) {
+  config.on_stop = recording(slot_, std::move(config.on_stop));
+  allocator_ = spawn_allocator(sys, std::move(config));
+}
+
+client::client(caf::actor_system& sys, supervisor_config config) : sys_(sys), owns_(true) {
+  // Every incarnation records; the one that runs last (stopped by stop()) is the final report.
+  config.allocator.on_stop = recording(slot_, std::move(config.allocator.on_stop));
+  supervisor_ = spawn_supervisor(sys, std::move(config));
+  allocator_ = caf::actor_cast<managed_allocator_actor>(*supervisor_);
+}
 
 client::~client() {
   if (owns_)
-    stop();
+    (void)stop();
+}
+
+std::function<void(const allocator_stats&, const stop_report&)> client::recording(
+    std::shared_ptr<stop_slot> slot,
+    std::function<void(const allocator_stats&, const stop_report&)> next) {
+  return [slot = std::move(slot), next = std::move(next)](const allocator_stats& stats,
+                                                          const stop_report& report) {
+    {
+      std::lock_guard lock(slot->mutex);
+      slot->report = final_report{stats, report};
+    }
+    if (next)
+      next(stats, report);
+  };
 }
 
 op_result client::prefetch(std::vector<byte_ref> refs, std::vector<location> locations,
@@ -49,13 +78,20 @@ std::vector<region_info> client::regions() {
   return call<std::vector<region_info>>(regions_atom_v);
 }
 
-void client::stop() {
+std::optional<final_report> client::stop() {
   if (!allocator_)
-    return;
+    return report_;
   caf::scoped_actor self{sys_};
   self->send_exit(allocator_, caf::exit_reason::user_shutdown);
+  // Terminated means its on_exit (post_stop, and so on_stop) has returned.
   self->wait_for(allocator_);
   allocator_ = nullptr;
+  supervisor_.reset();
+  if (owns_) {
+    std::lock_guard lock(slot_->mutex);
+    report_ = slot_->report;
+  }
+  return report_;
 }
 
 }  // namespace uma

@@ -2,12 +2,17 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <uma/actors/allocator_supervisor.hpp>
 #include <uma/actors/managed_allocator.hpp>
 #include <uma/messages/error_category.hpp>
 
@@ -21,6 +26,14 @@ struct allocate_options {
   std::string label{};
 };
 
+/// What the allocator's last post_stop did, as the client that stopped it saw it: both parts
+/// come from the post_stop that ran (through `allocator_config::on_stop`), not from a request
+/// sent before the stop.
+struct final_report {
+  allocator_stats stats{};  ///< the counters at the end of post_stop
+  stop_report stop{};       ///< regions and bytes freed and leaked, leaked ids, pins, duration
+};
+
 /// A blocking facade over the allocator for code that is not an actor: tools, tests, plain
 /// threads. Each call sends one request and waits for its reply; a uma error reply is thrown as
 /// `uma::error` with the same code and message. Safe to use from several threads at once (each
@@ -29,8 +42,13 @@ class client {
  public:
   /// Talks to an existing allocator; does not stop it.
   client(caf::actor_system& sys, managed_allocator_actor allocator);
+  /// Talks to an existing supervisor (`supervisor()` hands it out); does not stop it.
+  client(caf::actor_system& sys, allocator_supervisor_actor supervisor);
   /// Spawns an allocator with `config` and stops it when the client is destroyed.
   explicit client(caf::actor_system& sys, allocator_config config = {});
+  /// Spawns a supervisor with `config` (which restarts the allocator per its decision table)
+  /// and stops it when the client is destroyed. `config.allocator.on_stop` still runs.
+  client(caf::actor_system& sys, supervisor_config config);
   client(const client&) = delete;
   client& operator=(const client&) = delete;
   /// Stops the allocator if this client spawned it.
@@ -38,6 +56,11 @@ class client {
 
   /// The allocator's handle, for actors that want to talk to it directly.
   [[nodiscard]] const managed_allocator_actor& handle() const noexcept { return allocator_; }
+  /// The supervisor this client talks through (restart, subscribe, supervision counters), or
+  /// nullopt when it talks to a bare allocator or has stopped.
+  [[nodiscard]] const std::optional<allocator_supervisor_actor>& supervisor() const noexcept {
+    return supervisor_;
+  }
   /// How long each call waits for its reply (default 60 s); past it the call throws
   /// `error(backend_error)` naming the timeout.
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
@@ -104,8 +127,11 @@ class client {
     return call<block_cache>(lease_atom_v, lease_request{block_bytes, blocks, std::move(label)});
   }
 
-  /// Stops the allocator (user_shutdown) and waits until its post_stop has finished.
-  void stop();
+  /// Stops the allocator (user_shutdown; through a supervisor: the supervisor and its current
+  /// incarnation) and waits until its post_stop has finished. Returns what that post_stop did
+  /// when this client spawned the allocator; nullopt for one it was given by handle, whose
+  /// post_stop it cannot observe. Later calls return the same report.
+  std::optional<final_report> stop();
 
   /// A typed ref seen as the untyped ref messages carry.
   template <class T>
@@ -117,9 +143,22 @@ class client {
   template <class R, class... Ts>
   R call(Ts&&... xs);
 
+  /// Written by the spawned allocator's post_stop (its thread), read by stop().
+  struct stop_slot {
+    std::mutex mutex;
+    std::optional<final_report> report;
+  };
+  /// `next` wrapped so that it also fills `slot`.
+  static std::function<void(const allocator_stats&, const stop_report&)> recording(
+      std::shared_ptr<stop_slot> slot,
+      std::function<void(const allocator_stats&, const stop_report&)> next);
+
   caf::actor_system& sys_;
+  std::shared_ptr<stop_slot> slot_ = std::make_shared<stop_slot>();
+  std::optional<allocator_supervisor_actor> supervisor_;
   managed_allocator_actor allocator_;
   bool owns_;
+  std::optional<final_report> report_;
   std::chrono::milliseconds timeout_{60000};
 };
 

@@ -8,7 +8,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <uma/actors/detail/allocation_core.hpp>
-#include <uma/actors/request_checks.hpp>
+#include <uma/actors/detail/request_checks.hpp>
 #include <uma/memory/advice_ops.hpp>
 #include <uma/memory/allocation_handoff.hpp>
 #include <uma/memory/location_rules.hpp>
@@ -215,7 +215,7 @@ class managed_allocator final : public allocator_impl::base {
     for (const auto& loc : r.locations)
       validate_location(*backend_, location_use::prefetch, loc);
     check_stream(r.stream, op);
-    auto summary = summarize(ranges_of(r.refs), r.reply_when);
+    auto summary = detail::summarize(detail::ranges_of(r.refs), r.reply_when);
     auto merged = core_.coalesced(r.refs, r.locations);
     summary.backend_ranges = merged.ranges.size();
     const auto lane = worker_lanes::for_destinations(merged.locations);
@@ -237,7 +237,7 @@ class managed_allocator final : public allocator_impl::base {
   caf::typed_response_promise<op_result> discard(const discard_request& r) {
     check_refs(r.refs, "discard");
     check_stream(r.stream, "discard");
-    auto summary = summarize(ranges_of(r.refs), r.reply_when);
+    auto summary = detail::summarize(detail::ranges_of(r.refs), r.reply_when);
     auto merged = core_.coalesced(r.refs, {});
     summary.backend_ranges = merged.ranges.size();
     return offload<op_result>(
@@ -254,12 +254,12 @@ class managed_allocator final : public allocator_impl::base {
   caf::result<op_result> advise(const advise_request& r) {
     check_refs(r.refs, "advise");
     validate_advice(*backend_, r.what, r.where);
-    auto summary = summarize(ranges_of(r.refs), completion::enqueued);
+    auto summary = detail::summarize(detail::ranges_of(r.refs), completion::enqueued);
     std::vector<byte_range> todo;
     std::vector<std::uint64_t> touched;
     for (const auto& ref : r.refs) {
       auto& state = core_.track_advice(ref);
-      const bool whole = ref.byte_offset() == 0 && ref.bytes() == ref.region_record()->bytes;
+      const bool whole = ref.byte_offset() == 0 && ref.bytes() == detail::record_of(ref)->bytes;
       if (whole && state.unchanged_by(r.what, r.where)) {
         core_.count_advice(0, 1);
         continue;
@@ -305,10 +305,10 @@ class managed_allocator final : public allocator_impl::base {
   // -- validation (actors/request_checks) -------------------------------------------------------
 
   void check_refs(std::span<const byte_ref> refs, const char* op) {
-    uma::check_refs(refs, op, *control_, core_.inert_refusals());
+    detail::check_refs(refs, op, *control_, core_.inert_refusals());
   }
   void check_stream(stream_view stream, const char* op) {
-    uma::check_stream(*backend_, stream, op);
+    detail::check_stream(*backend_, stream, op);
   }
 
   // -- off-loop work -----------------------------------------------------------------------------

@@ -51,10 +51,11 @@ struct lookup_failure {
     const auto what = op + ": " + to_string(wanted);
     const std::uint64_t current = sv ? sv->current_generation : 0;
     std::string now = "the allocator's current generation is unknown";
-    if (sv && sv->state == "running")
+    if (sv && sv->state == supervisor_state::running)
       now = "the allocator now runs generation " + std::to_string(current);
     else if (sv)
-      now = "the allocator is " + sv->state + " after generation " + std::to_string(current);
+      now = "the allocator is " + std::string(to_string(sv->state)) + " after generation " +
+            std::to_string(current);
     const std::string also =
         same_id ? "; session " + sid + " leases " + to_string(*same_id) + " instead" : "";
     if (held_inert)
@@ -333,7 +334,7 @@ class remote_gateway final : public remote_allocator_actor::base {
                   .then(
                       [rp, out](supervision_stats& sv) mutable {
                         out.restarts = sv.restarts;
-                        out.supervisor_state = sv.state;
+                        out.supervisor = sv.state;
                         rp.deliver(std::move(out));
                       },
                       [this, rp](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });

@@ -29,7 +29,8 @@ enum class supervisor_decision : std::uint8_t {
 
 /// How a supervisor runs its allocator.
 struct supervisor_config {
-  /// Template for each incarnation; `generation` and `on_stop` are set by the supervisor.
+  /// Template for each incarnation. The supervisor sets `generation`; it wraps `on_stop`, which
+  /// still runs, after the supervisor's per-generation record, at the end of every post_stop.
   allocator_config allocator{};
   /// At most this many restarts within `within`; one more escalates.
   std::uint32_t max_restarts = 10;

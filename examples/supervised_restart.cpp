@@ -1,10 +1,14 @@
 // supervised_restart: worker threads hold refs from a supervised allocator; an injected fault
 // (a lost CUDA context, simulated on the host backend) kills the allocator; its supervisor
-// restarts it. The old refs report inert, new allocations succeed in the next generation.
+// restarts it. The old refs report inert, new allocations succeed in the next generation. The
+// example learns of the restart by subscribing to it (no polling), and prints the final report
+// that stopping the client returns.
 //
 //   supervised_restart [--workers N] [--backend auto|cuda|host]
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/after.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -39,17 +43,26 @@ std::vector<uma::ManagedRef<int>> allocate_per_worker(uma::client& uma, int work
   return held;
 }
 
-/// The supervisor's state once generation `generation` runs (or after a bounded wait).
-template <class Supervisor>
-uma::supervision_stats await_generation(caf::actor_system& sys, const Supervisor& supervisor,
-                                        std::uint64_t generation) {
-  auto s = uma::query_supervision(sys, supervisor);
-  for (int i = 0; i < 100000 && !(s.current_generation == generation && s.state == "running");
-       ++i) {
-    std::this_thread::yield();
-    s = uma::query_supervision(sys, supervisor);
-  }
-  return s;
+/// Waits (bounded) for the supervisor's next restart_event to `observer`, and prints it.
+uma::restart_event await_restart(caf::actor_system& sys, caf::scoped_actor& observer) {
+  uma::restart_event ev;
+  observer->receive([&](uma::restarted_atom, uma::restart_event& e) { ev = std::move(e); },
+                    caf::after(std::chrono::seconds(30)) >> [] {});
+  std::printf("restart event: generation %llu -> %llu, cause %s, reason %s\n",
+              static_cast<unsigned long long>(ev.generation_before),
+              static_cast<unsigned long long>(ev.generation_after),
+              std::string(uma::to_string(ev.cause)).c_str(), sys.render(ev.reason).c_str());
+  return ev;
+}
+
+/// Stops the client and prints the final report of the post_stop that ran.
+void stop_and_report(uma::client& uma) {
+  const auto report = uma.stop();
+  if (report)
+    std::printf("final report: generation %llu, %llu region(s) freed, %llu leaked\n",
+                static_cast<unsigned long long>(report->stats.generation),
+                static_cast<unsigned long long>(report->stop.regions_freed),
+                static_cast<unsigned long long>(report->stop.regions_leaked));
 }
 
 /// Prints the backend's allocation and free counts; true when every allocation was freed once.
@@ -62,6 +75,19 @@ bool report_frees(const uma::backend& backend) {
   return counters.allocations == counters.frees && counters.bad_frees == 0;
 }
 
+/// How many of `held` are inert (invalid and unpinnable); prints the count.
+int count_inert(const std::vector<uma::ManagedRef<int>>& held) {
+  int inert = 0;
+  for (const auto& ref : held) {
+    if (!ref.valid() && !ref.try_pin())
+      ++inert;
+  }
+  std::printf("old refs inert: %d of %zu (generation 1 freed %llu region(s))\n", inert, held.size(),
+              static_cast<unsigned long long>(
+                  held[0].stop_info() ? held[0].stop_info()->regions_freed : 0));
+  return inert;
+}
+
 int run(int workers, uma::backend_choice choice) {
   config cfg;
   caf::actor_system sys{cfg};
@@ -71,8 +97,15 @@ int run(int workers, uma::backend_choice choice) {
   uma::supervisor_config sc;
   sc.allocator.backend = faults;
   sc.max_restarts = 3;
-  auto supervisor = uma::spawn_supervisor(sys, sc);
-  uma::client uma(sys, supervisor);
+  uma::client uma(sys, sc);  // spawns and owns a supervisor
+  const auto supervisor = *uma.supervisor();
+
+  // This thread observes restarts: the supervisor sends it a restart_event for each one.
+  caf::scoped_actor observer{sys};
+  observer
+      ->request(supervisor, std::chrono::seconds(10), uma::subscribe_atom_v,
+                caf::actor_cast<uma::restart_observer_actor>(observer))
+      .receive([](std::uint64_t) {}, [](caf::error&) {});
 
   // Each worker allocates and keeps a ref of generation 1.
   std::vector<uma::ManagedRef<int>> held = allocate_per_worker(uma, workers);
@@ -88,31 +121,26 @@ int run(int workers, uma::backend_choice choice) {
                 e.what());
   }
 
-  // The supervisor restarts it; wait (bounded) for generation 2.
-  const auto s = await_generation(sys, supervisor, 2);
+  // The supervisor restarts it and tells the observer once generation 2 serves.
+  const auto ev = await_restart(sys, observer);
+  const auto s = uma::query_supervision(sys, supervisor);
   std::printf("supervisor: generation %llu, %llu restart(s), last exit: %s\n",
               static_cast<unsigned long long>(s.current_generation),
               static_cast<unsigned long long>(s.restarts), s.last_exit_reason.c_str());
 
-  int inert = 0;
-  for (const auto& ref : held) {
-    if (!ref.valid() && !ref.try_pin())
-      ++inert;
-  }
-  std::printf("old refs inert: %d of %d (generation 1 freed %llu region(s))\n", inert, workers,
-              static_cast<unsigned long long>(
-                  held[0].stop_info() ? held[0].stop_info()->regions_freed : 0));
+  const int inert = count_inert(held);
 
   auto fresh = uma.allocate<int>(1024, {.label = "after restart"});
   std::printf("new allocation: generation %llu, valid=%s\n",
               static_cast<unsigned long long>(fresh.generation()),
               fresh.valid() ? "true" : "false");
 
-  const bool ok =
-      s.current_generation == 2 && inert == workers && fresh.valid() && fresh.generation() == 2;
+  const bool ok = ev.generation_after == 2 && ev.cause == uma::restart_cause::failure &&
+                  s.current_generation == 2 && inert == workers && fresh.valid() &&
+                  fresh.generation() == 2;
   held.clear();
   fresh.reset();
-  uma.stop();
+  stop_and_report(uma);
   const bool clean = report_frees(*faults);
   std::printf("%s\n",
               ok && clean ? "PASS: restarted, old refs inert, nothing freed twice" : "FAIL");

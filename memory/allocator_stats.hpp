@@ -49,13 +49,4 @@ struct allocator_stats {
 /// A multi-line human-readable rendering.
 [[nodiscard]] std::string to_string(const allocator_stats& s);
 
-template <class Inspector>
-auto inspect(Inspector& f, allocator_stats& x) {
-  return f(x.backend, x.generation, x.quota_bytes, x.allocations, x.releases, x.live_regions,
-           x.live_bytes, x.peak_bytes, x.total_bytes_allocated, x.prefetches, x.prefetch_bytes,
-           x.advises, x.discards, x.discard_bytes, x.inert_refusals, x.pending_jobs,
-           x.advice_elided, x.ranges_coalesced, x.reserved_bytes, x.pool_slabs, x.live_leases,
-           x.leased_bytes, x.fragmentation, x.failures);
-}
-
 }  // namespace uma

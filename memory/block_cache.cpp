@@ -15,7 +15,7 @@ lease_state::lease_state(byte_ref backing, std::uint64_t first_id, std::size_t b
       next_(blocks),
       head_(blocks == 0 ? none : 0),
       available_(blocks) {
-  auto* home = backing_.region_record();
+  auto* home = detail::record_of(backing_);
   for (std::uint32_t i = 0; i < blocks; ++i) {
     auto* data = home->data + std::size_t{i} * block_bytes;
     blocks_.emplace_back(home->control, first_id + i, data, data, block_bytes, block_bytes,
@@ -91,7 +91,7 @@ std::optional<byte_ref> block_cache::try_allocate(std::size_t bytes) {
   auto* r = state_->take();
   if (r == nullptr)
     return std::nullopt;
-  return byte_ref::adopt(r, 0, bytes);
+  return detail::adopt_ref(r, 0, bytes);
 }
 
 }  // namespace uma

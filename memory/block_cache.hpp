@@ -9,6 +9,13 @@
 
 namespace uma {
 
+class block_cache;
+
+namespace detail {
+/// The allocator internals' way to hand out a lease (see `adopt_cache`).
+struct cache_access;
+}  // namespace detail
+
 /// The client-side fast path: equal blocks leased from an allocator, handed out and taken back
 /// on the caller's thread without a message (a few atomic operations each way).
 ///
@@ -79,19 +86,30 @@ class block_cache {
     return state_ ? state_->backing().generation() : 0;
   }
 
-  /// Takes over a freshly made lease's first handle (allocator internals).
-  [[nodiscard]] static block_cache adopt(detail::lease_state* s) noexcept {
-    block_cache c;
-    c.state_ = s;
-    return c;
-  }
-
   friend bool operator==(const block_cache& a, const block_cache& b) noexcept {
     return a.state_ == b.state_;
   }
 
  private:
+  friend struct detail::cache_access;
   detail::lease_state* state_ = nullptr;
 };
+
+namespace detail {
+
+struct cache_access {
+  [[nodiscard]] static block_cache adopt(lease_state* s) noexcept {
+    block_cache c;
+    c.state_ = s;
+    return c;
+  }
+};
+
+/// A cache taking over a freshly made lease's first handle (allocator internals).
+[[nodiscard]] inline block_cache adopt_cache(lease_state* s) noexcept {
+  return cache_access::adopt(s);
+}
+
+}  // namespace detail
 
 }  // namespace uma

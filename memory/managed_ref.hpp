@@ -15,6 +15,13 @@ namespace uma {
 
 template <class T>
 class Pin;
+template <class T>
+class ManagedRef;
+
+namespace detail {
+/// The allocator internals' access to a ref's region record (see `record_of`, `adopt_ref`).
+struct ref_access;
+}  // namespace detail
 
 /// A shared handle to (part of) a managed-memory region that an allocator actor owns.
 ///
@@ -133,15 +140,6 @@ class ManagedRef {
   [[nodiscard]] byte_range range() const noexcept {
     return region_ ? byte_range{region_->data + offset_, bytes()} : byte_range{};
   }
-  /// The region record (allocator internals).
-  [[nodiscard]] detail::region* region_record() const noexcept { return region_; }
-
-  /// Adopts one count of `r` that the caller already took (allocator internals).
-  [[nodiscard]] static ManagedRef adopt(detail::region* r, std::size_t offset,
-                                        std::size_t count) noexcept {
-    return ManagedRef(r, offset, count, adopt_tag{});
-  }
-
   friend bool operator==(const ManagedRef& a, const ManagedRef& b) noexcept {
     return a.region_ == b.region_ && a.offset_ == b.offset_ && a.count_ == b.count_;
   }
@@ -149,6 +147,9 @@ class ManagedRef {
  private:
   template <class>
   friend class ManagedRef;
+  // The region record is the allocator's business, not the ref holder's: reached only through
+  // detail::record_of.
+  friend struct detail::ref_access;
   struct share_tag {};
   struct adopt_tag {};
 
@@ -167,6 +168,35 @@ class ManagedRef {
 
 /// The untyped ref that messages carry; `as<T>()` gives a typed view.
 using byte_ref = ManagedRef<std::byte>;
+
+namespace detail {
+
+struct ref_access {
+  template <class T>
+  [[nodiscard]] static region* record(const ManagedRef<T>& ref) noexcept {
+    return ref.region_;
+  }
+  template <class T>
+  [[nodiscard]] static ManagedRef<T> adopt(region* r, std::size_t offset,
+                                           std::size_t count) noexcept {
+    return ManagedRef<T>(r, offset, count, typename ManagedRef<T>::adopt_tag{});
+  }
+};
+
+/// The region record behind `ref` (null for an empty ref). Allocator internals only: the
+/// record's counts and flags are the lifetime protocol of docs/design.md.
+template <class T>
+[[nodiscard]] region* record_of(const ManagedRef<T>& ref) noexcept {
+  return ref_access::record(ref);
+}
+
+/// A ref adopting one count of `r` that the caller already took (allocator internals).
+template <class T = std::byte>
+[[nodiscard]] ManagedRef<T> adopt_ref(region* r, std::size_t offset, std::size_t count) noexcept {
+  return ref_access::adopt<T>(r, offset, count);
+}
+
+}  // namespace detail
 
 }  // namespace uma
 

@@ -30,7 +30,7 @@ class Pin {
   [[nodiscard]] std::span<T> span() const noexcept { return {data(), size()}; }
   [[nodiscard]] T* data() const noexcept {
     return ref_.empty() ? nullptr
-                        : reinterpret_cast<T*>(ref_.region_record()->data + ref_.byte_offset());
+                        : reinterpret_cast<T*>(detail::record_of(ref_)->data + ref_.byte_offset());
   }
   [[nodiscard]] std::size_t size() const noexcept { return ref_.size(); }
   [[nodiscard]] T* begin() const noexcept { return data(); }
@@ -43,7 +43,7 @@ class Pin {
   void release() noexcept {
     if (ref_.empty())
       return;
-    auto* r = ref_.region_record();
+    auto* r = detail::record_of(ref_);
     r->home->pins.fetch_sub(1, std::memory_order_seq_cst);
     auto control = r->control;  // the ref may be the last: keep the control block for the call
     ref_.reset();

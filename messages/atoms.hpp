@@ -4,10 +4,11 @@
 
 #include <uma/memory/allocation_handoff.hpp>
 #include <uma/memory/allocator_stats.hpp>
-#include <uma/memory/region_table.hpp>
-#include <uma/memory/supervision_stats.hpp>
+#include <uma/memory/region_info.hpp>
+#include <uma/messages/inspect.hpp>
 #include <uma/messages/remote_types.hpp>
 #include <uma/messages/requests.hpp>
+#include <uma/messages/supervision_types.hpp>
 
 // uma's message vocabulary. Atom texts are CAF 0.17 atoms (at most 10 characters).
 CAF_BEGIN_TYPE_ID_BLOCK(uma, caf::first_custom_type_id)
@@ -33,6 +34,10 @@ CAF_ADD_ATOM(uma, uma, open_session_atom, "open_sess")
 CAF_ADD_ATOM(uma, uma, close_session_atom, "close_sess")
 CAF_ADD_ATOM(uma, uma, export_ipc_atom, "export_ipc")
 CAF_ADD_ATOM(uma, uma, lease_atom, "lease")
+CAF_ADD_ATOM(uma, uma, restart_atom, "restart")
+CAF_ADD_ATOM(uma, uma, subscribe_atom, "observe")
+CAF_ADD_ATOM(uma, uma, unsubscribe_atom, "unobserve")
+CAF_ADD_ATOM(uma, uma, restarted_atom, "restarted")
 
 CAF_ADD_TYPE_ID(uma, (uma::allocate_request))
 CAF_ADD_TYPE_ID(uma, (uma::prefetch_request))
@@ -59,6 +64,7 @@ CAF_ADD_TYPE_ID(uma, (uma::remote_stats))
 CAF_ADD_TYPE_ID(uma, (std::vector<uma::remote_region_info>))
 CAF_ADD_TYPE_ID(uma, (uma::lease_request))
 CAF_ADD_TYPE_ID(uma, (uma::block_cache))
+CAF_ADD_TYPE_ID(uma, (uma::restart_event))
 // Local to one allocator: the reply of its own pool-growth job (actors/managed_allocator.cpp).
 CAF_ADD_TYPE_ID(uma, (uma::allocation_handoff))
 

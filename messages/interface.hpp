@@ -7,46 +7,82 @@
 
 namespace uma {
 
+/// Each request signature of uma's typed interfaces, written once. The allocator, the
+/// supervisor (which forwards every one of the allocator's), the gateway and the remote
+/// interface are composed from these, so a signature changes in one place.
+namespace sig {
+
+/// -> a ref to a new region; out_of_memory, quota_exceeded, overflow, invalid_argument,
+///    capture_in_progress
+using allocate = caf::replies_to<allocate_atom, allocate_request>::with<byte_ref>;
+/// -> what was prefetched; invalid_argument (lengths, locations, duplicates),
+///    allocator_stopped (inert ref)
+using prefetch = caf::replies_to<prefetch_atom, prefetch_request>::with<op_result>;
+/// -> what was discarded; as prefetch, minus locations
+using discard = caf::replies_to<discard_atom, discard_request>::with<op_result>;
+/// -> what was discarded and prefetched; as prefetch
+using discard_prefetch = caf::replies_to<discard_prefetch_atom, prefetch_request>::with<op_result>;
+/// -> what was advised; invalid_argument (location not allowed for the advice), allocator_stopped
+using advise = caf::replies_to<advise_atom, advise_request>::with<op_result>;
+/// -> advice and last prefetch location of the ref's range
+using attributes = caf::replies_to<attributes_atom, byte_ref>::with<range_attributes>;
+/// -> the incarnation's counters
+using stats = caf::replies_to<stats_atom>::with<allocator_stats>;
+/// -> what kind of memory the address is
+using memory_kind = caf::replies_to<memory_kind_atom, std::uintptr_t>::with<uma::memory_kind>;
+/// -> whether `location` (a device, or host) can access the ref's memory
+using can_access = caf::replies_to<can_access_atom, location, byte_ref>::with<bool>;
+/// -> the outstanding-allocation report
+using regions = caf::replies_to<regions_atom>::with<std::vector<region_info>>;
+/// -> stats, once every backend call queued before it has run
+using flush = caf::replies_to<flush_atom>::with<allocator_stats>;
+/// -> pool slabs given back to the backend (0 for the direct policy)
+using trim = caf::replies_to<trim_atom>::with<std::uint64_t>;
+/// (bytes) -> the quota in force; 0 only reads it, non-zero sets it. invalid_argument (and no
+///    change) when the new quota is below the live bytes. Local and remote interfaces share it.
+using quota = caf::replies_to<quota_atom, std::uint64_t>::with<std::uint64_t>;
+/// -> a client-side cache of `blocks` leased blocks (the fast path); invalid_argument,
+///    overflow, quota_exceeded, out_of_memory
+using lease = caf::replies_to<lease_atom, lease_request>::with<block_cache>;
+/// the last drop of a live region's refs wakes the actor with this (no reply)
+using release = caf::reacts_to<release_atom>;
+
+}  // namespace sig
+
 /// The allocator's typed interface: what clients may send and what each request replies.
 /// Every request is validated whole before anything changes; a failure replies a `caf::error`
 /// of the `uma` category (see messages/error_category.hpp).
-using managed_allocator_actor = caf::typed_actor<
-    /// -> a ref to a new region; out_of_memory, quota_exceeded, overflow, invalid_argument,
-    ///    capture_in_progress
-    caf::replies_to<allocate_atom, allocate_request>::with<byte_ref>,
-    /// -> what was prefetched; invalid_argument (lengths, locations, duplicates),
-    ///    allocator_stopped (inert ref)
-    caf::replies_to<prefetch_atom, prefetch_request>::with<op_result>,
-    caf::replies_to<discard_atom, discard_request>::with<op_result>,
-    caf::replies_to<discard_prefetch_atom, prefetch_request>::with<op_result>,
-    caf::replies_to<advise_atom, advise_request>::with<op_result>,
-    /// -> advice and last prefetch location of the ref's range
-    caf::replies_to<attributes_atom, byte_ref>::with<range_attributes>,
-    caf::replies_to<stats_atom>::with<allocator_stats>,
-    /// -> what kind of memory the address is
-    caf::replies_to<memory_kind_atom, std::uintptr_t>::with<memory_kind>,
-    /// -> whether `location` (a device, or host) can access the ref's memory
-    caf::replies_to<can_access_atom, location, byte_ref>::with<bool>,
-    /// -> the outstanding-allocation report
-    caf::replies_to<regions_atom>::with<std::vector<region_info>>,
-    /// -> stats, once every backend call queued before it has run
-    caf::replies_to<flush_atom>::with<allocator_stats>,
-    /// -> pool slabs given back to the backend (0 for the direct policy)
-    caf::replies_to<trim_atom>::with<std::uint64_t>,
-    /// (bytes) -> the quota in force; 0 only reads it, non-zero sets it. invalid_argument (and
-    ///    no change) when the new quota is below the live bytes
-    caf::replies_to<quota_atom, std::uint64_t>::with<std::uint64_t>,
-    /// -> a client-side cache of `blocks` leased blocks (the fast path); invalid_argument,
-    ///    overflow, quota_exceeded, out_of_memory
-    caf::replies_to<lease_atom, lease_request>::with<block_cache>,
-    /// the last drop of a live region's refs wakes the actor with this (no reply)
-    caf::reacts_to<release_atom>>;
+using managed_allocator_actor =
+    caf::typed_actor<sig::allocate, sig::prefetch, sig::discard, sig::discard_prefetch, sig::advise,
+                     sig::attributes, sig::stats, sig::memory_kind, sig::can_access, sig::regions,
+                     sig::flush, sig::trim, sig::quota, sig::lease, sig::release>;
 
-/// The supervisor's interface: the allocator's, forwarded to the current incarnation, plus the
-/// supervision counters. Clients hold this (or its managed_allocator_actor view) as the stable
-/// address of "the allocator".
-using allocator_supervisor_actor = managed_allocator_actor::extend<
-    /// -> restarts, generations, last exit reason
-    caf::replies_to<supervision_atom>::with<supervision_stats>>;
+/// Who hears about a supervisor's restarts: `restarted_atom, restart_event` once per new
+/// incarnation, and once when the supervisor stops (`restart_cause::stopped`).
+using restart_observer_actor = caf::typed_actor<caf::reacts_to<restarted_atom, restart_event>>;
+
+namespace sig {
+
+/// -> restarts, generations, last exit reason
+using supervision = caf::replies_to<supervision_atom>::with<supervision_stats>;
+/// -> the generation that now serves, once the current incarnation has stopped (its post_stop
+///    ran, its refs went inert) and a new one started; allocator_stopped once the supervisor
+///    stopped for good
+using restart = caf::replies_to<restart_atom>::with<std::uint64_t>;
+/// (observer) -> the generation now serving; the observer hears of every later restart
+using subscribe = caf::replies_to<subscribe_atom, restart_observer_actor>::with<std::uint64_t>;
+/// (observer) -> whether it was subscribed; it hears nothing more
+using unsubscribe = caf::replies_to<unsubscribe_atom, restart_observer_actor>::with<bool>;
+
+}  // namespace sig
+
+/// What a supervisor adds to the allocator's interface.
+using supervision_actor =
+    caf::typed_actor<sig::supervision, sig::restart, sig::subscribe, sig::unsubscribe>;
+
+/// The supervisor's interface: the allocator's, forwarded to the current incarnation, plus
+/// supervision (counters, explicit restart, restart observers). Clients hold this (or its
+/// managed_allocator_actor view) as the stable address of "the allocator".
+using allocator_supervisor_actor = managed_allocator_actor::extend_with<supervision_actor>;
 
 }  // namespace uma

@@ -8,6 +8,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <uma/messages/atoms.hpp>
+#include <uma/messages/interface.hpp>
 
 namespace uma {
 
@@ -47,9 +48,9 @@ using remote_allocator_actor = caf::typed_actor<
     caf::replies_to<stats_atom>::with<remote_stats>,
     /// -> every region of the current allocator incarnation; attributes for leased ones
     caf::replies_to<regions_atom>::with<std::vector<remote_region_info>>,
-    /// (bytes) -> the quota now in force; 0 reads it, non-zero sets it (invalid_argument when
-    /// below the live bytes)
-    caf::replies_to<quota_atom, std::uint64_t>::with<std::uint64_t>,
+    /// (bytes) -> the quota now in force: the allocator's own request (sig::quota), answered by
+    /// the supervisor behind the gateway
+    sig::quota,
     /// (session, region) -> never succeeds: not_supported, because managed memory cannot be
     /// exported over CUDA IPC. The reply type is what a cudaIpcMemHandle_t would have been.
     caf::replies_to<export_ipc_atom, std::uint64_t, region_handle>::with<std::vector<char>>>;

@@ -11,8 +11,10 @@
 #include <vector>
 
 #include <uma/memory/allocator_stats.hpp>
-#include <uma/memory/region_table.hpp>
+#include <uma/memory/region_info.hpp>
+#include <uma/messages/inspect.hpp>
 #include <uma/messages/requests.hpp>
+#include <uma/messages/supervision_types.hpp>
 #include <uma/sys/advice.hpp>
 #include <uma/sys/backend.hpp>
 #include <uma/sys/location.hpp>
@@ -144,9 +146,9 @@ auto inspect(Inspector& f, remote_region_info& x) {
 /// (exactly what a local `stats` request replies) plus the supervisor's and the gateway's.
 struct remote_stats {
   allocator_stats allocator{};
-  std::uint64_t restarts = 0;       ///< allocator incarnations replaced by the supervisor
-  std::string supervisor_state{};   ///< "running", "restarting", "stopped"
-  std::uint64_t sessions = 0;       ///< sessions open now
+  std::uint64_t restarts = 0;  ///< allocator incarnations replaced by the supervisor
+  supervisor_state supervisor = supervisor_state::running;  ///< where the supervisor stands
+  std::uint64_t sessions = 0;                               ///< sessions open now
   std::uint64_t sessions_lost = 0;  ///< sessions ended because their peer went down
   std::uint64_t leases = 0;         ///< leases held for open sessions
   std::uint64_t leased_bytes = 0;   ///< bytes of those leases (region sizes, no padding)
@@ -155,7 +157,7 @@ struct remote_stats {
 
 template <class Inspector>
 auto inspect(Inspector& f, remote_stats& x) {
-  return f(x.allocator, x.restarts, x.supervisor_state, x.sessions, x.sessions_lost, x.leases,
+  return f(x.allocator, x.restarts, x.supervisor, x.sessions, x.sessions_lost, x.leases,
            x.leased_bytes);
 }
 

@@ -44,10 +44,4 @@ struct location {
 /// "device 1", "host", "host numa 0", "host numa current".
 [[nodiscard]] std::string to_string(const location& loc);
 
-/// CAF inspection (locations cross process boundaries in the remote interface).
-template <class Inspector>
-auto inspect(Inspector& f, location& x) {
-  return f(x.type, x.id);
-}
-
 }  // namespace uma

@@ -286,12 +286,12 @@ TEST_F(fault_matrix, EveryFatalFailureRestartsTheAllocatorAndLeaksNothing) {
       // The supervisor replaces the incarnation (bounded wait, no sleep).
       const auto deadline = std::chrono::steady_clock::now() + 20s;
       auto s = query_supervision(sys_, sup);
-      while ((s.current_generation != 2 || s.state != "running") &&
+      while ((s.current_generation != 2 || s.state != supervisor_state::running) &&
              std::chrono::steady_clock::now() < deadline) {
         std::this_thread::yield();
         s = query_supervision(sys_, sup);
       }
-      ASSERT_EQ(s.current_generation, 2u) << where << ": state " << s.state;
+      ASSERT_EQ(s.current_generation, 2u) << where << ": state " << to_string(s.state);
       ASSERT_FALSE(s.generations.empty());
       EXPECT_EQ(s.generations[0].regions_leaked, 0u) << where;
       EXPECT_EQ(s.generations[0].final_stats.live_bytes, 0u) << where;

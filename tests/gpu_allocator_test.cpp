@@ -290,7 +290,8 @@ TEST_F(gpu_allocator, SupervisorRestartsACudaAllocatorWhoseContextIsLost) {
   faults->inject({backend_op::prefetch, 1, errc::context_lost});
   UMA_EXPECT_ERRC(c.prefetch(old_ref, location::host()), errc::context_lost);
   auto s = query_supervision(sys_, sup);
-  for (int i = 0; i < 1000000 && !(s.current_generation == 2 && s.state == "running"); ++i) {
+  for (int i = 0;
+       i < 1000000 && !(s.current_generation == 2 && s.state == supervisor_state::running); ++i) {
     std::this_thread::yield();
     s = query_supervision(sys_, sup);
   }

@@ -89,13 +89,13 @@ class gateway : public test::actor_fixture {
   void await_generation(std::uint64_t generation) {
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     auto s = query_supervision(sys_, sup_);
-    while ((s.current_generation != generation || s.state != "running") &&
+    while ((s.current_generation != generation || s.state != supervisor_state::running) &&
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(5ms);
       s = query_supervision(sys_, sup_);
     }
-    ASSERT_EQ(s.current_generation, generation) << s.state;
-    ASSERT_EQ(s.state, "running");
+    ASSERT_EQ(s.current_generation, generation) << to_string(s.state);
+    ASSERT_EQ(s.state, supervisor_state::running);
   }
 
   std::shared_ptr<fault_injecting_backend> faults_ =
@@ -151,7 +151,7 @@ TEST_F(gateway, RemoteStatsAreTheLocalAllocatorsStats) {
   const auto local_stats = local().flush();
   const auto remote = ask<remote_stats>(stats_atom_v);
   EXPECT_EQ(remote.allocator, local_stats);
-  EXPECT_EQ(remote.supervisor_state, "running");
+  EXPECT_EQ(remote.supervisor, supervisor_state::running);
   EXPECT_EQ(remote.sessions, 1u);
   EXPECT_EQ(remote.leases, 1u);
   EXPECT_EQ(remote.leased_bytes, 4096u);

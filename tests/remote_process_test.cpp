@@ -259,7 +259,7 @@ TEST_F(two_processes, StaleGenerationIdsAreRefusedAcrossTheWire) {
     }
   };
   auto s = stats_now();
-  while ((!s || s->allocator.generation != 2 || s->supervisor_state != "running") &&
+  while ((!s || s->allocator.generation != 2 || s->supervisor != uma::supervisor_state::running) &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(10ms);
     s = stats_now();

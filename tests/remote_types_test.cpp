@@ -69,7 +69,7 @@ class remote_types : public ::testing::Test {
     s.allocator.fragmentation = 0.25;
     s.allocator.failures[static_cast<std::size_t>(errc::invalid_argument)] = 7;
     s.restarts = 2;
-    s.supervisor_state = "running";
+    s.supervisor = supervisor_state::restarting;
     s.sessions = 4;
     s.sessions_lost = 1;
     s.leases = 5;

@@ -102,7 +102,7 @@ class stress : public test::reliability_fixture {
   template <class T>
   void verify(const Pin<T>& pin, tally& t) {
     const auto& ref = pin.ref();
-    const auto* region_start = ref.region_record()->data;
+    const auto* region_start = detail::record_of(ref)->data;
     if (!backend_->is_live(pin.data(), pin.size() * sizeof(T)) ||
         !backend_->is_live(region_start, 2 * sizeof(std::uint64_t)))
       ++t.not_live;
@@ -210,7 +210,7 @@ class stress : public test::reliability_fixture {
               const bool was_valid = ref.valid();
               const auto* p = ref.data();
               const auto* expected = reinterpret_cast<const std::uint64_t*>(
-                  ref.region_record()->data + ref.byte_offset());
+                  detail::record_of(ref)->data + ref.byte_offset());
               if ((p != nullptr && p != expected) || (!was_valid && (p != nullptr || ref.valid())))
                 ++t.unexpected;
             }
@@ -285,7 +285,7 @@ TEST_F(stress, SixteenThreadsShareRefsWhileTheAllocatorIsRestartedUnderThem) {
     faults_->inject({backend_op::kind_of, 1, errc::context_lost, false, true});
     UMA_EXPECT_ERRC((void)c.kind_of(this), errc::context_lost);
     auto s = query_supervision(sys_, sup);
-    while ((s.current_generation != before + 1 || s.state != "running") &&
+    while ((s.current_generation != before + 1 || s.state != supervisor_state::running) &&
            (in_time = std::chrono::steady_clock::now() < deadline)) {
       std::this_thread::yield();
       s = query_supervision(sys_, sup);

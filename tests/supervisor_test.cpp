@@ -32,7 +32,8 @@ class supervisor : public test::actor_fixture {
       std::this_thread::yield();
       s = query_supervision(sys_, sup_);
     }
-    EXPECT_TRUE(pred(s)) << "state " << s.state << ", generation " << s.current_generation;
+    EXPECT_TRUE(pred(s)) << "state " << to_string(s.state) << ", generation "
+                         << s.current_generation;
     return s;
   }
 
@@ -48,7 +49,7 @@ TEST_F(supervisor, ForwardsTheAllocatorInterfaceToGeneration1) {
   c.prefetch(ref, location::host());
   EXPECT_EQ(c.attributes(ref).last_prefetch_location, location::host());
   const auto s = query_supervision(sys_, sup_);
-  EXPECT_EQ(s.state, "running");
+  EXPECT_EQ(s.state, supervisor_state::running);
   EXPECT_EQ(s.current_generation, 1u);
   EXPECT_EQ(s.restarts, 0u);
   c.stop();
@@ -59,8 +60,9 @@ TEST_F(supervisor, ContextLostRestartsAndOldRefsGoInert) {
   auto old_ref = c.allocate<float>(64);
   faults_->inject({backend_op::prefetch, 1, errc::context_lost});
   UMA_EXPECT_ERROR(c.prefetch(old_ref, location::host()), errc::context_lost, "injected fault");
-  const auto s = await(
-      [](const supervision_stats& s) { return s.current_generation == 2 && s.state == "running"; });
+  const auto s = await([](const supervision_stats& s) {
+    return s.current_generation == 2 && s.state == supervisor_state::running;
+  });
   EXPECT_EQ(s.restarts, 1u);
   EXPECT_NE(s.last_exit_reason.find("context_lost"), std::string::npos) << s.last_exit_reason;
   // The old generation's post_stop freed its region: its refs are inert and refused.
@@ -99,7 +101,7 @@ TEST_F(supervisor, UnrecoverableStopsTheAllocatorForGood) {
   auto ref = c.allocate<float>(64);
   faults_->inject({backend_op::advise, 1, errc::unrecoverable});
   UMA_EXPECT_ERROR(c.advise(ref, advice::set_read_mostly), errc::unrecoverable, "injected");
-  await([](const supervision_stats& s) { return s.state == "stopped"; });
+  await([](const supervision_stats& s) { return s.state == supervisor_state::stopped; });
   UMA_EXPECT_ERROR((void)c.allocate<float>(8), errc::allocator_stopped,
                    "stopped by its supervisor");
   EXPECT_EQ(query_supervision(sys_, sup_).restarts, 0u);

@@ -103,16 +103,16 @@ TEST_F(supervisor_virtual_time, BackoffDoublesPerRestartAndIsCapped) {
   for (std::size_t i = 0; i < std::size(expected); ++i) {
     crash(sup);
     auto s = stats(sup);
-    ASSERT_EQ(s.state, "restarting") << "restart " << i;
+    ASSERT_EQ(s.state, supervisor_state::restarting) << "restart " << i;
     EXPECT_EQ(s.current_generation, i + 1);
     sched_.advance_time(expected[i] - 1ms);
     sched_.run();
-    EXPECT_EQ(stats(sup).state, "restarting")
+    EXPECT_EQ(stats(sup).state, supervisor_state::restarting)
         << "restarted before its backoff of " << expected[i].count() << " ms";
     sched_.advance_time(1ms);
     sched_.run();
     s = stats(sup);
-    EXPECT_EQ(s.state, "running");
+    EXPECT_EQ(s.state, supervisor_state::running);
     EXPECT_EQ(s.current_generation, i + 2);
   }
   const auto s = stats(sup);
@@ -151,6 +151,39 @@ TEST_F(supervisor_virtual_time, RestartsOutsideTheWindowDoNotCount) {
   crash(sup);
   EXPECT_FALSE(supervisor_exit_);
   EXPECT_EQ(stats(sup).current_generation, 3u);
+}
+
+TEST_F(supervisor_virtual_time, ARestartRequestCutsABackoffShortAndItsTimerThenDoesNothing) {
+  supervisor_config cfg;
+  cfg.backoff_initial = 100ms;
+  cfg.backoff_max = 1s;
+  auto sup = start(cfg);
+  crash(sup);  // generation 1 fails: its restart waits 100 ms
+  ASSERT_EQ(stats(sup).state, supervisor_state::restarting);
+  std::uint64_t gen = 0;
+  sys_.spawn(
+      [&](caf::event_based_actor* self, int) {
+        self->request(sup, caf::infinite, restart_atom_v).then([&](std::uint64_t g) { gen = g; });
+      },
+      0);
+  sched_.run();
+  EXPECT_EQ(gen, 2u);  // started at once, without waiting for the backoff
+  auto s = stats(sup);
+  EXPECT_EQ(s.state, supervisor_state::running);
+  EXPECT_EQ(s.restarts, 1u);  // the failure's restart, started early: not a requested one
+  EXPECT_EQ(s.requested_restarts, 0u);
+  crash(sup);                  // generation 2 fails: the second restart in the window waits 200 ms
+  sched_.advance_time(100ms);  // generation 1's timer fires now, and must not restart early
+  sched_.run();
+  s = stats(sup);
+  EXPECT_EQ(s.state, supervisor_state::restarting);
+  EXPECT_EQ(s.current_generation, 2u);
+  sched_.advance_time(100ms);
+  sched_.run();
+  s = stats(sup);
+  EXPECT_EQ(s.state, supervisor_state::running);
+  EXPECT_EQ(s.current_generation, 3u);
+  EXPECT_EQ(s.backoffs_ms, (std::vector<std::uint64_t>{100, 200}));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -37,8 +38,9 @@ namespace {
   auto clone = held;
   std::cout << "holding region " << held.id() << " (" << human_bytes(held.bytes())
             << ") and a clone of its ref while the allocator stops\n";
-  uma.stop();
-  const auto report = clone.stop_info();
+  // The report of the post_stop that ran (the clone's stop_info() tells the same).
+  const auto final = uma.stop();
+  const auto report = final ? std::optional(final->stop) : clone.stop_info();
   std::cout << "allocator stopped: freed " << (report ? report->regions_freed : 0) << " region(s), "
             << (report ? report->bytes_freed : 0) << " bytes, leaked "
             << (report ? report->regions_leaked : 0) << "\n";
@@ -76,7 +78,7 @@ void await_restart(client& uma) {
 /// "supervisor: generation 2, 1 restart(s), state running, ...".
 void print_supervision(const supervision_stats& sv, const fault_injecting_backend* faults) {
   std::cout << "supervisor: generation " << sv.current_generation << ", " << sv.restarts
-            << " restart(s), state " << sv.state;
+            << " restart(s), state " << to_string(sv.state);
   if (faults)
     std::cout << ", " << faults->injected() << " fault(s) injected";
   if (!sv.last_exit_reason.empty())
@@ -101,8 +103,8 @@ int run_demo(const options& o) {
   supervisor_config supervision;
   supervision.allocator.backend = backend;
   supervision.backoff_initial = std::chrono::milliseconds(1);
-  const auto supervisor = spawn_supervisor(sys, supervision);
-  client uma(sys, supervisor);
+  client uma(sys, supervision);  // spawns the supervisor, stops it at the latest on return
+  const auto supervisor = *uma.supervisor();
 
   // On a terminal the progress line rewrites itself; in a log only its final state is written.
   const bool terminal = isatty(fileno(stdout)) != 0;
@@ -123,8 +125,8 @@ int run_demo(const options& o) {
     await_restart(uma);
   const auto sv = query_supervision(sys, supervisor);
   print_supervision(sv, faults.get());
-  if (sv.state != "running") {
-    std::cerr << "uma demo: the allocator is " << sv.state << "; nothing more to show\n";
+  if (sv.state != supervisor_state::running) {
+    std::cerr << "uma demo: the allocator is " << to_string(sv.state) << "; nothing more to show\n";
     return exit_failure;
   }
   const bool inert = stop_while_held(uma);

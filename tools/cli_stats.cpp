@@ -62,8 +62,8 @@ int run_remote_stats(const options& o) {
   remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));
   const auto stats = server.stats();
   if (o.format == output_format::text) {
-    std::cout << "server: " << server.address() << ", supervisor " << stats.supervisor_state << ", "
-              << stats.restarts << " restart(s)\n"
+    std::cout << "server: " << server.address() << ", supervisor " << to_string(stats.supervisor)
+              << ", " << stats.restarts << " restart(s)\n"
               << "sessions: " << stats.sessions << " open (this one included), "
               << stats.sessions_lost << " lost; leases: " << stats.leases << " ("
               << stats.leased_bytes << " bytes)\n";

@@ -75,7 +75,7 @@ byte_ref allocation_core::adopt(const allocation& a, attach_flag attach) {
   }
   ++next_id_;
   adopt_first_ref(reg);  // the reply's count; the table keeps the initial one
-  return byte_ref::adopt(reg, 0, a.bytes);
+  return detail::adopt_ref<std::byte>(reg, 0, a.bytes);
 }
 
 // -- leases ---------------------------------------------------------------------------------------
@@ -106,14 +106,14 @@ block_cache allocation_core::make_lease(byte_ref backing, std::size_t block_byte
                                         std::uint32_t blocks) {
   auto* entry = table_.find(backing.id());
   const auto first = next_id_;
-  const auto backend_bytes = backing.region_record()->backend_bytes;
+  const auto backend_bytes = detail::record_of(backing)->backend_bytes;
   // If this throws, the backing ref goes back to the allocator like any dropped region.
   auto* state = new lease_state(std::move(backing), first, block_bytes, blocks);
   next_id_ += blocks;
   entry->lease_blocks = blocks;
   ++stats_.live_leases;
   stats_.leased_bytes += backend_bytes;
-  return block_cache::adopt(state);
+  return detail::adopt_cache(state);
 }
 
 // -- requests on refs -----------------------------------------------------------------------------
@@ -123,7 +123,7 @@ coalesced_ranges allocation_core::coalesced(std::span<const byte_ref> refs,
   std::vector<keyed_range> keyed;
   keyed.reserve(refs.size());
   for (std::size_t i = 0; i < refs.size(); ++i) {
-    const auto* r = refs[i].region_record()->home;  // a leased block lies in its lease
+    const auto* r = detail::record_of(refs[i])->home;  // a leased block lies in its lease
     const std::uint64_t allocation = r->pooled() ? r->slab : (std::uint64_t{1} << 32) + r->id;
     keyed.push_back(
         {allocation, refs[i].range(),
@@ -135,7 +135,7 @@ coalesced_ranges allocation_core::coalesced(std::span<const byte_ref> refs,
 }
 
 advice_state& allocation_core::track_advice(const byte_ref& ref) {
-  auto* rec = ref.region_record();
+  auto* rec = detail::record_of(ref);
   if (rec->leased()) {
     leased_advice_.try_emplace(rec->id, leased_block{rec, {}});
     rec->needs_reset.store(true, std::memory_order_release);
@@ -151,7 +151,7 @@ advice_state* allocation_core::advice_of(std::uint64_t id) {
 }
 
 const region_table::entry* allocation_core::entry_of(const byte_ref& ref) {
-  return table_.find(ref.region_record()->home->id);
+  return table_.find(detail::record_of(ref)->home->id);
 }
 
 // -- releases, quota, stats -----------------------------------------------------------------------

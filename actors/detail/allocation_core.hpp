@@ -13,7 +13,7 @@
 #include <uma/memory/advice_state.hpp>
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/coalesce.hpp>
-#include <uma/memory/region_table.hpp>
+#include <uma/memory/detail/region_table.hpp>
 #include <uma/memory/resource_stack.hpp>
 #include <uma/messages/requests.hpp>
 #include <uma/sys/worker_lanes.hpp>

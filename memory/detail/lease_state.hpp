@@ -46,7 +46,7 @@ class lease_state {
   }
 
   [[nodiscard]] const control_block& control() const noexcept {
-    return *backing_.region_record()->control;
+    return *detail::record_of(backing_)->control;
   }
   [[nodiscard]] const byte_ref& backing() const noexcept { return backing_; }
   [[nodiscard]] std::size_t block_bytes() const noexcept { return block_bytes_; }

@@ -372,7 +372,7 @@ class session {
         UMA_FUZZ_CHECK(r.valid(), "a ref of the live generation is not valid");
         bool listed = false;
         for (const auto& row : *table)  // a leased block is listed as its lease
-          listed = listed || row.id == r.region_record()->home->id;
+          listed = listed || row.id == detail::record_of(r)->home->id;
         UMA_FUZZ_CHECK(listed, "a held region is missing from the table");
       } else {
         UMA_FUZZ_CHECK(!r.valid() && r.data() == nullptr, "a ref of a stopped generation is valid");

@@ -1,10 +1,10 @@
-#include <uma/memory/region_table.hpp>
+#include <uma/memory/detail/region_table.hpp>
 
 #include <algorithm>
 
-namespace uma {
+namespace uma::detail {
 
-void region_table::insert(detail::region* r, attach_flag attach) {
+void region_table::insert(region* r, attach_flag attach) {
   entries_.emplace(r->id, entry{r, attach, std::chrono::steady_clock::now()});
 }
 
@@ -28,4 +28,4 @@ std::vector<region_info> region_table::report(std::uint64_t generation,
   return out;
 }
 
-}  // namespace uma
+}  // namespace uma::detail

@@ -1,4 +1,4 @@
-#include <uma/actors/request_checks.hpp>
+#include <uma/actors/detail/request_checks.hpp>
 
 #include <algorithm>
 #include <string>
@@ -6,9 +6,9 @@
 
 #include <uma/sys/detail/format.hpp>
 
-namespace uma {
+namespace uma::detail {
 
-void check_refs(std::span<const byte_ref> refs, const char* op, const detail::control_block& own,
+void check_refs(std::span<const byte_ref> refs, const char* op, const control_block& own,
                 std::uint64_t& inert_refusals) {
   if (refs.empty())
     raise(errc::invalid_argument, std::string(op) + ": no refs given");
@@ -17,7 +17,7 @@ void check_refs(std::span<const byte_ref> refs, const char* op, const detail::co
     const auto where = std::string(op) + ": ref #" + std::to_string(i);
     if (ref.empty())
       raise(errc::invalid_argument, where + " is empty");
-    const auto* r = ref.region_record();
+    const auto* r = record_of(ref);
     if (r->control.get() != &own) {
       if (!r->control->alive()) {
         ++inert_refusals;
@@ -79,4 +79,4 @@ op_result summarize(std::span<const byte_range> ranges, completion when) {
   return res;
 }
 
-}  // namespace uma
+}  // namespace uma::detail

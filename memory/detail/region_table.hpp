@@ -9,29 +9,11 @@
 
 #include <uma/memory/advice_state.hpp>
 #include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/region_info.hpp>
 #include <uma/memory/tracking_resource.hpp>
 #include <uma/sys/backend.hpp>
 
-namespace uma {
-
-/// One row of the outstanding-allocation report.
-struct region_info {
-  std::uint64_t id = 0;
-  std::uint64_t generation = 0;
-  std::uint64_t bytes = 0;
-  std::string label{};
-  attach_flag attach = attach_flag::global;
-  std::int64_t refs = 0;  ///< handles alive at the time of the report (approximate under load)
-  std::int64_t pins = 0;
-  std::int64_t age_ms = 0;
-
-  friend bool operator==(const region_info&, const region_info&) = default;
-};
-
-template <class Inspector>
-auto inspect(Inspector& f, region_info& x) {
-  return f(x.id, x.generation, x.bytes, x.label, x.attach, x.refs, x.pins, x.age_ms);
-}
+namespace uma::detail {
 
 /// The regions one allocator owns, by id. Labels are not kept here: the resource stack's
 /// tracking_resource owns them (one owner), and the report reads them there. Actor-thread only.
@@ -46,7 +28,7 @@ class region_table {
   };
 
   /// Adds `r` (the table takes over the region's initial count).
-  void insert(detail::region* r, attach_flag attach);
+  void insert(region* r, attach_flag attach);
   /// The entry for `id`, or null.
   [[nodiscard]] entry* find(std::uint64_t id) noexcept;
   /// Removes `id`; the caller drops the table's count.
@@ -64,4 +46,4 @@ class region_table {
   std::unordered_map<std::uint64_t, entry> entries_;
 };
 
-}  // namespace uma
+}  // namespace uma::detail

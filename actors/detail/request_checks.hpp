@@ -8,12 +8,14 @@
 #include <uma/messages/requests.hpp>
 #include <uma/sys/backend.hpp>
 
-namespace uma {
+namespace uma::detail {
+
+// Request validation shared by the allocator's handlers (internal: it reads region records).
 
 /// Every ref must be non-empty, of the incarnation `own`, and no two may overlap. Throws
 /// `invalid_argument` (empty, another allocator's, overlapping) or `allocator_stopped` (an inert
 /// ref; counted in `inert_refusals`), naming the operation and the ref's position.
-void check_refs(std::span<const byte_ref> refs, const char* op, const detail::control_block& own,
+void check_refs(std::span<const byte_ref> refs, const char* op, const control_block& own,
                 std::uint64_t& inert_refusals);
 
 /// Stream-ordered work must not be enqueued into a capture: a prefetch there fails and
@@ -27,4 +29,4 @@ void check_stream(backend& b, stream_view stream, const char* op);
 /// The reply of a stream-ordered request over `ranges`.
 [[nodiscard]] op_result summarize(std::span<const byte_range> ranges, completion when);
 
-}  // namespace uma
+}  // namespace uma::detail

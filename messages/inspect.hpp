@@ -1,0 +1,36 @@
+#pragma once
+
+// CAF inspection of the plain values that sys/ and memory/ define and messages carry. They live
+// here, in the first layer that knows CAF, so that sys/ and memory/ stay free of CAF's
+// vocabulary. Include this (messages/atoms.hpp does) before a type is serialized: CAF finds
+// `inspect` by argument-dependent lookup at the point where it serializes.
+
+#include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/region_info.hpp>
+#include <uma/sys/location.hpp>
+
+namespace uma {
+
+/// Locations cross process boundaries in the remote interface.
+template <class Inspector>
+auto inspect(Inspector& f, location& x) {
+  return f(x.type, x.id);
+}
+
+/// One row of the outstanding-allocation report.
+template <class Inspector>
+auto inspect(Inspector& f, region_info& x) {
+  return f(x.id, x.generation, x.bytes, x.label, x.attach, x.refs, x.pins, x.age_ms);
+}
+
+/// An incarnation's counters (embedded in the remote interface's `remote_stats`).
+template <class Inspector>
+auto inspect(Inspector& f, allocator_stats& x) {
+  return f(x.backend, x.generation, x.quota_bytes, x.allocations, x.releases, x.live_regions,
+           x.live_bytes, x.peak_bytes, x.total_bytes_allocated, x.prefetches, x.prefetch_bytes,
+           x.advises, x.discards, x.discard_bytes, x.inert_refusals, x.pending_jobs,
+           x.advice_elided, x.ranges_coalesced, x.reserved_bytes, x.pool_slabs, x.live_leases,
+           x.leased_bytes, x.fragmentation, x.failures);
+}
+
+}  // namespace uma
