@@ -73,7 +73,7 @@ TEST_F(pool_fixture, GrowthStopsAtTheLimitAfterGivingCachedSlabsBack) {
   std::vector<allocation> blocks;
   for (int i = 0; i < 16; ++i)
     blocks.push_back(pool.allocate(req(256 * KiB)));  // 4 MiB: the limit
-  UMA_EXPECT_ERROR((void)pool.allocate(req(4 * KiB)), errc::quota_exceeded, "over the quota");
+  UMA_EXPECT_ERRC((void)pool.allocate(req(4 * KiB)), errc::quota_exceeded);
   EXPECT_EQ(limit.held(), 4096 * KiB);
   for (auto& b : blocks)
     pool.deallocate(b);

@@ -59,7 +59,7 @@ TEST_F(supervisor, ContextLostRestartsAndOldRefsGoInert) {
   client c(sys_, start());
   auto old_ref = c.allocate<float>(64);
   faults_->inject({backend_op::prefetch, 1, errc::context_lost});
-  UMA_EXPECT_ERROR(c.prefetch(old_ref, location::host()), errc::context_lost, "injected fault");
+  UMA_EXPECT_ERRC(c.prefetch(old_ref, location::host()), errc::context_lost);
   const auto s = await([](const supervision_stats& s) {
     return s.current_generation == 2 && s.state == supervisor_state::running;
   });
@@ -67,8 +67,8 @@ TEST_F(supervisor, ContextLostRestartsAndOldRefsGoInert) {
   EXPECT_NE(s.last_exit_reason.find("context_lost"), std::string::npos) << s.last_exit_reason;
   // The old generation's post_stop freed its region: its refs are inert and refused.
   EXPECT_FALSE(old_ref.valid());
-  UMA_EXPECT_ERROR((void)old_ref.pin(), errc::allocator_stopped, "generation 1");
-  UMA_EXPECT_ERROR(c.prefetch(old_ref, location::host()), errc::allocator_stopped, "inert");
+  UMA_EXPECT_ERRC((void)old_ref.pin(), errc::allocator_stopped);
+  UMA_EXPECT_ERRC(c.prefetch(old_ref, location::host()), errc::allocator_stopped);
   auto fresh = c.allocate<float>(64);
   EXPECT_EQ(fresh.generation(), 2u);
   EXPECT_TRUE(fresh.valid());
@@ -86,7 +86,7 @@ TEST_F(supervisor, ContextLostRestartsAndOldRefsGoInert) {
 TEST_F(supervisor, OutOfMemoryIsResumedWithoutARestart) {
   client c(sys_, start());
   faults_->inject({backend_op::allocate, 1, errc::out_of_memory});
-  UMA_EXPECT_ERROR((void)c.allocate<float>(64), errc::out_of_memory, "injected fault");
+  UMA_EXPECT_ERRC((void)c.allocate<float>(64), errc::out_of_memory);
   auto ref = c.allocate<float>(64);  // same incarnation keeps serving
   EXPECT_EQ(ref.generation(), 1u);
   const auto s = query_supervision(sys_, sup_);
@@ -100,10 +100,9 @@ TEST_F(supervisor, UnrecoverableStopsTheAllocatorForGood) {
   client c(sys_, start());
   auto ref = c.allocate<float>(64);
   faults_->inject({backend_op::advise, 1, errc::unrecoverable});
-  UMA_EXPECT_ERROR(c.advise(ref, advice::set_read_mostly), errc::unrecoverable, "injected");
+  UMA_EXPECT_ERRC(c.advise(ref, advice::set_read_mostly), errc::unrecoverable);
   await([](const supervision_stats& s) { return s.state == supervisor_state::stopped; });
-  UMA_EXPECT_ERROR((void)c.allocate<float>(8), errc::allocator_stopped,
-                   "stopped by its supervisor");
+  UMA_EXPECT_ERRC((void)c.allocate<float>(8), errc::allocator_stopped);
   EXPECT_EQ(query_supervision(sys_, sup_).restarts, 0u);
   c.stop();
 }
@@ -114,12 +113,10 @@ TEST_F(supervisor, AnyOtherFatalFailureEscalates) {
   self->monitor(sup);
   client c(sys_, sup);
   faults_->inject({backend_op::allocate, 1, errc::backend_error, false, true});
-  UMA_EXPECT_ERROR((void)c.allocate<float>(8), errc::backend_error, "injected");
+  UMA_EXPECT_ERRC((void)c.allocate<float>(8), errc::backend_error);
   caf::error reason;
   self->receive([&](caf::down_msg& dm) { reason = dm.reason; });
   EXPECT_EQ(reason.code(), static_cast<std::uint8_t>(errc::unrecoverable));
-  EXPECT_NE(sys_.render(reason).find("escalates: allocator generation 1 failed"), std::string::npos)
-      << sys_.render(reason);
   EXPECT_EQ(backend_->counters().live_allocations, 0u);
 }
 
