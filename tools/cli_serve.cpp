@@ -59,6 +59,9 @@ int run_serve(const options& o) {
              "here. Use a trusted network only (docs/distributed.md).");
 
   remote_actor_config cfg;
+  configure(cfg, o);
+
+  configure(cfg, o);
   caf::actor_system sys{cfg};
   supervisor_config supervision;
   supervision.allocator.backend = backend;
