@@ -13,6 +13,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
+#include <uma/actors/metrics_endpoint.hpp>
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "tools/cli_commands.hpp"
@@ -39,6 +40,52 @@ namespace {
 
 void log_line(const std::string& line) {
   std::fprintf(stderr, "uma serve: %s\n", line.c_str());
+}
+
+/// The Prometheus endpoint of --metrics (null without it), announced on stdout.
+[[nodiscard]] std::unique_ptr<metrics_endpoint> start_metrics(
+    caf::actor_system& sys, const allocator_supervisor_actor& supervisor, const options& o) {
+  if (!o.metrics)
+    return nullptr;
+  const auto& [host, port] = *o.metrics;
+  if (!is_loopback_address(host))
+    log_line("WARNING: the metrics endpoint listens on " + host +
+             ", which is not a loopback address: whoever reaches it reads the allocator's "
+             "counters and labels (read-only, no authentication).");
+  auto endpoint = std::make_unique<metrics_endpoint>(
+      sys, supervisor, metrics_endpoint_config{.address = host, .port = port});
+  std::printf("uma serve: metrics on http://%s/metrics\n",
+              endpoint_text(host, endpoint->port()).c_str());
+  std::fflush(stdout);
+  return endpoint;
+}
+
+/// Serves until a stop signal, the --for deadline, or the supervisor going down; says which.
+/// `failed`: the supervisor went down.
+[[nodiscard]] std::string wait_for_stop(caf::actor_system& sys, caf::scoped_actor& self,
+                                        const sigset_t& stop_signals, const options& o,
+                                        bool& failed) {
+  const auto start = std::chrono::steady_clock::now();
+  std::string why;
+  while (why.empty()) {
+    timespec tick{0, 100'000'000};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      why = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    } else if (o.serve_seconds != 0 &&
+               std::chrono::steady_clock::now() - start >= std::chrono::seconds(o.serve_seconds)) {
+      why = "--for " + std::to_string(o.serve_seconds) + " s";
+    } else {
+      self->receive(
+          [&](caf::down_msg& dm) {
+            why = "the allocator supervisor went down: " +
+                  (dm.reason ? sys.render(dm.reason) : std::string("normal exit"));
+            failed = true;
+          },
+          caf::after(std::chrono::seconds(0)) >> [] {});
+    }
+  }
+  return why;
 }
 
 }  // namespace
@@ -87,29 +134,16 @@ int run_serve(const options& o) {
               static_cast<int>(getpid()));
   std::fflush(stdout);
 
-  // Serve until a stop signal, the --for deadline, or the supervisor giving up.
-  const auto start = std::chrono::steady_clock::now();
-  std::string why;
-  bool failed = false;
-  while (why.empty()) {
-    timespec tick{0, 100'000'000};
-    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
-      why = sig == SIGINT ? "SIGINT" : "SIGTERM";
-    } else if (o.serve_seconds != 0 &&
-               std::chrono::steady_clock::now() - start >= std::chrono::seconds(o.serve_seconds)) {
-      why = "--for " + std::to_string(o.serve_seconds) + " s";
-    } else {
-      self->receive(
-          [&](caf::down_msg& dm) {
-            why = "the allocator supervisor went down: " +
-                  (dm.reason ? sys.render(dm.reason) : std::string("normal exit"));
-            failed = true;
-          },
-          caf::after(std::chrono::seconds(0)) >> [] {});
-    }
+  std::unique_ptr<metrics_endpoint> metrics;
+  try {
+    metrics = start_metrics(sys, supervisor, o);
+  } catch (...) {
+    stop();
+    throw;
   }
 
+  bool failed = false;
+  const std::string why = wait_for_stop(sys, self, stop_signals, o, failed);
   if (!failed) {
     self->request(gateway, std::chrono::seconds(5), stats_atom_v)
         .receive(
@@ -125,6 +159,7 @@ int run_serve(const options& o) {
   } else {
     log_line("stopping: " + why);
   }
+  metrics.reset();  // scrapes end before the allocator does
   stop();
   if (!failed)
     self->receive([](const caf::down_msg&) {},
