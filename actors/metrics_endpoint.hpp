@@ -24,8 +24,10 @@ struct metrics_endpoint_config {
   std::chrono::milliseconds read_timeout{10'000};  ///< an idle connection is closed after this
   std::chrono::milliseconds ask_timeout{2'000};    ///< how long a scrape waits for the allocator
   /// Add `uma_label_live_regions` / `uma_label_live_bytes` (the region table, summed by label,
-  /// at most 100 labels: the rest as "(other)"). A scrape then costs one region report.
-  bool labels = true;
+  /// at most 100 labels: the rest as "(other)"). Off by default: a scrape then costs one region
+  /// report on the allocator's loop, which with 10,000 live regions triples the scrape's p99
+  /// (docs/performance.md, "Scraping").
+  bool labels = false;
 };
 
 /// An HTTP endpoint (Boost.Beast over Boost.Asio, on threads of its own) that a Prometheus

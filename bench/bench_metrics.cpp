@@ -3,7 +3,7 @@
 // GET /metrics over a kept-alive connection. Prints the scrape latency (p50/p99/max) and the
 // allocate+release latency of the clients without scraping and with it, in the same run.
 //
-//   uma_metrics_bench [--backend auto|cuda|host] [--no-labels] [--smoke]
+//   uma_metrics_bench [--backend auto|cuda|host] [--labels] [--smoke]
 
 #include <algorithm>
 #include <atomic>
@@ -36,7 +36,7 @@ struct shape {
   std::size_t clients = 8;
   std::size_t scrapes = 1'000;
   std::size_t pairs_per_client = 2'000;  ///< the phase without scraping
-  bool labels = true;
+  bool labels = false;  ///< --labels: the per-label families (one region report per scrape)
   backend_choice backend = backend_choice::automatic;
 };
 
@@ -145,13 +145,13 @@ int main(int argc, char** argv) {
       s.live_regions = 200;
       s.scrapes = 50;
       s.pairs_per_client = 50;
-    } else if (arg == "--no-labels") {
-      s.labels = false;
+    } else if (arg == "--labels") {
+      s.labels = true;
     } else if (arg == "--backend" && i + 1 < argc && parse_backend_choice(argv[i + 1])) {
       s.backend = *parse_backend_choice(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: uma_metrics_bench [--backend auto|cuda|host] [--no-labels] "
+                   "usage: uma_metrics_bench [--backend auto|cuda|host] [--labels] "
                    "[--smoke]\n");
       return 2;
     }

@@ -60,7 +60,9 @@ double sample_value(const std::string& text, const std::string& prefix) {
 
 class MetricsEndpoint : public test::actor_fixture {
  protected:
-  metrics_endpoint_config config() { return {.read_timeout = std::chrono::milliseconds(300)}; }
+  metrics_endpoint_config config() {
+    return {.read_timeout = std::chrono::milliseconds(300), .labels = true};
+  }
 };
 
 TEST_F(MetricsEndpoint, ServesTheAllocatorsCountersAsPrometheusText) {
@@ -80,6 +82,14 @@ TEST_F(MetricsEndpoint, ServesTheAllocatorsCountersAsPrometheusText) {
                          "uma_label_live_regions{backend=\"host\",generation=\"1\","
                          "label=\"frames\"}"),
             3.0);
+}
+
+TEST_F(MetricsEndpoint, LeavesTheLabelFamiliesOutUnlessAskedFor) {
+  auto ref = uma_->allocate<float>(1000, {.label = "frames"});
+  metrics_endpoint endpoint(sys_, uma_->handle());
+  const auto r = http_get(endpoint.port(), "/metrics");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body.find("uma_label_"), std::string::npos) << r.body;
 }
 
 TEST_F(MetricsEndpoint, OverASupervisorAddsItsCountersAndState) {

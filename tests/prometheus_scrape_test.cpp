@@ -80,7 +80,7 @@ TEST_F(PrometheusScrape, APrometheusServerScrapesTheLiveBytesUmaReports) {
     held.push_back(uma_->allocate<float>(floats, {.label = "scraped"}));
   const auto live = uma_->stats().live_bytes;
   ASSERT_GT(live, 0u);
-  metrics_endpoint endpoint(sys_, uma_->handle());
+  metrics_endpoint endpoint(sys_, uma_->handle(), {.labels = true});
 
   temp_dir dir;
   const auto web_port = free_port();

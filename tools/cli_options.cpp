@@ -63,8 +63,9 @@ counters) and releases everything; then the counters are printed once every queu
 call has run.
 )"},
     {command::serve, "a supervised allocator behind a port (and a /metrics endpoint)",
-     "uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT] [--for SECONDS]\n"
-     "                 [--quota BYTES] [--backend auto|cuda|host] [--inject-fault SPEC]...",
+     "uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT [--metrics-labels]]\n"
+     "                 [--for SECONDS] [--quota BYTES] [--backend auto|cuda|host]\n"
+     "                 [--inject-fault SPEC]...",
      R"(
 Other processes (`uma stats --connect`, `uma regions --connect`, uma::remote_client) allocate,
 prefetch, advise, discard and release regions by id; a peer's regions are leases of its
@@ -322,6 +323,9 @@ void command_line::add_serve() {
        },
        "serve GET /metrics and /healthz over HTTP there (port 0: a free one)")
       ->type_name("HOST:PORT");
+  s.add_flag("--metrics-labels", o.metrics_labels,
+             "add live regions and bytes by label (one region report per scrape)")
+      ->disable_flag_override();
   s.add_option_function<std::string>(
        "--for",
        [this](const std::string& v) {

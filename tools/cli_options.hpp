@@ -60,6 +60,7 @@ struct options {
   std::uint64_t quota_bytes = 0;    ///< --quota; 0: the backend's default
   /// serve --metrics HOST:PORT: the Prometheus scrape endpoint (port 0 takes a free one)
   std::optional<std::pair<std::string, std::uint16_t>> metrics{};
+  bool metrics_labels = false;  ///< serve --metrics-labels: the per-label families too
   /// `--caf.KEY=VALUE` options, in order, for CAF's actor_system_config::parse (the commands
   /// that run an actor system: demo, stats, serve, regions).
   std::vector<std::string> caf_args{};

@@ -53,7 +53,8 @@ void log_line(const std::string& line) {
              ", which is not a loopback address: whoever reaches it reads the allocator's "
              "counters and labels (read-only, no authentication).");
   auto endpoint = std::make_unique<metrics_endpoint>(
-      sys, supervisor, metrics_endpoint_config{.address = host, .port = port});
+      sys, supervisor,
+      metrics_endpoint_config{.address = host, .port = port, .labels = o.metrics_labels});
   std::printf("uma serve: metrics on http://%s/metrics\n",
               endpoint_text(host, endpoint->port()).c_str());
   std::fflush(stdout);
@@ -88,6 +89,22 @@ void log_line(const std::string& line) {
   return why;
 }
 
+/// Says why the server stops and what the gateway still holds.
+void log_stopping(caf::actor_system& sys, caf::scoped_actor& self,
+                  const remote_allocator_actor& gateway, const std::string& why) {
+  self->request(gateway, std::chrono::seconds(5), stats_atom_v)
+      .receive(
+          [&](const remote_stats& s) {
+            log_line("stopping after " + why + ": " + std::to_string(s.sessions) +
+                     " session(s) open, " + std::to_string(s.sessions_lost) + " lost, " +
+                     std::to_string(s.leases) + " lease(s) to release, live bytes " +
+                     std::to_string(s.allocator.live_bytes));
+          },
+          [&](const caf::error& e) {
+            log_line("stopping after " + why + " (" + sys.render(e) + ")");
+          });
+}
+
 }  // namespace
 
 int run_serve(const options& o) {
@@ -107,8 +124,6 @@ int run_serve(const options& o) {
 
   remote_actor_config cfg;
   configure(cfg, o);
-
-  configure(cfg, o);
   caf::actor_system sys{cfg};
   supervisor_config supervision;
   supervision.allocator.backend = backend;
@@ -122,20 +137,13 @@ int run_serve(const options& o) {
     self->send_exit(supervisor, caf::exit_reason::user_shutdown);
   };
 
-  std::uint16_t port = 0;
-  try {
-    port = publish_gateway(sys, gateway, *o.port, o.bind);
-  } catch (...) {
-    stop();
-    throw;
-  }
-  std::printf("uma serve: listening on %s (backend %s, pid %d)\n",
-              endpoint_text(o.bind, port).c_str(), std::string(to_string(backend->kind())).c_str(),
-              static_cast<int>(getpid()));
-  std::fflush(stdout);
-
   std::unique_ptr<metrics_endpoint> metrics;
   try {
+    const auto port = publish_gateway(sys, gateway, *o.port, o.bind);
+    std::printf("uma serve: listening on %s (backend %s, pid %d)\n",
+                endpoint_text(o.bind, port).c_str(),
+                std::string(to_string(backend->kind())).c_str(), static_cast<int>(getpid()));
+    std::fflush(stdout);
     metrics = start_metrics(sys, supervisor, o);
   } catch (...) {
     stop();
@@ -144,21 +152,10 @@ int run_serve(const options& o) {
 
   bool failed = false;
   const std::string why = wait_for_stop(sys, self, stop_signals, o, failed);
-  if (!failed) {
-    self->request(gateway, std::chrono::seconds(5), stats_atom_v)
-        .receive(
-            [&](const remote_stats& s) {
-              log_line("stopping after " + why + ": " + std::to_string(s.sessions) +
-                       " session(s) open, " + std::to_string(s.sessions_lost) + " lost, " +
-                       std::to_string(s.leases) + " lease(s) to release, live bytes " +
-                       std::to_string(s.allocator.live_bytes));
-            },
-            [&](const caf::error& e) {
-              log_line("stopping after " + why + " (" + sys.render(e) + ")");
-            });
-  } else {
+  if (!failed)
+    log_stopping(sys, self, gateway, why);
+  else
     log_line("stopping: " + why);
-  }
   metrics.reset();  // scrapes end before the allocator does
   stop();
   if (!failed)
