@@ -5,7 +5,11 @@
 #include <map>
 #include <ostream>
 
-#include "tools/stats_format.hpp"
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value_from.hpp>
+
+#include "tools/json_print.hpp"
 
 namespace uma::bench {
 
@@ -23,28 +27,29 @@ std::string pad(std::string s, std::size_t width) {
   return s;
 }
 
-std::string json_string(const std::string& s) {
-  // Appended, not `"\"" + ...`: GCC 12 at -O3 reports a false -Wrestrict for that form.
-  std::string out(1, '"');
-  out.append(cli::json_escape(s)).push_back('"');
-  return out;
+boost::json::value json_number(double v) {
+  if (!std::isfinite(v))
+    return nullptr;
+  return v;
 }
 
-std::string json_number(double v) {
-  return std::isfinite(v) ? format("%.9g", v) : "null";
+boost::json::object json_figure(const figure& f) {
+  return {{"name", f.name},
+          {"value", json_number(f.value)},
+          {"unit", f.unit},
+          {"baseline", f.baseline},
+          {"baseline_value", json_number(f.baseline_value)},
+          {"ratio", json_number(f.ratio())},
+          {"note", f.note}};
 }
 
-std::string json_figure(const figure& f) {
-  return "{\"name\": " + json_string(f.name) + ", \"value\": " + json_number(f.value) +
-         ", \"unit\": " + json_string(f.unit) + ", \"baseline\": " + json_string(f.baseline) +
-         ", \"baseline_value\": " + json_number(f.baseline_value) +
-         ", \"ratio\": " + json_number(f.ratio()) + ", \"note\": " + json_string(f.note) + "}";
-}
-
-std::string json_summary(const summary& s) {
-  return "\"samples\": " + std::to_string(s.n) + ", \"min_ns\": " + json_number(s.min) +
-         ", \"median_ns\": " + json_number(s.median) + ", \"p99_ns\": " + json_number(s.p99) +
-         ", \"max_ns\": " + json_number(s.max) + ", \"mean_ns\": " + json_number(s.mean);
+boost::json::object json_summary(const summary& s) {
+  return {{"samples", s.n},
+          {"min_ns", json_number(s.min)},
+          {"median_ns", json_number(s.median)},
+          {"p99_ns", json_number(s.p99)},
+          {"max_ns", json_number(s.max)},
+          {"mean_ns", json_number(s.mean)}};
 }
 
 std::string value_text(double v, const std::string& unit) {
@@ -205,49 +210,47 @@ void report::print_targets() {
 }
 
 std::string report::json() const {
-  std::string j = "{\n  \"meta\": {";
-  for (std::size_t i = 0; i < meta_.size(); ++i)
-    j += (i ? ", " : "") + json_string(meta_[i].first) + ": " + json_string(meta_[i].second);
-  j += "},\n  \"sections\": [";
-  for (std::size_t i = 0; i < sections_.size(); ++i) {
-    const auto& s = sections_[i];
-    j += std::string(i ? "," : "") + "\n    {\"id\": " + std::to_string(s.id) +
-         ", \"title\": " + json_string(s.title) + ", \"status\": " + json_string(s.status) +
-         ",\n     \"figures\": [";
-    for (std::size_t k = 0; k < s.figures.size(); ++k)
-      j += std::string(k ? "," : "") + "\n       " + json_figure(s.figures[k]);
-    j += "],\n     \"notes\": [";
-    for (std::size_t k = 0; k < s.notes.size(); ++k)
-      j += (k ? ", " : "") + json_string(s.notes[k]);
-    j += "]}";
+  boost::json::object meta;
+  for (const auto& [k, v] : meta_)
+    meta[k] = v;
+  boost::json::array sections;
+  for (const auto& s : sections_) {
+    boost::json::array figures;
+    for (const auto& f : s.figures)
+      figures.emplace_back(json_figure(f));
+    sections.emplace_back(boost::json::object{{"id", s.id},
+                                              {"title", s.title},
+                                              {"status", s.status},
+                                              {"figures", std::move(figures)},
+                                              {"notes", boost::json::value_from(s.notes)}});
   }
-  j += "],\n  \"targets\": [";
-  for (std::size_t i = 0; i < targets_.size(); ++i) {
-    const auto& t = targets_[i];
-    j += std::string(i ? "," : "") + "\n    {\"section\": " + std::to_string(t.section) +
-         ", \"goal\": " + json_string(t.goal) + ", \"met\": " + (t.met ? "true" : "false") +
-         ", \"figure\": " + json_figure(t.fig) + "}";
+  boost::json::array targets;
+  for (const auto& t : targets_)
+    targets.emplace_back(boost::json::object{
+        {"section", t.section}, {"goal", t.goal}, {"met", t.met}, {"figure", json_figure(t.fig)}});
+  boost::json::array latency;
+  for (const auto& p : latency_) {
+    boost::json::object point{{"variant", p.variant}, {"bytes", p.bytes}};
+    for (auto& kv : json_summary(p.s))
+      point.emplace(kv.key(), std::move(kv.value()));
+    latency.emplace_back(std::move(point));
   }
-  j += "],\n  \"curves\": {\n    \"alloc_latency\": [";
-  for (std::size_t i = 0; i < latency_.size(); ++i) {
-    const auto& p = latency_[i];
-    j += std::string(i ? "," : "") + "\n      {\"variant\": " + json_string(p.variant) +
-         ", \"bytes\": " + std::to_string(p.bytes) + ", " + json_summary(p.s) + "}";
-  }
-  j += "],\n    \"throughput\": [";
-  for (std::size_t i = 0; i < throughput_.size(); ++i) {
-    const auto& p = throughput_[i];
-    j += std::string(i ? "," : "") + "\n      {\"variant\": " + json_string(p.variant) +
-         ", \"clients\": " + std::to_string(p.clients) +
-         ", \"pairs_per_second\": " + json_number(p.pairs_per_second) +
-         ", \"pairs\": " + std::to_string(p.pairs) + ", \"seconds\": " + json_number(p.seconds) +
-         "}";
-  }
-  j += "]\n  },\n  \"failures\": [";
-  for (std::size_t i = 0; i < failures_.size(); ++i)
-    j += (i ? ", " : "") + json_string(failures_[i]);
-  j += "]\n}\n";
-  return j;
+  boost::json::array throughput;
+  for (const auto& p : throughput_)
+    throughput.emplace_back(
+        boost::json::object{{"variant", p.variant},
+                            {"clients", p.clients},
+                            {"pairs_per_second", json_number(p.pairs_per_second)},
+                            {"pairs", p.pairs},
+                            {"seconds", json_number(p.seconds)}});
+  const boost::json::object run{
+      {"meta", std::move(meta)},
+      {"sections", std::move(sections)},
+      {"targets", std::move(targets)},
+      {"curves", boost::json::object{{"alloc_latency", std::move(latency)},
+                                     {"throughput", std::move(throughput)}}},
+      {"failures", boost::json::value_from(failures_)}};
+  return cli::pretty_json(run, SIZE_MAX, true);  // figures and curve points one per line
 }
 
 std::string report::plot_data() const {

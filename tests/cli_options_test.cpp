@@ -79,13 +79,45 @@ TEST(CliOptions, RefusesZeroJunkAndOversizedCounts) {
   for (const char* value : {"0", "-1", "3x", "", "65"}) {
     const auto r = parse({"demo", "--producers", value});
     EXPECT_FALSE(r.parsed) << value;
-    EXPECT_NE(r.error.find("--producers needs a count from 1 to 64"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("uma demo: --producers needs a count from 1 to 64"), std::string::npos)
+        << r.error;
   }
 }
 
 TEST(CliOptions, RefusesAMissingValueAndAValueForAFlag) {
-  EXPECT_EQ(parse({"demo", "--floats"}).error, "uma demo: --floats needs a value");
-  EXPECT_EQ(parse({"stats", "--json=yes"}).error, "uma stats: --json takes no value");
+  EXPECT_EQ(parse({"demo", "--floats"}).error, "uma demo: --floats: 1 required N missing");
+  const auto flag = parse({"stats", "--json=yes"});
+  EXPECT_FALSE(flag.parsed);
+  EXPECT_TRUE(flag.error.starts_with("uma stats: ")) << flag.error;
+  EXPECT_NE(flag.error.find("json"), std::string::npos) << flag.error;
+}
+
+TEST(CliOptions, CollectsCafOptionsOfTheCommandsThatRunAnActorSystem) {
+  const auto r =
+      parse({"stats", "--caf.scheduler.max-threads=4", "--json", "--caf.logger.verbosity=quiet"});
+  ASSERT_TRUE(r.parsed) << r.error;
+  EXPECT_EQ(r.parsed->caf_args, (std::vector<std::string>{"--caf.scheduler.max-threads=4",
+                                                          "--caf.logger.verbosity=quiet"}));
+  EXPECT_EQ(parse({"info", "--caf.scheduler.max-threads=4"}).error,
+            "uma info: unknown option '--caf.scheduler.max-threads'");
+}
+
+TEST(CliOptions, ServeTakesAMetricsEndpointPortZeroIncluded) {
+  const auto r = parse({"serve", "--port", "0", "--metrics", "127.0.0.1:0"});
+  ASSERT_TRUE(r.parsed) << r.error;
+  ASSERT_TRUE(r.parsed->metrics);
+  EXPECT_EQ(r.parsed->metrics->first, "127.0.0.1");
+  EXPECT_EQ(r.parsed->metrics->second, 0);
+  EXPECT_EQ(parse({"serve", "--port", "0", "--metrics", "9100"}).error,
+            "uma serve: --metrics needs HOST:PORT with a port from 0 to 65535, not '9100'");
+}
+
+TEST(CliOptions, GeneratedHelpListsEveryOptionOfTheCommand) {
+  const auto text = usage(command::serve);
+  for (const char* option : {"--port", "--bind", "--metrics", "--for", "--quota", "--backend",
+                             "--inject-fault", "--help"})
+    EXPECT_NE(text.find(option), std::string::npos) << option << " missing in\n" << text;
+  EXPECT_NE(usage(command::help).find("exit status: 0 ok, 1 runtime failure"), std::string::npos);
 }
 
 TEST(CliOptions, RefusesUnknownCommandsAndStrayArguments) {
@@ -122,7 +154,7 @@ TEST(CliOptions, ServeRefusesAMissingPortABadPortAndAnEmptyBind) {
   EXPECT_EQ(parse({"serve", "--port", "65536"}).error,
             "uma serve: --port needs a port from 0 to 65535, not '65536'");
   EXPECT_EQ(parse({"serve", "--port", "1", "--bind="}).error,
-            "uma serve: --bind needs an address (an empty one would listen on every interface)");
+            "uma serve: --bind: 1 required ADDRESS missing");
   EXPECT_EQ(parse({"serve", "--port", "1", "--for", "0"}).error,
             "uma serve: --for needs seconds from 1 to 604800, not '0'");
 }

@@ -25,6 +25,7 @@
 
 #include <uma/actors/allocator_supervisor.hpp>
 #include <uma/actors/client.hpp>
+#include <uma/actors/prometheus_text.hpp>
 #include <uma/actors/remote_client.hpp>
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/messages/register_types.hpp>
@@ -179,7 +180,7 @@ TEST_F(two_processes, StatsReadByAnotherProcessMatchTheServersOwn) {
   local_->prefetch(ref, location::host());
   const auto own = local_->flush();
   EXPECT_EQ(run_cli({"stats", "--connect", endpoint(), "--json"}), cli::to_json(own));
-  EXPECT_EQ(run_cli({"stats", "--connect", endpoint(), "--prometheus"}), cli::to_prometheus(own));
+  EXPECT_EQ(run_cli({"stats", "--connect", endpoint(), "--prometheus"}), to_prometheus(own));
 }
 
 TEST_F(two_processes, PrefetchAndAdviceByIdFromAnotherProcessChangeTheAttributesSeenHere) {

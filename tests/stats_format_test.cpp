@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include <boost/json/parse.hpp>
+
+#include <uma/actors/prometheus_text.hpp>
 #include "tools/stats_format.hpp"
 
 namespace uma::cli {
@@ -66,11 +69,14 @@ TEST(StatsJson, IsOneObjectWithoutATrailingComma) {
   EXPECT_FALSE(contains(json, ",\n  }")) << json;
 }
 
-TEST(StatsJson, EscapesQuotesBackslashesAndControlCharacters) {
-  EXPECT_EQ(json_escape("a\"b\\c\nd\x01"), "a\\\"b\\\\c\\nd\\u0001");
+TEST(StatsJson, EscapesQuotesBackslashesAndControlCharactersSoItParsesBack) {
   auto s = sample();
-  s.backend = "ho\"st";
-  EXPECT_TRUE(contains(to_json(s), "\"backend\": \"ho\\\"st\""));
+  s.backend = "ho\"st\\x\n\x01";
+  const auto json = to_json(s);
+  EXPECT_TRUE(contains(json, "\"backend\": \"ho\\\"st\\\\x\\n\\u0001\"")) << json;
+  const auto parsed = boost::json::parse(json);
+  EXPECT_EQ(parsed.at("backend").as_string(), s.backend);
+  EXPECT_EQ(parsed.at("failures").at("invalid_argument").to_number<std::uint64_t>(), 5u);
 }
 
 TEST(StatsPrometheus, GivesEveryFamilyHelpAndTypeBeforeItsSample) {
@@ -124,6 +130,39 @@ TEST(StatsPrometheus, EndsEveryLineWithANewlineAndHasNoBlankLines) {
   const auto text = to_prometheus(sample());
   EXPECT_EQ(text.back(), '\n');
   EXPECT_FALSE(contains(text, "\n\n"));
+}
+
+TEST(StatsPrometheus, AddsLabelAndSupervisorFamiliesWhenTheSnapshotHasThem) {
+  metrics_snapshot snap{.allocator = sample()};
+  EXPECT_FALSE(contains(to_prometheus(snap), "uma_label_live_bytes"));
+  EXPECT_FALSE(contains(to_prometheus(snap), "uma_supervisor_"));
+  snap.labels = std::vector<label_usage>{{"frames", 2, 8192}, {"we\"ird\n", 1, 4096}};
+  snap.supervision =
+      supervision_stats{.current_generation = 3, .restarts = 2, .state = supervisor_state::running};
+  const auto text = to_prometheus(snap);
+  EXPECT_TRUE(contains(text,
+                       "# TYPE uma_label_live_bytes gauge\n"
+                       "uma_label_live_bytes{backend=\"host\",generation=\"3\",label=\"frames\"} "
+                       "8192\n"))
+      << text;
+  EXPECT_TRUE(contains(text, "label=\"we\\\"ird\\n\"} 4096\n")) << text;
+  EXPECT_TRUE(
+      contains(text, "uma_supervisor_restarts_total{backend=\"host\",generation=\"3\"} 2\n"));
+  EXPECT_TRUE(contains(
+      text, "uma_supervisor_state{backend=\"host\",generation=\"3\",state=\"running\"} 1\n"));
+  EXPECT_TRUE(contains(
+      text, "uma_supervisor_state{backend=\"host\",generation=\"3\",state=\"stopped\"} 0\n"));
+}
+
+TEST(StatsPrometheus, SumsRegionsByLabelAndFoldsTheTailIntoOther) {
+  std::vector<region_info> regions;
+  for (const char* label : {"b", "a", "b", "c", "d"})
+    regions.push_back(region_info{.bytes = 100, .label = label});
+  const auto usage = usage_by_label(regions, 2);
+  ASSERT_EQ(usage.size(), 3u);
+  EXPECT_EQ(usage[0], (label_usage{"a", 1, 100}));
+  EXPECT_EQ(usage[1], (label_usage{"b", 2, 200}));
+  EXPECT_EQ(usage[2], (label_usage{"(other)", 2, 200}));
 }
 
 TEST(StatsPrometheus, EscapesLabelValues) {

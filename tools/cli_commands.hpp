@@ -21,6 +21,15 @@ struct remote_actor_config : actor_config {
   remote_actor_config() { load<caf::io::middleman>(); }
 };
 
+/// Hands `o.caf_args` and a caf-application.ini in the working directory to
+/// `caf::actor_system_config::parse`, as any CAF application does. `--caf.KEY=VALUE` is
+/// CAF 0.18's spelling; Debian's CAF 0.17 reads it as `--caf#KEY=VALUE`. Returns CAF's
+/// complaint, empty when it took everything (tools/caf_options.cpp).
+[[nodiscard]] std::string apply_caf_options(caf::actor_system_config& cfg, const options& o);
+
+/// `apply_caf_options`, throwing `uma::error` (invalid_argument) with CAF's complaint.
+void configure(caf::actor_system_config& cfg, const options& o);
+
 /// `uma info`: backend, devices, versions, capability flags, memory-model verdicts.
 [[nodiscard]] int run_info(const options& o);
 

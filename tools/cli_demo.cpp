@@ -99,6 +99,9 @@ int run_demo(const options& o) {
   std::cout << "pipeline: " << pipeline::describe(shape) << std::endl;
 
   actor_config cfg;
+  configure(cfg, o);
+
+  configure(cfg, o);
   caf::actor_system sys{cfg};
   supervisor_config supervision;
   supervision.allocator.backend = backend;

@@ -1,295 +1,413 @@
 #include "tools/cli_options.hpp"
 
 #include <charconv>
+#include <memory>
+
+#include <CLI/CLI.hpp>
 
 namespace uma::cli {
 
 namespace {
 
-enum class flag : std::uint8_t {
-  backend,
-  json,
-  prometheus,
-  workload,
-  producers,
-  consumers,
-  batches,
-  floats,
-  inject_fault,
-  connect,
-  port,
-  bind,
-  for_seconds,
-  quota
+/// What the help of a command says beyond its options (CLI11 generates the option lists).
+struct command_text {
+  command which;
+  std::string_view summary;   ///< one line: the overview's command list
+  std::string_view synopsis;  ///< after "usage: "
+  std::string_view details;   ///< after the options
 };
 
-struct flag_spec {
-  std::string_view name;
-  flag which;
-  bool takes_value;
+constexpr std::string_view caf_note =
+    "\nCAF options: --caf.KEY=VALUE (for example --caf.scheduler.max-threads=4) and a\n"
+    "caf-application.ini in the working directory configure the actor system, as in any CAF\n"
+    "application.\n";
+
+constexpr command_text texts[] = {
+    {command::help, "", "uma <command> [options]",
+     R"(every command takes -h, --help (its options); info, demo, stats and serve (the commands that
+run an allocator) take --backend auto|cuda|host (auto, the default: CUDA when a device is
+usable, else host); demo, stats, serve and regions take --caf.KEY=VALUE options.
+`uma help <command>` or `uma <command> --help` for a command.
+
+exit status: 0 ok, 1 runtime failure (a failed request or check, no usable device for
+--backend cuda), 2 usage error
+)"},
+    {command::info, "the backend, its devices, versions, capability flags, memory model",
+     "uma info [--backend auto|cuda|host]",
+     R"(
+Prints the backend uma runs on (with auto: why CUDA is not usable, when it is not), each
+device's name, compute capability and memory, the driver and runtime versions, the capability
+flags uma reads for each device, and the memory model they add up to.
+)"},
+    {command::demo, "the worker pipeline; then a stop that leaves a held ref's clone inert",
+     "uma demo [--backend auto|cuda|host] [--producers N] [--consumers N] [--batches N]\n"
+     "                [--floats N] [--inject-fault OP:N:CODE[:every][:fatal]]...",
+     R"(
+Producer actors allocate batches of floats, fill them, prefetch them to GPU 0 (host backend:
+the host), transform them there, bring them back and pass the refs to consumer actors, which
+verify every element. Then the allocator stops while a ref is held and a clone of it goes inert.
+--inject-fault fails the Nth (with :every, every Nth) call of a backend operation (allocate,
+free, prefetch, discard, discard_prefetch, advise, attributes, kind_of, is_capturing,
+launch_host_func, synchronize) with an error code; :fatal ends the allocator incarnation and
+its supervisor decides (context_lost: restart, unrecoverable: stop, others: escalate).
+Exits 1 when a batch mismatches, a request fails or a region is left live; with
+--inject-fault only a leak, an unanswered request or an escalation fails the demo.
+)"},
+    {command::stats, "an allocator's counters as text, JSON or Prometheus text",
+     "uma stats [--json | --prometheus] [--workload short|none] [--backend auto|cuda|host]\n"
+     "       uma stats --connect HOST:PORT [--json | --prometheus]",
+     R"(
+The workload allocates four regions, fills them, prefetches them (to GPU 0 on CUDA), advises
+two read-mostly, discards one, makes one zero-size request (refused: it shows in the failure
+counters) and releases everything; then the counters are printed once every queued backend
+call has run.
+)"},
+    {command::serve, "a supervised allocator behind a port (and a /metrics endpoint)",
+     "uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT [--metrics-labels]]\n"
+     "                 [--for SECONDS] [--quota BYTES] [--backend auto|cuda|host]\n"
+     "                 [--inject-fault SPEC]...",
+     R"(
+Other processes (`uma stats --connect`, `uma regions --connect`, uma::remote_client) allocate,
+prefetch, advise, discard and release regions by id; a peer's regions are leases of its
+session, released when it says so or when its connection drops. Prints `uma serve: listening
+on ADDRESS:PORT ...` once published (and `uma serve: metrics on http://...` with --metrics),
+then runs until SIGINT or SIGTERM (or --for), stops the allocator and exits 0 (1 when the
+supervisor gave up). The middleman authenticates nobody: it listens on 127.0.0.1 unless --bind
+names another address, for trusted networks only. The metrics endpoint answers GET /metrics
+(Prometheus text) and GET /healthz, read-only.
+)"},
+    {command::regions, "the region table of a serving node",
+     "uma regions --connect HOST:PORT [--json]",
+     R"(
+Prints the region table of the allocator a `uma serve` runs at HOST:PORT: id, generation,
+bytes, label, refs, pins, age, the session whose lease holds the region, and for leased
+regions the advice in force and the last prefetch location.
+)"},
 };
 
-constexpr flag_spec flags[] = {
-    {"--backend", flag::backend, true},
-    {"--json", flag::json, false},
-    {"--prometheus", flag::prometheus, false},
-    {"--workload", flag::workload, true},
-    {"--producers", flag::producers, true},
-    {"--consumers", flag::consumers, true},
-    {"--batches", flag::batches, true},
-    {"--floats", flag::floats, true},
-    {"--inject-fault", flag::inject_fault, true},
-    {"--connect", flag::connect, true},
-    {"--port", flag::port, true},
-    {"--bind", flag::bind, true},
-    {"--for", flag::for_seconds, true},
-    {"--quota", flag::quota, true},
-};
+[[nodiscard]] const command_text& text_of(command c) noexcept {
+  for (const auto& t : texts)
+    if (t.which == c)
+      return t;
+  return texts[0];
+}
 
-[[nodiscard]] bool accepts(command c, flag f) noexcept {
-  switch (c) {
-    case command::info:
-      return f == flag::backend;
-    case command::demo:
-      return f == flag::backend || f == flag::producers || f == flag::consumers ||
-             f == flag::batches || f == flag::floats || f == flag::inject_fault;
-    case command::stats:
-      return f == flag::backend || f == flag::json || f == flag::prometheus ||
-             f == flag::workload || f == flag::connect;
-    case command::serve:
-      return f == flag::backend || f == flag::port || f == flag::bind || f == flag::for_seconds ||
-             f == flag::quota || f == flag::inject_fault;
-    case command::regions:
-      return f == flag::connect || f == flag::json;
-    case command::help:
-      return false;
+/// CLI11's help layout with uma's synopsis line ("usage: uma demo [...]").
+class usage_formatter final : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string) const override {
+    const auto c = app->get_parent() == nullptr ? command::help : command_of(app->get_name());
+    std::string out = "usage: " + std::string(text_of(c).synopsis) + "\n";
+    if (c != command::help)
+      out.append("\n").append(text_of(c).summary).append("\n");
+    return out;
   }
-  return false;
-}
 
-[[nodiscard]] std::optional<command> parse_command(std::string_view text) noexcept {
-  if (text == "info")
-    return command::info;
-  if (text == "demo")
-    return command::demo;
-  if (text == "stats")
-    return command::stats;
-  if (text == "serve")
-    return command::serve;
-  if (text == "regions")
-    return command::regions;
-  if (text == "help")
+  /// The summary follows the synopsis (make_usage), not the other way round.
+  std::string make_description(const CLI::App*) const override { return {}; }
+
+  static command command_of(std::string_view name) noexcept {
+    for (const auto& t : texts)
+      if (to_string(t.which) == name)
+        return t.which;
     return command::help;
-  return std::nullopt;
-}
+  }
+};
 
-/// A count in [1, most]; nullopt for anything else (signs, junk, zero, too large).
-[[nodiscard]] std::optional<std::size_t> parse_count(std::string_view text,
-                                                     std::size_t most) noexcept {
+/// A count in [1, most]; throws a ValidationError naming the option otherwise.
+[[nodiscard]] std::size_t count(std::string_view name, const std::string& text, std::size_t most) {
   std::size_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc{} || end != text.data() + text.size() || value == 0 || value > most)
-    return std::nullopt;
+    throw CLI::ValidationError(std::string(name) + " needs a count from 1 to " +
+                               std::to_string(most) + ", not '" + text + "'");
   return value;
 }
 
-struct parser {
-  parse_result out;
+/// A number in [least, most]; throws a ValidationError with `what` otherwise.
+[[nodiscard]] std::uint64_t number(const std::string& text, std::uint64_t least, std::uint64_t most,
+                                   const std::string& what) {
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || value < least || value > most)
+    throw CLI::ValidationError(what + ", not '" + text + "'");
+  return value;
+}
+
+/// The `uma` command line as a CLI11 app whose options write into one `options` value.
+class command_line {
+ public:
+  command_line();
+  command_line(const command_line&) = delete;
+  command_line& operator=(const command_line&) = delete;
+
+  CLI::App app{"", "uma"};
   options o;
+  bool top_help = false;
+  std::string help_topic;
+  bool json = false;
+  bool prometheus = false;
 
-  /// Records a usage error of the current command; returns false for the caller to pass on.
-  bool refuse(const std::string& what) {
-    out.error = "uma";
-    if (o.what != command::help)
-      out.error.append(" ").append(to_string(o.what));
-    out.error.append(": ").append(what);
-    return false;
+  [[nodiscard]] CLI::App* sub(command c) const {
+    return app.get_subcommand(std::string(to_string(c)));
   }
+  /// The command that was given (`command::help` when none was).
+  [[nodiscard]] command given() const;
 
-  bool count(std::string_view name, std::string_view value, std::size_t most, std::size_t& target) {
-    const auto n = parse_count(value, most);
-    if (!n)
-      return refuse(std::string(name) + " needs a count from 1 to " + std::to_string(most) +
-                    ", not '" + std::string(value) + "'");
-    target = *n;
-    return true;
-  }
-
-  /// A number in [least, most]; nullopt for anything else.
-  static std::optional<std::uint64_t> number(std::string_view text, std::uint64_t least,
-                                             std::uint64_t most) noexcept {
-    std::uint64_t value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc{} || end != text.data() + text.size() || value < least || value > most)
-      return std::nullopt;
-    return value;
-  }
-
-  /// The options of the networked commands (serve, --connect) and the serving node's quota.
-  bool apply_network(flag which, std::string_view value) {
-    switch (which) {
-      case flag::connect: {
-        const auto endpoint = parse_endpoint(value);
-        if (!endpoint)
-          return refuse("--connect needs HOST:PORT with a port from 1 to 65535, not '" +
-                        std::string(value) + "'");
-        o.connect = true;
-        o.connect_host = endpoint->first;
-        o.connect_port = endpoint->second;
-        return true;
-      }
-      case flag::port: {
-        const auto n = number(value, 0, 65535);
-        if (!n)
-          return refuse("--port needs a port from 0 to 65535, not '" + std::string(value) + "'");
-        o.port = static_cast<std::uint16_t>(*n);
-        return true;
-      }
-      case flag::bind:
-        if (value.empty())
-          return refuse("--bind needs an address (an empty one would listen on every interface)");
-        o.bind = std::string(value);
-        o.bind_given = true;
-        return true;
-      case flag::for_seconds: {
-        const auto n = number(value, 1, 604800);
-        if (!n)
-          return refuse("--for needs seconds from 1 to 604800, not '" + std::string(value) + "'");
-        o.serve_seconds = *n;
-        return true;
-      }
-      case flag::quota: {
-        const auto n = number(value, 1, UINT64_MAX);
-        if (!n)
-          return refuse("--quota needs a byte count of at least 1, not '" + std::string(value) +
-                        "'");
-        o.quota_bytes = *n;
-        return true;
-      }
-      default:
-        break;
-    }
-    return refuse("unhandled option");
-  }
-
-  bool apply(const flag_spec& spec, std::string_view value) {
-    switch (spec.which) {
-      case flag::backend: {
-        const auto choice = parse_backend_choice(value);
-        if (!choice)
-          return refuse("unknown backend '" + std::string(value) +
-                        "' (expected auto, cuda or host)");
-        o.backend = *choice;
-        o.backend_given = true;
-        return true;
-      }
-      case flag::connect:
-      case flag::port:
-      case flag::bind:
-      case flag::for_seconds:
-      case flag::quota:
-        return apply_network(spec.which, value);
-      case flag::json:
-      case flag::prometheus: {
-        const auto format =
-            spec.which == flag::json ? output_format::json : output_format::prometheus;
-        if (o.format != output_format::text && o.format != format)
-          return refuse("--json and --prometheus exclude each other");
-        o.format = format;
-        return true;
-      }
-      case flag::workload:
-        if (value == "short" || value == "none") {
-          o.workload = value == "short";
-          o.workload_given = true;
-          return true;
-        }
-        return refuse("unknown workload '" + std::string(value) + "' (expected short or none)");
-      case flag::producers:
-        return count(spec.name, value, 64, o.producers);
-      case flag::consumers:
-        return count(spec.name, value, 64, o.consumers);
-      case flag::batches:
-        return count(spec.name, value, std::size_t{1} << 20, o.batches);
-      case flag::floats:
-        return count(spec.name, value, std::size_t{1} << 28, o.floats);
-      case flag::inject_fault:
-        try {
-          o.faults.push_back(parse_fault(value));
-          return true;
-        } catch (const error& e) {
-          return refuse(e.what());
-        }
-    }
-    return refuse("unhandled option '" + std::string(spec.name) + "'");
-  }
-
-  /// Parses the options after the command; false (with out.error set) on the first bad one.
-  bool options_after(std::span<const std::string_view> args) {
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      const std::string_view arg = args[i];
-      if (arg == "--help" || arg == "-h") {
-        o.help = true;
-        continue;
-      }
-      if (!arg.starts_with("-"))
-        return refuse("unexpected argument '" + std::string(arg) + "'");
-      const auto eq = arg.find('=');
-      const std::string_view name = arg.substr(0, eq);
-      const flag_spec* spec = nullptr;
-      for (const auto& f : flags)
-        if (f.name == name)
-          spec = &f;
-      if (spec == nullptr || !accepts(o.what, spec->which))
-        return refuse("unknown option '" + std::string(name) + "'");
-      std::string_view value;
-      if (spec->takes_value) {
-        if (eq != std::string_view::npos) {
-          value = arg.substr(eq + 1);
-        } else if (i + 1 < args.size()) {
-          value = args[++i];
-        } else {
-          return refuse(std::string(name) + " needs a value");
-        }
-      } else if (eq != std::string_view::npos) {
-        return refuse(std::string(name) + " takes no value");
-      }
-      if (!apply(*spec, value))
-        return false;
-    }
-    return true;
-  }
-
-  /// What no single option shows: required options, and options that exclude each other.
-  bool check_combination() {
-    if (o.help)
-      return true;
-    switch (o.what) {
-      case command::serve:
-        if (!o.port)
-          return refuse("--port is required (0 takes a free port)");
-        return true;
-      case command::regions:
-        if (!o.connect)
-          return refuse("--connect HOST:PORT is required (the address of a `uma serve`)");
-        return true;
-      case command::stats:
-        if (o.connect && o.workload_given)
-          return refuse("--workload runs on a local allocator; it does not go with --connect");
-        if (o.connect && o.backend_given)
-          return refuse(
-              "--backend chooses a local allocator's backend; the server at --connect "
-              "has its own");
-        return true;
-      default:
-        return true;
-    }
-  }
+ private:
+  CLI::App& add(command c);
+  void add_backend(CLI::App& s);
+  void add_faults(CLI::App& s);
+  void add_demo();
+  void add_stats_and_regions();
+  void add_serve();
 };
+
+CLI::App& command_line::add(command c) {
+  auto& s = *app.add_subcommand(std::string(to_string(c)), std::string(text_of(c).summary));
+  s.set_help_flag();  // --help is an ordinary flag: parsing goes on, the options are checked
+  s.add_flag("-h,--help", o.help, "this text");
+  s.allow_extras();  // collected by parse_arguments: --caf.* passes, anything else is refused
+  s.footer(std::string(text_of(c).details) + std::string(c == command::info ? "" : caf_note));
+  return s;
+}
+
+command_line::command_line() {
+  app.formatter(std::make_shared<usage_formatter>());
+  app.get_formatter()->column_width(30);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.require_subcommand(0, 1);
+  app.allow_extras();
+  app.set_help_flag();
+  app.add_flag("-h,--help", top_help, "this text");
+  app.footer(std::string(text_of(command::help).details));
+  add_backend(add(command::info));
+  add_demo();
+  add_stats_and_regions();
+  add_serve();
+  auto& help = *app.add_subcommand("help", "this text; `uma help <command>` for a command");
+  help.add_option("command", help_topic, "the command to explain");
+}
+
+command command_line::given() const {
+  for (const auto c :
+       {command::info, command::demo, command::stats, command::serve, command::regions})
+    if (sub(c)->parsed())
+      return c;
+  return command::help;
+}
+
+void command_line::add_backend(CLI::App& s) {
+  s.add_option_function<std::string>(
+       "--backend",
+       [this](const std::string& v) {
+         const auto choice = parse_backend_choice(v);
+         if (!choice)
+           throw CLI::ValidationError("unknown backend '" + v + "' (expected auto, cuda or host)");
+         o.backend = *choice;
+         o.backend_given = true;
+       },
+       "auto (default): CUDA when a device is usable, else host")
+      ->type_name("auto|cuda|host");
+}
+
+void command_line::add_faults(CLI::App& s) {
+  s.add_option_function<std::vector<std::string>>(
+       "--inject-fault",
+       [this](const std::vector<std::string>& specs) {
+         for (const auto& spec : specs) {
+           try {
+             o.faults.push_back(parse_fault(spec));
+           } catch (const error& e) {
+             throw CLI::ValidationError(e.what());
+           }
+         }
+       },
+       "fail a backend call: OP:N:CODE[:every][:fatal] (repeatable)")
+      ->type_name("SPEC")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+void command_line::add_demo() {
+  auto& s = add(command::demo);
+  add_backend(s);
+  const auto counted = [&](const char* name, std::size_t most, std::size_t& target,
+                           const char* what) {
+    s.add_option_function<std::string>(
+         name, [name, most, &target](const std::string& v) { target = count(name, v, most); }, what)
+        ->type_name("N");
+  };
+  counted("--producers", 64, o.producers, "producer actors, 1 to 64 (default 2)");
+  counted("--consumers", 64, o.consumers, "consumer actors, 1 to 64 (default 2)");
+  counted("--batches", std::size_t{1} << 20, o.batches,
+          "batches per producer, 1 to 1048576 (default 8)");
+  counted("--floats", std::size_t{1} << 28, o.floats,
+          "floats per batch, 1 to 268435456 (default 65536)");
+  add_faults(s);
+}
+
+void command_line::add_stats_and_regions() {
+  const auto connect = [this](CLI::App& s, const char* what) {
+    s.add_option_function<std::string>(
+         "--connect",
+         [this](const std::string& v) {
+           const auto endpoint = parse_endpoint(v);
+           if (!endpoint)
+             throw CLI::ValidationError(
+                 "--connect needs HOST:PORT with a port from 1 to 65535, "
+                 "not '" +
+                 v + "'");
+           o.connect = true;
+           o.connect_host = endpoint->first;
+           o.connect_port = endpoint->second;
+         },
+         what)
+        ->type_name("HOST:PORT");
+  };
+  auto& stats = add(command::stats);
+  stats.add_flag("--json", json, "one JSON object, keys named as the allocator_stats fields")
+      ->disable_flag_override();
+  stats
+      .add_flag("--prometheus", prometheus,
+                "Prometheus text exposition (# HELP / # TYPE; labels backend, generation)")
+      ->disable_flag_override();
+  stats
+      .add_option_function<std::string>(
+          "--workload",
+          [this](const std::string& v) {
+            if (v != "short" && v != "none")
+              throw CLI::ValidationError("unknown workload '" + v + "' (expected short or none)");
+            o.workload = v == "short";
+            o.workload_given = true;
+          },
+          "the workload above (default), or none: a fresh allocator's counters")
+      ->type_name("short|none");
+  add_backend(stats);
+  connect(stats, "print the counters of the allocator a `uma serve` runs there");
+  auto& regions = add(command::regions);
+  connect(regions, "the serving node ([::1]:PORT for IPv6); required");
+  regions.add_flag("--json", json, "one JSON array, one object per region")
+      ->disable_flag_override();
+}
+
+void command_line::add_serve() {
+  auto& s = add(command::serve);
+  s.add_option_function<std::string>(
+       "--port",
+       [this](const std::string& v) {
+         o.port =
+             static_cast<std::uint16_t>(number(v, 0, 65535, "--port needs a port from 0 to 65535"));
+       },
+       "the TCP port, 0 to 65535; 0 takes a free one (printed); required")
+      ->type_name("P");
+  s.add_option_function<std::string>(
+       "--bind",
+       [this](const std::string& v) {
+         if (v.empty())
+           throw CLI::ValidationError(
+               "--bind needs an address (an empty one would listen on every interface)");
+         o.bind = v;
+         o.bind_given = true;
+       },
+       "the address to listen on (default 127.0.0.1); others with a warning")
+      ->type_name("ADDRESS");
+  s.add_option_function<std::string>(
+       "--metrics",
+       [this](const std::string& v) {
+         o.metrics = parse_endpoint(v, true);
+         if (!o.metrics)
+           throw CLI::ValidationError(
+               "--metrics needs HOST:PORT with a port from 0 to 65535, "
+               "not '" +
+               v + "'");
+       },
+       "serve GET /metrics and /healthz over HTTP there (port 0: a free one)")
+      ->type_name("HOST:PORT");
+  s.add_flag("--metrics-labels", o.metrics_labels,
+             "add live regions and bytes by label (one region report per scrape)")
+      ->disable_flag_override();
+  s.add_option_function<std::string>(
+       "--for",
+       [this](const std::string& v) {
+         o.serve_seconds = number(v, 1, 604800, "--for needs seconds from 1 to 604800");
+       },
+       "stop after this many seconds (1 to 604800)")
+      ->type_name("SECONDS");
+  s.add_option_function<std::string>(
+       "--quota",
+       [this](const std::string& v) {
+         o.quota_bytes = number(v, 1, UINT64_MAX, "--quota needs a byte count of at least 1");
+       },
+       "the allocator's quota (default: the backend's)")
+      ->type_name("BYTES");
+  add_backend(s);
+  add_faults(s);
+}
+
+/// Sorts what CLI11 left over for command `c`: `--caf.*` options of the commands that run an
+/// actor system go to `caf_args`; the first anything else is the error.
+[[nodiscard]] std::string take_extras(command_line& cl, command c) {
+  const bool caf_ok = c != command::info;
+  for (const auto& extra : cl.sub(c)->remaining()) {
+    if (caf_ok && extra.starts_with("--caf.")) {
+      cl.o.caf_args.push_back(extra);
+      continue;
+    }
+    if (extra.starts_with("-"))
+      return "unknown option '" + extra.substr(0, extra.find('=')) + "'";
+    return "unexpected argument '" + extra + "'";
+  }
+  return {};
+}
+
+/// What no single option shows: required options, and options that exclude each other.
+[[nodiscard]] std::string check_combination(const options& o, bool json, bool prometheus) {
+  if (o.help)
+    return {};
+  switch (o.what) {
+    case command::serve:
+      return o.port ? "" : "--port is required (0 takes a free port)";
+    case command::regions:
+      return o.connect ? "" : "--connect HOST:PORT is required (the address of a `uma serve`)";
+    case command::stats:
+      if (json && prometheus)
+        return "--json and --prometheus exclude each other";
+      if (o.connect && o.workload_given)
+        return "--workload runs on a local allocator; it does not go with --connect";
+      if (o.connect && o.backend_given)
+        return "--backend chooses a local allocator's backend; the server at --connect has its "
+               "own";
+      return {};
+    default:
+      return {};
+  }
+}
+
+/// The top level: `uma`, `uma --help`, `uma help [command]`, or what is wrong before a command.
+[[nodiscard]] std::string check_top_level(command_line& cl) {
+  const auto extras = cl.app.remaining();
+  if (!extras.empty()) {
+    if (extras.front().starts_with("-"))
+      return "expected a command before '" + extras.front() + "'";
+    return (cl.app.get_subcommands().empty() ? "unknown command '" : "unexpected argument '") +
+           extras.front() + "'";
+  }
+  if (cl.o.what != command::help)
+    return {};  // the command's own options are checked by take_extras
+  cl.o.help = true;
+  if (!cl.help_topic.empty()) {
+    const auto topic = usage_formatter::command_of(cl.help_topic);
+    if (topic == command::help && cl.help_topic != "help")
+      return "unknown command '" + cl.help_topic + "'";
+    cl.o.what = topic;
+  }
+  return {};
+}
 
 }  // namespace
 
-std::optional<std::pair<std::string, std::uint16_t>> parse_endpoint(std::string_view text) {
+std::optional<std::pair<std::string, std::uint16_t>> parse_endpoint(std::string_view text,
+                                                                    bool port_zero_ok) {
   const auto colon = text.rfind(':');
   if (colon == std::string_view::npos)
     return std::nullopt;
@@ -303,7 +421,7 @@ std::optional<std::pair<std::string, std::uint16_t>> parse_endpoint(std::string_
   const auto [end, ec] =
       std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (host.empty() || ec != std::errc{} || end != port_text.data() + port_text.size() ||
-      port == 0 || port > 65535)
+      (port == 0 && !port_zero_ok) || port > 65535)
     return std::nullopt;
   return std::pair(std::string(host), static_cast<std::uint16_t>(port));
 }
@@ -326,52 +444,43 @@ std::string_view to_string(command c) noexcept {
   return "help";
 }
 
+std::string usage(command c) {
+  const command_line cl;
+  return c == command::help ? cl.app.help() : cl.sub(c)->help();
+}
+
 parse_result parse_arguments(std::span<const std::string_view> args) {
-  parser p;
-  if (args.empty()) {
-    p.o.help = true;  // bare `uma`: the overview
-    p.out.parsed = p.o;
-    return p.out;
+  command_line cl;
+  parse_result out;
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 pops from the back
+  std::string error;
+  try {
+    cl.app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    error = e.what();
   }
-  const std::string_view first = args.front();
-  if (first == "--help" || first == "-h") {
-    if (args.size() > 1) {
-      p.refuse("unexpected argument '" + std::string(args[1]) + "' after " + std::string(first));
-      return p.out;
+  cl.o.what = cl.given();
+  if (error.empty()) {
+    if (auto top = check_top_level(cl); !top.empty()) {
+      out.error = "uma: " + top;  // what comes before the command
+      return out;
     }
-    p.o.help = true;
-    p.out.parsed = p.o;
-    return p.out;
   }
-  const auto cmd = parse_command(first);
-  if (!cmd) {
-    p.refuse(first.starts_with("-") ? "expected a command before '" + std::string(first) + "'"
-                                    : "unknown command '" + std::string(first) + "'");
-    return p.out;
+  out.context = cl.o.what;
+  if (error.empty() && cl.o.what != command::help)
+    error = take_extras(cl, cl.o.what);
+  if (error.empty())
+    error = check_combination(cl.o, cl.json, cl.prometheus);
+  if (!error.empty()) {
+    out.error = cl.o.what == command::help
+                    ? "uma: " + error
+                    : "uma " + std::string(to_string(cl.o.what)) + ": " + error;
+    return out;
   }
-  p.o.what = *cmd;
-  p.out.context = *cmd;
-  if (*cmd == command::help) {
-    // `uma help [command]`: the overview, or that command's usage.
-    p.o.help = true;
-    if (args.size() > 2) {
-      p.refuse("unexpected argument '" + std::string(args[2]) + "'");
-      return p.out;
-    }
-    if (args.size() == 2) {
-      const auto topic = parse_command(args[1]);
-      if (!topic) {
-        p.refuse("unknown command '" + std::string(args[1]) + "'");
-        return p.out;
-      }
-      p.o.what = *topic;
-    }
-    p.out.parsed = p.o;
-    return p.out;
-  }
-  if (p.options_after(args.subspan(1)) && p.check_combination())
-    p.out.parsed = p.o;
-  return p.out;
+  if (cl.json || cl.prometheus)
+    cl.o.format = cl.json ? output_format::json : output_format::prometheus;
+  out.parsed = cl.o;
+  return out;
 }
 
 }  // namespace uma::cli

@@ -4,11 +4,13 @@
 #include <string>
 #include <vector>
 
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 #include <caf/actor_system.hpp>
 
 #include <uma/actors/remote_client.hpp>
 #include "tools/cli_commands.hpp"
-#include "tools/stats_format.hpp"
+#include "tools/json_print.hpp"
 
 namespace uma::cli {
 
@@ -42,48 +44,53 @@ namespace {
          (a.has_last_prefetch_location ? to_string(a.last_prefetch_location) : "none") + "\n";
 }
 
-[[nodiscard]] std::string json_location(bool has, const location& l) {
+[[nodiscard]] boost::json::value json_location(bool has, const location& l) {
   if (!has)
-    return "null";
-  // Appended, not `"\"" + ...`: GCC 12 at -O3 reports a false -Wrestrict for that form.
-  std::string out(1, '"');
-  out.append(json_escape(to_string(l))).push_back('"');
-  return out;
+    return nullptr;
+  return boost::json::value(to_string(l));
 }
 
-[[nodiscard]] std::string json_row(const remote_region_info& r) {
+[[nodiscard]] boost::json::object json_row(const remote_region_info& r) {
   const auto& g = r.region;
-  std::string out =
-      "  {\"id\": " + std::to_string(g.id) + ", \"generation\": " + std::to_string(g.generation) +
-      ", \"bytes\": " + std::to_string(g.bytes) + ", \"label\": \"" + json_escape(g.label) +
-      "\", \"attach\": \"" + (g.attach == attach_flag::global ? "global" : "host") +
-      "\", \"refs\": " + std::to_string(g.refs) + ", \"pins\": " + std::to_string(g.pins) +
-      ", \"age_ms\": " + std::to_string(g.age_ms) + ", \"session\": " + std::to_string(r.session);
-  if (!r.attributes_known)
-    return out + ", \"attributes\": null}";
+  boost::json::object row{{"id", g.id},
+                          {"generation", g.generation},
+                          {"bytes", g.bytes},
+                          {"label", g.label},
+                          {"attach", g.attach == attach_flag::global ? "global" : "host"},
+                          {"refs", g.refs},
+                          {"pins", g.pins},
+                          {"age_ms", g.age_ms},
+                          {"session", r.session}};
+  if (!r.attributes_known) {
+    row["attributes"] = nullptr;
+    return row;
+  }
   const auto& a = r.attributes;
-  std::string accessed;
+  boost::json::array accessed;
   for (const auto& l : a.accessed_by)
-    accessed += (accessed.empty() ? "\"" : ", \"") + json_escape(to_string(l)) + "\"";
-  return out + ", \"attributes\": {\"read_mostly\": " + (a.read_mostly ? "true" : "false") +
-         ", \"preferred_location\": " +
-         json_location(a.has_preferred_location, a.preferred_location) + ", \"accessed_by\": [" +
-         accessed + "], \"last_prefetch_location\": " +
-         json_location(a.has_last_prefetch_location, a.last_prefetch_location) + "}}";
+    accessed.emplace_back(to_string(l));
+  row["attributes"] = boost::json::object{
+      {"read_mostly", a.read_mostly},
+      {"preferred_location", json_location(a.has_preferred_location, a.preferred_location)},
+      {"accessed_by", std::move(accessed)},
+      {"last_prefetch_location",
+       json_location(a.has_last_prefetch_location, a.last_prefetch_location)}};
+  return row;
 }
 
 }  // namespace
 
 int run_regions(const options& o) {
   remote_actor_config cfg;
+  configure(cfg, o);
   caf::actor_system sys{cfg};
   remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));
   const auto rows = server.regions();
   if (o.format == output_format::json) {
-    std::cout << "[";
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      std::cout << (i == 0 ? "\n" : ",\n") << json_row(rows[i]);
-    std::cout << (rows.empty() ? "]\n" : "\n]\n");
+    boost::json::array all;
+    for (const auto& r : rows)
+      all.emplace_back(json_row(r));
+    std::cout << pretty_json(all, 1);  // one region per line
   } else {
     std::cout << "server " << server.address() << ": " << rows.size() << " region(s)\n";
     for (const auto& r : rows)

@@ -13,6 +13,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
+#include <uma/actors/metrics_endpoint.hpp>
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "tools/cli_commands.hpp"
@@ -41,43 +42,56 @@ void log_line(const std::string& line) {
   std::fprintf(stderr, "uma serve: %s\n", line.c_str());
 }
 
-/// Why serving ended; `failed` when the supervisor gave up.
-struct stop_cause {
-  std::string why;
-  bool failed = false;
-};
+/// The Prometheus endpoint of --metrics (null without it), announced on stdout.
+[[nodiscard]] std::unique_ptr<metrics_endpoint> start_metrics(
+    caf::actor_system& sys, const allocator_supervisor_actor& supervisor, const options& o) {
+  if (!o.metrics)
+    return nullptr;
+  const auto& [host, port] = *o.metrics;
+  if (!is_loopback_address(host))
+    log_line("WARNING: the metrics endpoint listens on " + host +
+             ", which is not a loopback address: whoever reaches it reads the allocator's "
+             "counters and labels (read-only, no authentication).");
+  auto endpoint = std::make_unique<metrics_endpoint>(
+      sys, supervisor,
+      metrics_endpoint_config{.address = host, .port = port, .labels = o.metrics_labels});
+  std::printf("uma serve: metrics on http://%s/metrics\n",
+              endpoint_text(host, endpoint->port()).c_str());
+  std::fflush(stdout);
+  return endpoint;
+}
 
-/// Serves until a stop signal, the --for deadline (`seconds`, 0: none), or the supervisor (which
-/// `self` monitors) going down.
-stop_cause serve_until_stopped(caf::actor_system& sys, caf::scoped_actor& self,
-                               const sigset_t& stop_signals, std::uint64_t seconds) {
+/// Serves until a stop signal, the --for deadline, or the supervisor going down; says which.
+/// `failed`: the supervisor went down.
+[[nodiscard]] std::string wait_for_stop(caf::actor_system& sys, caf::scoped_actor& self,
+                                        const sigset_t& stop_signals, const options& o,
+                                        bool& failed) {
   const auto start = std::chrono::steady_clock::now();
-  stop_cause cause;
-  while (cause.why.empty()) {
+  std::string why;
+  while (why.empty()) {
     timespec tick{0, 100'000'000};
     const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
-      cause.why = sig == SIGINT ? "SIGINT" : "SIGTERM";
-    } else if (seconds != 0 &&
-               std::chrono::steady_clock::now() - start >= std::chrono::seconds(seconds)) {
-      cause.why = "--for " + std::to_string(seconds) + " s";
+      why = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    } else if (o.serve_seconds != 0 &&
+               std::chrono::steady_clock::now() - start >= std::chrono::seconds(o.serve_seconds)) {
+      why = "--for " + std::to_string(o.serve_seconds) + " s";
     } else {
       self->receive(
           [&](caf::down_msg& dm) {
-            cause.why = "the allocator supervisor went down: " +
-                        (dm.reason ? sys.render(dm.reason) : std::string("normal exit"));
-            cause.failed = true;
+            why = "the allocator supervisor went down: " +
+                  (dm.reason ? sys.render(dm.reason) : std::string("normal exit"));
+            failed = true;
           },
           caf::after(std::chrono::seconds(0)) >> [] {});
     }
   }
-  return cause;
+  return why;
 }
 
-/// Logs what the gateway still holds as serving stops after `why`.
-template <class Gateway>
-void log_final_stats(caf::actor_system& sys, caf::scoped_actor& self, const Gateway& gateway,
-                     const std::string& why) {
+/// Says why the server stops and what the gateway still holds.
+void log_stopping(caf::actor_system& sys, caf::scoped_actor& self,
+                  const remote_allocator_actor& gateway, const std::string& why) {
   self->request(gateway, std::chrono::seconds(5), stats_atom_v)
       .receive(
           [&](const remote_stats& s) {
@@ -109,6 +123,7 @@ int run_serve(const options& o) {
              "here. Use a trusted network only (docs/distributed.md).");
 
   remote_actor_config cfg;
+  configure(cfg, o);
   caf::actor_system sys{cfg};
   supervisor_config supervision;
   supervision.allocator.backend = backend;
@@ -122,24 +137,26 @@ int run_serve(const options& o) {
     self->send_exit(supervisor, caf::exit_reason::user_shutdown);
   };
 
-  std::uint16_t port = 0;
+  std::unique_ptr<metrics_endpoint> metrics;
   try {
-    port = publish_gateway(sys, gateway, *o.port, o.bind);
+    const auto port = publish_gateway(sys, gateway, *o.port, o.bind);
+    std::printf("uma serve: listening on %s (backend %s, pid %d)\n",
+                endpoint_text(o.bind, port).c_str(),
+                std::string(to_string(backend->kind())).c_str(), static_cast<int>(getpid()));
+    std::fflush(stdout);
+    metrics = start_metrics(sys, supervisor, o);
   } catch (...) {
     stop();
     throw;
   }
-  std::printf("uma serve: listening on %s (backend %s, pid %d)\n",
-              endpoint_text(o.bind, port).c_str(), std::string(to_string(backend->kind())).c_str(),
-              static_cast<int>(getpid()));
-  std::fflush(stdout);
 
-  const stop_cause cause = serve_until_stopped(sys, self, stop_signals, o.serve_seconds);
-  const bool failed = cause.failed;
+  bool failed = false;
+  const std::string why = wait_for_stop(sys, self, stop_signals, o, failed);
   if (!failed)
-    log_final_stats(sys, self, gateway, cause.why);
+    log_stopping(sys, self, gateway, why);
   else
-    log_line("stopping: " + cause.why);
+    log_line("stopping: " + why);
+  metrics.reset();  // scrapes end before the allocator does
   stop();
   if (!failed)
     self->receive([](const caf::down_msg&) {},

@@ -6,6 +6,7 @@
 #include <caf/actor_system.hpp>
 
 #include <uma/actors/client.hpp>
+#include <uma/actors/prometheus_text.hpp>
 #include <uma/actors/remote_client.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/stats_format.hpp"
@@ -58,6 +59,7 @@ bool print(const allocator_stats& stats, output_format format) {
 /// local allocator's would; text adds the supervisor's and the gateway's counters.
 int run_remote_stats(const options& o) {
   remote_actor_config cfg;
+  configure(cfg, o);
   caf::actor_system sys{cfg};
   remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));
   const auto stats = server.stats();
@@ -78,6 +80,7 @@ int run_stats(const options& o) {
     return run_remote_stats(o);
   const auto backend = make_backend(o.backend);
   actor_config cfg;
+  configure(cfg, o);
   caf::actor_system sys{cfg};
   client uma(sys, allocator_config{.backend = backend});
   if (o.workload)

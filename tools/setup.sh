@@ -12,8 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake make g++ pkg-config libcaf-dev libboost1.81-dev libgtest-dev libgmock-dev
-          libbenchmark-dev clang libclang-rt-14-dev)
+packages=(cmake make g++ pkg-config libcaf-dev libboost1.81-dev libboost-json1.81-dev
+          libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+          prometheus)
 jobs=${UMA_JOBS:-$(nproc)}
 root=${UMA_BUILD_ROOT:-build}
 
@@ -27,7 +28,23 @@ install_deps() {
   local sudo=()
   [ "$(id -u)" -ne 0 ] && sudo=(sudo)
   "${sudo[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # prometheus is here for the scrape test, which runs its own server on a free loopback port.
+  # Debian's package would also start (and enable) a system service on :9090: a policy-rc.d that
+  # refuses service starts keeps it from starting during the install, and the unit is disabled
+  # afterwards, unless an operator had one of their own before.
+  local own_policy=0 new_prometheus=0
+  [[ " ${missing[*]} " == *" prometheus "* ]] && new_prometheus=1
+  if [ "$new_prometheus" -eq 1 ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+    "${sudo[@]}" chmod +x /usr/sbin/policy-rc.d
+    own_policy=1
+  fi
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" || { [ "$own_policy" -eq 1 ] && "${sudo[@]}" rm -f /usr/sbin/policy-rc.d; exit 1; }
+  [ "$own_policy" -eq 1 ] && "${sudo[@]}" rm -f /usr/sbin/policy-rc.d
+  if [ "$new_prometheus" -eq 1 ] && [ -d /run/systemd/system ]; then
+    "${sudo[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
 }
 
 # configure NAME [cmake args...]: a build tree under $root/NAME (Release unless the args say

@@ -4,8 +4,9 @@
 //   uma demo  [--backend ...] [--producers N] [--consumers N] [--batches N] [--floats N]
 //   uma stats [--json | --prometheus] [--workload short|none] [--backend ...]
 //   uma stats --connect HOST:PORT [--json | --prometheus]
-//   uma serve --port P [--bind ADDRESS] [--for SECONDS] [--quota BYTES] [--backend ...]
+//   uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT] [--for SECONDS] [--quota BYTES]
 //   uma regions --connect HOST:PORT [--json]
+//   (demo, stats, serve, regions: also --caf.KEY=VALUE, and caf-application.ini is read)
 //
 // Exit status: 0 ok, 1 runtime failure, 2 usage error (tools/cli_options.hpp).
 
@@ -24,7 +25,7 @@ namespace {
 int dispatch(const uma::cli::options& o) {
   using uma::cli::command;
   if (o.help) {
-    std::fputs(std::string(uma::cli::usage(o.what)).c_str(), stdout);
+    std::fputs(uma::cli::usage(o.what).c_str(), stdout);
     return uma::cli::exit_ok;
   }
   switch (o.what) {
@@ -41,7 +42,7 @@ int dispatch(const uma::cli::options& o) {
     case command::help:
       break;
   }
-  std::fputs(std::string(uma::cli::usage(command::help)).c_str(), stdout);
+  std::fputs(uma::cli::usage(command::help).c_str(), stdout);
   return uma::cli::exit_ok;
 }
 
@@ -57,6 +58,18 @@ int main(int argc, char** argv) {
             : "uma " + std::string(uma::cli::to_string(parsed.context)) + " --help";
     std::fprintf(stderr, "%s\nrun '%s' for usage\n", parsed.error.c_str(), help_hint.c_str());
     return uma::cli::exit_usage;
+  }
+  if (!parsed.parsed->help && parsed.parsed->what != uma::cli::command::info) {
+    // CAF's options are a usage matter too: checked on a scratch configuration before any
+    // command starts an actor system with them.
+    uma::cli::remote_actor_config scratch;
+    const auto complaint = uma::cli::apply_caf_options(scratch, *parsed.parsed);
+    if (!complaint.empty()) {
+      std::fprintf(stderr, "uma %s: %s\nrun 'uma %s --help' for usage\n",
+                   std::string(uma::cli::to_string(parsed.parsed->what)).c_str(), complaint.c_str(),
+                   std::string(uma::cli::to_string(parsed.parsed->what)).c_str());
+      return uma::cli::exit_usage;
+    }
   }
   try {
     return dispatch(*parsed.parsed);

@@ -1,0 +1,112 @@
+#include <uma/actors/detail/metrics_source.hpp>
+
+#include <memory>
+#include <utility>
+
+#include <caf/event_based_actor.hpp>
+
+namespace uma::detail {
+
+namespace {
+
+/// One fetch in flight: the snapshot so far and where it goes.
+struct fetch_state {
+  metrics_snapshot snapshot;
+  metrics_source::callback done;
+  bool labels = false;
+};
+
+using state_ptr = std::shared_ptr<fetch_state>;
+
+/// The error handler of a request step: ends the fetch naming the step.
+auto fail(caf::event_based_actor* self, const state_ptr& st, const char* step) {
+  return [self, st, step](const caf::error& e) {
+    st->done({.error = std::string(step) + ": " + self->system().render(e)});
+  };
+}
+
+void ask_supervision(caf::event_based_actor* self, const state_ptr& st,
+                     const allocator_supervisor_actor& supervisor,
+                     std::chrono::milliseconds timeout) {
+  if (!supervisor) {
+    st->done({.snapshot = std::move(st->snapshot)});
+    return;
+  }
+  self->request(supervisor, timeout, supervision_atom_v)
+      .then(
+          [st](supervision_stats& s) {
+            st->snapshot.supervision = std::move(s);
+            st->done({.snapshot = std::move(st->snapshot)});
+          },
+          fail(self, st, "supervision"));
+}
+
+}  // namespace
+
+metrics_source::metrics_source(caf::actor_system& sys, managed_allocator_actor allocator,
+                               allocator_supervisor_actor supervisor,
+                               std::chrono::milliseconds timeout, bool labels)
+    : sys_(sys),
+      allocator_(std::move(allocator)),
+      supervisor_(std::move(supervisor)),
+      timeout_(timeout),
+      labels_(labels) {}
+
+void metrics_source::fetch(callback done) const {
+  auto st = std::make_shared<fetch_state>();
+  st->done = std::move(done);
+  st->labels = labels_;
+  sys_.spawn([st, allocator = allocator_, supervisor = supervisor_,
+              timeout = timeout_](caf::event_based_actor* self) {
+    self->request(allocator, timeout, stats_atom_v)
+        .then(
+            [=](allocator_stats& s) {
+              st->snapshot.allocator = std::move(s);
+              if (!st->labels) {
+                ask_supervision(self, st, supervisor, timeout);
+                return;
+              }
+              self->request(allocator, timeout, regions_atom_v)
+                  .then(
+                      [=](const std::vector<region_info>& regions) {
+                        st->snapshot.labels = usage_by_label(regions);
+                        ask_supervision(self, st, supervisor, timeout);
+                      },
+                      fail(self, st, "regions"));
+            },
+            fail(self, st, "stats"));
+  });
+}
+
+void metrics_source::probe(callback done) const {
+  auto st = std::make_shared<fetch_state>();
+  st->done = std::move(done);
+  sys_.spawn([st, allocator = allocator_, supervisor = supervisor_,
+              timeout = timeout_](caf::event_based_actor* self) {
+    auto ask_stats = [=] {
+      self->request(allocator, timeout, stats_atom_v)
+          .then(
+              [st](allocator_stats& s) {
+                st->done({.snapshot = metrics_snapshot{.allocator = s}});
+              },
+              fail(self, st, "stats"));
+    };
+    if (!supervisor) {
+      ask_stats();
+      return;
+    }
+    self->request(supervisor, timeout, supervision_atom_v)
+        .then(
+            [=](const supervision_stats& s) {
+              if (s.state != supervisor_state::running)
+                st->done(
+                    {.error = "the allocator supervisor is " + std::string(to_string(s.state)) +
+                              (s.last_exit_reason.empty() ? "" : " (" + s.last_exit_reason + ")")});
+              else
+                ask_stats();
+            },
+            fail(self, st, "supervision"));
+  });
+}
+
+}  // namespace uma::detail

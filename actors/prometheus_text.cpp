@@ -1,0 +1,215 @@
+#include <uma/actors/prometheus_text.hpp>
+
+#include <algorithm>
+#include <array>
+#include <iterator>
+#include <map>
+
+namespace uma {
+
+namespace {
+
+enum class metric_type : std::uint8_t { gauge, counter };
+
+class sample_sink;
+using sample_fn = void (*)(const metrics_snapshot&, sample_sink&);
+
+/// One metric family: either a numeric `allocator_stats` field (one sample) or a function that
+/// adds the family's samples (none when the snapshot lacks what it needs).
+struct family {
+  std::string_view name;
+  metric_type type;
+  std::string_view help;
+  std::uint64_t allocator_stats::*field = nullptr;
+  sample_fn samples = nullptr;
+};
+
+/// Writes one family's samples; its HELP and TYPE lines go out with the first sample only, so a
+/// family without samples leaves no trace.
+class sample_sink {
+ public:
+  sample_sink(std::string& out, const family& f, const std::string& base_labels)
+      : out_(out), family_(f), base_(base_labels) {}
+
+  /// A sample with the base labels only.
+  void add(std::uint64_t value) { add({}, {}, value); }
+
+  /// A sample with one label beyond the base ones (none when `label` is empty).
+  void add(std::string_view label, std::string_view label_value, std::uint64_t value) {
+    if (!header_written_)
+      write_header();
+    out_.append(family_.name).append("{").append(base_);
+    if (!label.empty())
+      out_.append(",").append(label).append("=\"").append(prometheus_escape(label_value)) += '"';
+    out_.append("} ").append(std::to_string(value)) += '\n';
+  }
+
+ private:
+  void write_header() {
+    header_written_ = true;
+    out_.append("# HELP ").append(family_.name) += ' ';
+    for (const char c : family_.help)  // HELP text escapes backslash and newline only
+      out_.append(c == '\\' ? "\\\\" : c == '\n' ? "\\n" : std::string(1, c));
+    out_.append("\n# TYPE ").append(family_.name);
+    out_.append(family_.type == metric_type::counter ? " counter\n" : " gauge\n");
+  }
+
+  std::string& out_;
+  const family& family_;
+  const std::string& base_;
+  bool header_written_ = false;
+};
+
+void failures(const metrics_snapshot& s, sample_sink& sink) {
+  for (std::size_t i = 1; i < errc_slots; ++i)
+    sink.add("code", to_string(static_cast<errc>(i)), s.allocator.failures[i]);
+}
+
+void label_regions(const metrics_snapshot& s, sample_sink& sink) {
+  if (s.labels)
+    for (const auto& l : *s.labels)
+      sink.add("label", l.label, l.regions);
+}
+
+void label_bytes(const metrics_snapshot& s, sample_sink& sink) {
+  if (s.labels)
+    for (const auto& l : *s.labels)
+      sink.add("label", l.label, l.bytes);
+}
+
+void restarts(const metrics_snapshot& s, sample_sink& sink) {
+  if (s.supervision)
+    sink.add(s.supervision->restarts);
+}
+
+void resumes(const metrics_snapshot& s, sample_sink& sink) {
+  if (s.supervision)
+    sink.add(s.supervision->resumes);
+}
+
+void leaked(const metrics_snapshot& s, sample_sink& sink) {
+  if (!s.supervision)
+    return;
+  std::uint64_t total = 0;
+  for (const auto& g : s.supervision->generations)
+    total += g.regions_leaked;
+  sink.add(total);
+}
+
+void state(const metrics_snapshot& s, sample_sink& sink) {
+  if (!s.supervision)
+    return;
+  for (const auto st :
+       {supervisor_state::running, supervisor_state::restarting, supervisor_state::stopped})
+    sink.add("state", to_string(st), s.supervision->state == st ? 1 : 0);
+}
+
+using a = allocator_stats;
+constexpr auto gauge = metric_type::gauge;
+constexpr auto counter = metric_type::counter;
+
+// The families, in the order they are written. docs/cli.md lists them; change both together.
+constexpr std::array families{
+    family{"uma_quota_bytes", gauge, "Most bytes the allocator may hold at once.", &a::quota_bytes},
+    family{"uma_allocations_total", counter, "Regions allocated.", &a::allocations},
+    family{"uma_releases_total", counter,
+           "Regions whose last ref was dropped, handed back to the allocator.", &a::releases},
+    family{"uma_live_regions", gauge, "Regions currently allocated.", &a::live_regions},
+    family{"uma_live_bytes", gauge, "Bytes currently allocated, alignment padding included.",
+           &a::live_bytes},
+    family{"uma_peak_bytes", gauge, "Highest live bytes so far.", &a::peak_bytes},
+    family{"uma_allocated_bytes_total", counter, "Bytes allocated over the allocator's life.",
+           &a::total_bytes_allocated},
+    family{"uma_prefetches_total", counter, "Ranges prefetched (discard-and-prefetch included).",
+           &a::prefetches},
+    family{"uma_prefetched_bytes_total", counter, "Bytes prefetched.", &a::prefetch_bytes},
+    family{"uma_advises_total", counter, "Ranges advised.", &a::advises},
+    family{"uma_discards_total", counter, "Ranges discarded (discard-and-prefetch included).",
+           &a::discards},
+    family{"uma_discarded_bytes_total", counter, "Bytes discarded.", &a::discard_bytes},
+    family{"uma_inert_refusals_total", counter,
+           "Requests refused because a ref was inert (its allocator had stopped).",
+           &a::inert_refusals},
+    family{"uma_pending_jobs", gauge, "Backend calls queued off the allocator's loop, not yet run.",
+           &a::pending_jobs},
+    family{"uma_live_leases", gauge,
+           "Block leases (client-side fast path) granted and not yet given back.", &a::live_leases},
+    family{"uma_leased_bytes", gauge, "Bytes held by block leases (part of live_bytes).",
+           &a::leased_bytes},
+    family{"uma_failures_total", counter, "Failed requests by error code.", nullptr, failures},
+    family{"uma_label_live_regions", gauge, "Live regions by the label given at allocation.",
+           nullptr, label_regions},
+    family{"uma_label_live_bytes", gauge, "Live bytes by the label given at allocation.", nullptr,
+           label_bytes},
+    family{"uma_supervisor_restarts_total", counter,
+           "Allocator incarnations the supervisor replaced after a failure.", nullptr, restarts},
+    family{"uma_supervisor_resumes_total", counter,
+           "Failures the allocator absorbed by itself (replied, kept going).", nullptr, resumes},
+    family{"uma_supervisor_leaked_regions_total", counter,
+           "Regions that ended incarnations could not free.", nullptr, leaked},
+    family{"uma_supervisor_state", gauge,
+           "The supervisor's state: 1 for the current one, 0 for the others.", nullptr, state},
+};
+
+}  // namespace
+
+std::string prometheus_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string to_prometheus(const metrics_snapshot& s) {
+  const std::string base = "backend=\"" + prometheus_escape(s.allocator.backend) +
+                           "\",generation=\"" + std::to_string(s.allocator.generation) + "\"";
+  std::string out;
+  out.reserve(4096);
+  for (const auto& f : families) {
+    sample_sink sink(out, f, base);
+    if (f.field != nullptr)
+      sink.add(s.allocator.*f.field);
+    else
+      f.samples(s, sink);
+  }
+  return out;
+}
+
+std::string to_prometheus(const allocator_stats& s) {
+  return to_prometheus(metrics_snapshot{.allocator = s});
+}
+
+std::vector<label_usage> usage_by_label(const std::vector<region_info>& regions,
+                                        std::size_t max_labels) {
+  std::map<std::string_view, label_usage> by_label;
+  for (const auto& r : regions) {
+    auto& u = by_label[r.label];
+    ++u.regions;
+    u.bytes += r.bytes;
+  }
+  std::vector<label_usage> out;
+  label_usage other{.label = "(other)"};
+  for (auto& [label, usage] : by_label) {
+    if (out.size() < max_labels) {
+      usage.label = std::string(label);
+      out.push_back(std::move(usage));
+    } else {
+      other.regions += usage.regions;
+      other.bytes += usage.bytes;
+    }
+  }
+  if (other.regions != 0)
+    out.push_back(std::move(other));
+  return out;
+}
+
+}  // namespace uma
