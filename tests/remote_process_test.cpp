@@ -9,8 +9,10 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <memory>
 #include <optional>
@@ -62,6 +64,10 @@ struct remote_config : caf::actor_system_config {
 class two_processes : public ::testing::Test {
  protected:
   void TearDown() override {
+    if (!dir_.empty()) {
+      std::remove(key_file().c_str());
+      ::rmdir(dir_.c_str());
+    }
     // The actor system waits for every actor when it goes: stop what serve_here started.
     local_.reset();
     if (gw_)
@@ -87,7 +93,7 @@ class two_processes : public ::testing::Test {
         choice ? make_backend(*choice) : std::shared_ptr<backend>(std::make_shared<host_backend>());
     cfg.allocator.quota_bytes = 1ull << 30;
     sup_ = spawn_supervisor(sys_, std::move(cfg));
-    gw_ = spawn_remote_gateway(sys_, sup_);
+    gw_ = spawn_remote_gateway(sys_, sup_, {.operator_secret = operator_});
     port_ = publish_gateway(sys_, gw_, 0, "127.0.0.1");
     local_ = std::make_unique<client>(sys_, sup_);
   }
@@ -109,8 +115,10 @@ class two_processes : public ::testing::Test {
 
   /// Starts `uma serve` on a free loopback port and reads the port from its first line.
   void serve_in_child(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv{cli_path(), "serve", "--port",    "0",
-                                  "--for",    "60",    "--backend", backend_name()};
+    std::vector<std::string> argv{cli_path(),  "serve",        "--port",
+                                  "0",         "--for",        "60",
+                                  "--backend", backend_name(), "--operator-key-file",
+                                  key_file()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     server_ = std::make_unique<child_process>(argv);
     const auto line = server_->read_line(20s);
@@ -162,6 +170,19 @@ class two_processes : public ::testing::Test {
     return seen;
   }
 
+  /// Where the child `uma serve` writes its operator key: a fresh private directory per test.
+  std::string key_file() {
+    if (dir_.empty()) {
+      char tmpl[] = "/tmp/uma-remote-test-XXXXXX";
+      const char* made = ::mkdtemp(tmpl);
+      EXPECT_NE(made, nullptr);
+      dir_ = made != nullptr ? made : "/tmp";
+    }
+    return dir_ + "/operator.key";
+  }
+
+  std::string dir_;
+  operator_key operator_ = make_operator_key();
   remote_config cfg_;
   caf::actor_system sys_{cfg_};
   std::uint16_t port_ = 0;
@@ -190,7 +211,7 @@ TEST_F(two_processes, PrefetchAndAdviceByIdFromAnotherProcessChangeTheAttributes
   EXPECT_EQ(after.prefetches, before.prefetches + 2);
   EXPECT_EQ(after.advises, before.advises + 2);
   EXPECT_EQ(after.live_bytes, before.live_bytes + 2 * 65536);
-  const auto rows = ask_gateway<std::vector<remote_region_info>>(regions_atom_v);
+  const auto rows = ask_gateway<std::vector<remote_region_info>>(regions_atom_v, operator_);
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& r : rows) {
     EXPECT_NE(r.session, 0u);
@@ -232,7 +253,8 @@ TEST_F(two_processes, ARemoteClientAllocatesPrefetchesAndAdvisesById) {
   EXPECT_EQ(s.leases, 1u);
   EXPECT_EQ(s.leased_bytes, std::uint64_t{1} << 16);
   // A third process sees the same through `uma regions`.
-  const auto json = run_cli({"regions", "--connect", endpoint(), "--json"});
+  const auto json =
+      run_cli({"regions", "--connect", endpoint(), "--json", "--operator-key-file", key_file()});
   EXPECT_NE(json.find("\"label\": \"weights\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"read_mostly\": true"), std::string::npos) << json;
   EXPECT_NE(json.find("\"last_prefetch_location\": \"host\""), std::string::npos) << json;

@@ -110,7 +110,13 @@ interface listens on 127.0.0.1 unless --bind names another address, for trusted 
   --bind ADDRESS             the address to listen on (default 127.0.0.1); a non-loopback
                              address is taken only from here, with a warning
   --for SECONDS              stop after this many seconds (1 to 604800)
-  --quota BYTES              the allocator's quota (default: the backend's)
+  --quota BYTES              the allocator's quota (default: the backend's); also the
+                             ceiling no remote request can lift
+  --tenant-quota BYTES       bytes (regions plus labels) one peer node may hold
+  --idle-timeout SECONDS     end sessions and drop connections idle this long (default 300)
+  --operator-key-file PATH   write the operator key there (mode 0600): quota changes and the
+                             whole region table need it (`uma regions --operator-key-file`)
+  --max-payload BYTES        largest BASP message accepted (default 16777216)
   --backend auto|cuda|host   the allocator's backend (default auto)
   --inject-fault SPEC        as for `uma demo` (repeatable)
   -h, --help                 this text
@@ -125,6 +131,8 @@ regions the advice in force and the last prefetch location, as the serving node 
 
   --connect HOST:PORT        the serving node ([::1]:PORT for IPv6)
   --json                     one JSON array, one object per region
+  --operator-key-file PATH   the serving node's operator key: every session's regions
+                             (without it: none of another session's)
   -h, --help                 this text
 )";
 
@@ -143,7 +151,8 @@ enum class flag : std::uint8_t {
   port,
   bind,
   for_seconds,
-  quota
+  quota,
+  hardening  ///< --tenant-quota, --idle-timeout, ...: validated by tools/cli_hardening.cpp
 };
 
 struct flag_spec {
@@ -167,6 +176,10 @@ constexpr flag_spec flags[] = {
     {"--bind", flag::bind, true},
     {"--for", flag::for_seconds, true},
     {"--quota", flag::quota, true},
+    {"--tenant-quota", flag::hardening, true},
+    {"--idle-timeout", flag::hardening, true},
+    {"--operator-key-file", flag::hardening, true},
+    {"--max-payload", flag::hardening, true},
 };
 
 [[nodiscard]] bool accepts(command c, flag f) noexcept {
@@ -181,9 +194,9 @@ constexpr flag_spec flags[] = {
              f == flag::workload || f == flag::connect;
     case command::serve:
       return f == flag::backend || f == flag::port || f == flag::bind || f == flag::for_seconds ||
-             f == flag::quota || f == flag::inject_fault;
+             f == flag::quota || f == flag::inject_fault || f == flag::hardening;
     case command::regions:
-      return f == flag::connect || f == flag::json;
+      return f == flag::connect || f == flag::json || f == flag::hardening;
     case command::help:
       return false;
   }
@@ -297,6 +310,9 @@ struct parser {
         o.quota_bytes = *n;
         return true;
       }
+      case flag::hardening:
+        o.hardening.emplace_back(spec.name, value);
+        return true;
       case flag::json:
       case flag::prometheus: {
         const auto format =

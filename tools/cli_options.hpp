@@ -59,6 +59,8 @@ struct options {
   bool bind_given = false;
   std::uint64_t serve_seconds = 0;  ///< --for: stop after this long; 0: at SIGINT/SIGTERM
   std::uint64_t quota_bytes = 0;    ///< --quota; 0: the backend's default
+  /// serve/regions hardening flags in order (name, value); tools/cli_hardening.cpp reads them.
+  std::vector<std::pair<std::string, std::string>> hardening{};
 };
 
 /// Splits "host:port" ("[::1]:4242" for IPv6); nullopt unless the host is non-empty and the

@@ -16,6 +16,7 @@
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "tools/cli_commands.hpp"
+#include "tools/cli_hardening.hpp"
 
 namespace uma::cli {
 
@@ -41,10 +42,74 @@ void log_line(const std::string& line) {
   std::fprintf(stderr, "uma serve: %s\n", line.c_str());
 }
 
+/// The gateway's settings from the command line: the quota ceiling, the tenant limits, the
+/// operator key (written to --operator-key-file, or drawn and kept in memory only).
+[[nodiscard]] gateway_config make_gateway_config(const options& o, const hardening_options& h,
+                                                 const backend& b) {
+  gateway_config g;
+  g.log = log_line;
+  g.operator_secret = make_operator_key();
+  if (!h.operator_key_file.empty())
+    write_operator_key(h.operator_key_file, g.operator_secret);
+  g.quota_ceiling = o.quota_bytes != 0 ? o.quota_bytes : b.default_quota();
+  g.tenant_quota_bytes = h.tenant_quota_bytes;
+  g.idle_timeout = h.idle_timeout;
+  return g;
+}
+
+/// Serves until a stop signal, the --for deadline, or the supervisor or the gateway going down
+/// (then `failed`). Asks the gateway for its stats once a second, which also ends idle sessions.
+[[nodiscard]] std::string serve_until_stopped(const options& o, caf::actor_system& sys,
+                                              caf::scoped_actor& self,
+                                              const remote_allocator_actor& gateway,
+                                              const sigset_t& stop_signals, bool& failed) {
+  const auto start = std::chrono::steady_clock::now();
+  auto next_tick = start;
+  std::string why;
+  while (why.empty()) {
+    timespec tick{0, 100'000'000};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    const auto now = std::chrono::steady_clock::now();
+    if (sig == SIGINT || sig == SIGTERM)
+      return sig == SIGINT ? "SIGINT" : "SIGTERM";
+    if (o.serve_seconds != 0 && now - start >= std::chrono::seconds(o.serve_seconds))
+      return "--for " + std::to_string(o.serve_seconds) + " s";
+    if (now >= next_tick) {
+      caf::anon_send(gateway, stats_atom_v);
+      next_tick = now + std::chrono::seconds(1);
+    }
+    self->receive(
+        [&](caf::down_msg& dm) {
+          const bool gw = dm.source == gateway.address();
+          why = std::string(gw ? "the remote gateway" : "the allocator supervisor") +
+                " went down: " + (dm.reason ? sys.render(dm.reason) : std::string("normal exit"));
+          failed = true;
+        },
+        caf::after(std::chrono::seconds(0)) >> [] {});
+  }
+  return why;
+}
+
+void log_final_stats(caf::scoped_actor& self, caf::actor_system& sys,
+                     const remote_allocator_actor& gateway, const std::string& why) {
+  self->request(gateway, std::chrono::seconds(5), stats_atom_v)
+      .receive(
+          [&](const remote_stats& s) {
+            log_line("stopping after " + why + ": " + std::to_string(s.sessions) +
+                     " session(s) open, " + std::to_string(s.sessions_lost) + " lost, " +
+                     std::to_string(s.leases) + " lease(s) to release, live bytes " +
+                     std::to_string(s.allocator.live_bytes));
+          },
+          [&](const caf::error& e) {
+            log_line("stopping after " + why + " (" + sys.render(e) + ")");
+          });
+}
+
 }  // namespace
 
 int run_serve(const options& o) {
   const sigset_t stop_signals = block_stop_signals();
+  const auto hardening = parse_hardening(o);
   std::shared_ptr<backend> backend = make_backend(o.backend);
   if (!o.faults.empty()) {
     auto faults = std::make_shared<fault_injecting_backend>(backend);
@@ -55,8 +120,8 @@ int run_serve(const options& o) {
   if (!is_loopback_address(o.bind))
     log_line("WARNING: listening on " + o.bind +
              ", which is not a loopback address. CAF's middleman authenticates nobody: whoever "
-             "reaches this port can allocate, prefetch, advise, discard and release memory "
-             "here. Use a trusted network only (docs/distributed.md).");
+             "reaches this port can open a session and allocate up to the tenant quota here. "
+             "Use a trusted network only (docs/distributed.md).");
 
   remote_actor_config cfg;
   caf::actor_system sys{cfg};
@@ -64,9 +129,11 @@ int run_serve(const options& o) {
   supervision.allocator.backend = backend;
   supervision.allocator.quota_bytes = o.quota_bytes;
   const auto supervisor = spawn_supervisor(sys, supervision);
-  const auto gateway = spawn_remote_gateway(sys, supervisor, {.log = log_line});
+  const auto gateway =
+      spawn_remote_gateway(sys, supervisor, make_gateway_config(o, hardening, *backend));
   caf::scoped_actor self{sys};
   self->monitor(supervisor);
+  self->monitor(gateway);
   auto stop = [&] {
     self->send_exit(gateway, caf::exit_reason::user_shutdown);  // releases every lease
     self->send_exit(supervisor, caf::exit_reason::user_shutdown);
@@ -84,44 +151,13 @@ int run_serve(const options& o) {
               static_cast<int>(getpid()));
   std::fflush(stdout);
 
-  // Serve until a stop signal, the --for deadline, or the supervisor giving up.
-  const auto start = std::chrono::steady_clock::now();
-  std::string why;
   bool failed = false;
-  while (why.empty()) {
-    timespec tick{0, 100'000'000};
-    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
-      why = sig == SIGINT ? "SIGINT" : "SIGTERM";
-    } else if (o.serve_seconds != 0 &&
-               std::chrono::steady_clock::now() - start >= std::chrono::seconds(o.serve_seconds)) {
-      why = "--for " + std::to_string(o.serve_seconds) + " s";
-    } else {
-      self->receive(
-          [&](caf::down_msg& dm) {
-            why = "the allocator supervisor went down: " +
-                  (dm.reason ? sys.render(dm.reason) : std::string("normal exit"));
-            failed = true;
-          },
-          caf::after(std::chrono::seconds(0)) >> [] {});
-    }
-  }
-
-  if (!failed) {
-    self->request(gateway, std::chrono::seconds(5), stats_atom_v)
-        .receive(
-            [&](const remote_stats& s) {
-              log_line("stopping after " + why + ": " + std::to_string(s.sessions) +
-                       " session(s) open, " + std::to_string(s.sessions_lost) + " lost, " +
-                       std::to_string(s.leases) + " lease(s) to release, live bytes " +
-                       std::to_string(s.allocator.live_bytes));
-            },
-            [&](const caf::error& e) {
-              log_line("stopping after " + why + " (" + sys.render(e) + ")");
-            });
-  } else {
+  const auto why = serve_until_stopped(o, sys, self, gateway, stop_signals, failed);
+  if (failed)
     log_line("stopping: " + why);
-  }
+  else
+    log_final_stats(self, sys, gateway, why);
+  self->demonitor(gateway.address());
   stop();
   if (!failed)
     self->receive([](const caf::down_msg&) {},
