@@ -38,8 +38,11 @@ class remote_gateway final : public remote_allocator_actor::base {
   /// Exit and link messages of remote actors are dropped here, before CAF's own handling: CAF
   /// 0.17 quits on an exit with reason `kill` whatever the exit handler says.
   void enqueue(caf::mailbox_element_ptr ptr, caf::execution_unit* eu) override {
-    if (ptr && refused_system_message(*ptr))
-      return;
+    if (ptr)
+      if (auto why = detail::refused_system_message(*ptr, node(), system())) {
+        log(*why);
+        return;
+      }
     remote_allocator_actor::base::enqueue(std::move(ptr), eu);
   }
 
@@ -103,27 +106,6 @@ class remote_gateway final : public remote_allocator_actor::base {
 
  private:
   // -- authority -------------------------------------------------------------------------------
-
-  [[nodiscard]] bool is_remote(const caf::strong_actor_ptr& who) const {
-    return who != nullptr && who->node() != node();
-  }
-
-  [[nodiscard]] bool refused_system_message(const caf::mailbox_element& x) const {
-    const auto& msg = x.content();
-    if (msg.match_elements<caf::exit_msg>()) {
-      const auto& em = msg.get_as<caf::exit_msg>(0);
-      if (!em.source || em.source.node() == node())
-        return false;
-      log("ignored an exit message (" + system().render(em.reason) + ") from remote actor " +
-          caf::to_string(em.source));
-      return true;
-    }
-    if (msg.size() >= 1 && msg.match_element<caf::link_atom>(0) && is_remote(x.sender)) {
-      log("refused a link from remote actor " + caf::to_string(x.sender));
-      return true;
-    }
-    return false;
-  }
 
   /// The session `k` names if its secret matches and the request comes from its node; counts
   /// the request as activity. Null otherwise.

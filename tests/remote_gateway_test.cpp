@@ -436,6 +436,20 @@ TEST_F(gateway, AnIdleSessionEndsAndItsLeasesAreReleased) {
   UMA_EXPECT_ERROR(allocate(64), errc::invalid_argument, "session 1 is not open");
 }
 
+TEST_F(gateway, AForgedDownMessageOrAnAnonymousExitChangesNothing) {
+  const auto h = allocate(4096);
+  caf::scoped_actor self{sys_};
+  // A down message naming the session's actor, but not sent by it; an exit nobody signs.
+  self->send(caf::actor_cast<caf::actor>(gw_),
+             caf::down_msg{peer_.address(), caf::exit_reason::kill});
+  caf::anon_send_exit(gw_, caf::exit_reason::kill);
+  EXPECT_EQ(prefetch(h).bytes, 4096u);
+  const auto s = ask<remote_stats>(stats_atom_v);
+  EXPECT_EQ(s.sessions, 1u);
+  EXPECT_EQ(s.sessions_lost, 0u);
+  EXPECT_EQ(s.leases, 1u);
+}
+
 TEST_F(gateway, LoopbackAddressesAreRecognised) {
   for (const char* a : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "::ffff:127.0.0.1"})
     EXPECT_TRUE(is_loopback_address(a)) << a;

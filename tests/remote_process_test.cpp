@@ -50,6 +50,9 @@ std::string cli_path() {
 std::string helper_path() {
   return tool_path("UMA_TEST_HELPER", UMA_REMOTE_HELPER_PATH);
 }
+std::string attacker_path() {
+  return tool_path("UMA_TEST_ATTACKER", UMA_REMOTE_ATTACKER_PATH);
+}
 
 using namespace std::chrono_literals;
 using test::child_process;
@@ -234,6 +237,48 @@ TEST_F(two_processes, AKilledClientProcessHasItsLeasesReleased) {
   const auto s = ask_gateway<remote_stats>(stats_atom_v);
   EXPECT_EQ(s.sessions_lost, 1u);
   EXPECT_EQ(s.leases, 0u);
+}
+
+// -- malicious peers (docs/distributed.md, "Who may do what") -------------------------------------
+
+/// Runs the attacker in `mode` to completion (bounded) and returns its stdout.
+std::string attack(std::uint16_t port, std::vector<std::string> mode) {
+  std::vector<std::string> argv{attacker_path(), "127.0.0.1", std::to_string(port)};
+  argv.insert(argv.end(), mode.begin(), mode.end());
+  child_process attacker(argv);
+  auto out = attacker.read_all(20s);
+  const auto status = attacker.wait(20s);
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << out;
+  return out;
+}
+
+TEST_F(two_processes, MaliciousPeersLeaveAnHonestSessionIntact) {
+  serve_in_child();
+  auto honest = connect();
+  const auto h = honest->allocate(1 << 16, "honest");
+  static_cast<void>(honest->advise({h}, advice::set_read_mostly));
+  const auto before = honest->stats();
+  // Another process names the honest session's id (with its own secret), asks to lift the quota,
+  // opens a session naming the gateway itself, sends the gateway exits, links to it and dies.
+  const auto forged = attack(port_, {"forge", std::to_string(honest->session())});
+  EXPECT_EQ(forged.find(": ok"), std::string::npos) << forged;
+  EXPECT_NE(forged.find("release: refused"), std::string::npos) << forged;
+  EXPECT_NE(forged.find("close_session: refused"), std::string::npos) << forged;
+  EXPECT_NE(forged.find("quota: refused"), std::string::npos) << forged;
+  const auto self_peer = attack(port_, {"self-peer"});
+  EXPECT_NE(self_peer.find("self-peer: refused"), std::string::npos) << self_peer;
+  EXPECT_NE(self_peer.find("the serving node's own gateway"), std::string::npos) << self_peer;
+  EXPECT_NE(attack(port_, {"exit"}).find("exit: sent"), std::string::npos);
+  EXPECT_NE(attack(port_, {"link"}).find("link: linked and died"), std::string::npos);
+  // The server still serves, and the honest session, its lease and its advice are intact.
+  ASSERT_FALSE(server_->wait(0ms)) << "uma serve exited";
+  EXPECT_TRUE(honest->attributes(h).read_mostly);
+  EXPECT_EQ(honest->prefetch({h}, {location::host()}).bytes, std::uint64_t{1} << 16);
+  const auto after = honest->stats();
+  EXPECT_EQ(after.allocator.live_bytes, before.allocator.live_bytes);
+  EXPECT_EQ(after.allocator.quota_bytes, before.allocator.quota_bytes);
+  EXPECT_EQ(after.leases, 1u);
+  EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
 }
 
 // -- a child `uma serve` serves ------------------------------------------------------------------

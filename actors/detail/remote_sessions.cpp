@@ -7,6 +7,9 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_addr.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/mailbox_element.hpp>
+#include <caf/system_messages.hpp>
 
 #include <uma/messages/error_category.hpp>
 
@@ -138,6 +141,30 @@ std::optional<lookup_failure> resolve(const session& s, std::uint64_t sid,
         f.same_id = same->first;
     return f;
   }
+  return std::nullopt;
+}
+
+std::optional<std::string> refused_system_message(const caf::mailbox_element& x,
+                                                  const caf::node_id& here,
+                                                  caf::actor_system& sys) {
+  const auto& msg = x.content();
+  const auto& from = x.sender;
+  const std::string who = from ? "actor " + caf::to_string(from) : "an anonymous sender";
+  if (msg.match_elements<caf::exit_msg>()) {
+    if (from != nullptr && from->node() == here)
+      return std::nullopt;
+    return "ignored an exit message (" + sys.render(msg.get_as<caf::exit_msg>(0).reason) +
+           ") from " + who;
+  }
+  if (msg.match_elements<caf::down_msg>()) {
+    const auto& dm = msg.get_as<caf::down_msg>(0);
+    if (from != nullptr && from->address() == dm.source)
+      return std::nullopt;
+    return "ignored a down message naming " + to_string(dm.source) + " from " + who;
+  }
+  if (!msg.empty() && msg.match_element<caf::link_atom>(0) && from != nullptr &&
+      from->node() != here)
+    return "refused a link from remote " + who;
   return std::nullopt;
 }
 

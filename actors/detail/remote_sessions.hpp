@@ -14,6 +14,7 @@
 #include <caf/node_id.hpp>
 
 #include <caf/actor.hpp>
+#include <caf/fwd.hpp>
 
 #include <uma/actors/detail/remote_checks.hpp>
 #include <uma/actors/remote_gateway.hpp>
@@ -57,6 +58,15 @@ void random_secret(std::uint64_t& hi, std::uint64_t& lo);
 /// Constant-time comparison; false when `configured` is empty.
 [[nodiscard]] bool operator_key_matches(const operator_key& configured,
                                         const operator_key& given) noexcept;
+
+/// Whether the gateway must drop `x` before CAF handles it, and why (for the log): an exit
+/// message counts only from a local, named sender (the owner stopping the gateway; the exit's own
+/// `source` field is whatever the wire said, and CAF 0.17 quits on reason `kill` whatever the
+/// exit handler says); a down message only when its sender is the actor it reports on, as CAF's
+/// monitors send them; a link from a remote actor never.
+[[nodiscard]] std::optional<std::string> refused_system_message(const caf::mailbox_element& x,
+                                                                const caf::node_id& here,
+                                                                caf::actor_system& sys);
 
 /// The refusal of an operator's request (`what`) made without the operator key.
 [[nodiscard]] caf::error operator_refusal(const std::string& what);
