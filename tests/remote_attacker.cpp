@@ -8,14 +8,18 @@
 //   uma_remote_attacker HOST PORT self-peer          open a session naming the gateway itself
 //   uma_remote_attacker HOST PORT huge-header        raw TCP: one BASP header announcing 1 GiB
 //   uma_remote_attacker HOST PORT garbage            raw TCP: 64 KiB of bytes that are no BASP
+//   uma_remote_attacker HOST PORT idle               raw TCP: send nothing; report when the
+//                                                    server closes the connection (30 s at most)
 //
 // The raw TCP modes print "sent" and keep the connection open until killed (at most a minute).
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -94,7 +98,24 @@ int exit_and_link(caf::actor_system& sys, uma::remote_client& own, bool link) {
   return 0;
 }
 
-int raw(const char* host, std::uint16_t port, bool huge) {
+/// Waits (at most 30 s) for the server to close `fd`, reading and discarding what it sends.
+void await_close(int fd) {
+  timeval limit{30, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  const auto start = std::chrono::steady_clock::now();
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+  }
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  say(n == 0 || errno == ECONNRESET
+          ? "closed by the server after " + std::to_string(ms.count()) + " ms"
+          : "still open after " + std::to_string(ms.count()) + " ms");
+}
+
+int raw(const char* host, std::uint16_t port, const std::string& mode) {
+  const bool huge = mode == "huge-header";
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -103,6 +124,12 @@ int raw(const char* host, std::uint16_t port, bool huge) {
       ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     say("cannot connect");
     return 1;
+  }
+  if (mode == "idle") {
+    say("connected");
+    await_close(fd);
+    ::close(fd);
+    return 0;
   }
   std::vector<unsigned char> bytes;
   if (huge) {
@@ -135,8 +162,8 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[3];
   const auto port = static_cast<std::uint16_t>(std::strtoul(argv[2], nullptr, 10));
-  if (mode == "huge-header" || mode == "garbage")
-    return raw(argv[1], port, mode == "huge-header");
+  if (mode == "huge-header" || mode == "garbage" || mode == "idle")
+    return raw(argv[1], port, mode);
   try {
     config cfg;
     caf::actor_system sys{cfg};

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -116,13 +117,18 @@ class two_processes : public ::testing::Test {
 
   // -- a child serves --------------------------------------------------------------------------
 
-  /// Starts `uma serve` on a free loopback port and reads the port from its first line.
-  void serve_in_child(std::vector<std::string> extra = {}) {
+  /// Starts `uma serve` on a free loopback port and reads the port from its first line; with
+  /// `memory_limit_kib`, under `ulimit -v` of that many KiB.
+  void serve_in_child(std::vector<std::string> extra = {}, std::uint64_t memory_limit_kib = 0) {
     std::vector<std::string> argv{cli_path(),  "serve",        "--port",
                                   "0",         "--for",        "60",
                                   "--backend", backend_name(), "--operator-key-file",
                                   key_file()};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    if (memory_limit_kib != 0)
+      argv.insert(argv.begin(),
+                  {"/bin/sh", "-c",
+                   "ulimit -v " + std::to_string(memory_limit_kib) + " && exec \"$0\" \"$@\""});
     server_ = std::make_unique<child_process>(argv);
     const auto line = server_->read_line(20s);
     ASSERT_TRUE(line) << "uma serve printed no line";
@@ -279,6 +285,49 @@ TEST_F(two_processes, MaliciousPeersLeaveAnHonestSessionIntact) {
   EXPECT_EQ(after.allocator.quota_bytes, before.allocator.quota_bytes);
   EXPECT_EQ(after.leases, 1u);
   EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
+}
+
+/// Starts the attacker in a raw-TCP `mode` and waits for its first line ("sent", "connected").
+std::unique_ptr<child_process> start_raw_attacker(std::uint16_t port, const std::string& mode) {
+  auto a = std::make_unique<child_process>(
+      std::vector<std::string>{attacker_path(), "127.0.0.1", std::to_string(port), mode});
+  const auto line = a->read_line(20s);
+  EXPECT_TRUE(line && (*line == "sent" || *line == "connected")) << (line ? *line : "no line");
+  return a;
+}
+
+TEST_F(two_processes, HugeBaspHeadersAndGarbageAreDroppedAndAnHonestClientKeepsItsLatency) {
+  serve_in_child({}, 2'000'000);  // 2 GB of address space: one 1 GiB payload per attacker would
+                                  // not fit four times
+  auto honest = connect();
+  const auto h = honest->allocate(1 << 16, "honest");
+  std::vector<std::unique_ptr<child_process>> attackers;
+  for (int i = 0; i < 4; ++i)
+    attackers.push_back(start_raw_attacker(port_, "huge-header"));
+  attackers.push_back(start_raw_attacker(port_, "garbage"));
+  std::vector<double> ms;
+  for (int i = 0; i < 200; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    static_cast<void>(honest->attributes(h));
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double p99 = ms[ms.size() * 99 / 100];
+  std::printf("honest client with 5 malicious connections open: p50 %.2f ms, p99 %.2f ms\n",
+              ms[ms.size() / 2], p99);
+  EXPECT_LT(p99, 100.0);
+  ASSERT_FALSE(server_->wait(0ms)) << "uma serve died";
+  EXPECT_EQ(honest->stats().leases, 1u);
+  EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
+}
+
+TEST_F(two_processes, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
+  serve_in_child({"--idle-timeout", "1"});
+  auto idle = start_raw_attacker(port_, "idle");
+  const auto verdict = idle->read_line(20s);
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->rfind("closed by the server after", 0), 0u) << *verdict;
 }
 
 // -- a child `uma serve` serves ------------------------------------------------------------------

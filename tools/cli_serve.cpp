@@ -13,6 +13,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
+#include <uma/actors/basp_front.hpp>
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "tools/cli_commands.hpp"
@@ -139,13 +140,20 @@ int run_serve(const options& o) {
     self->send_exit(supervisor, caf::exit_reason::user_shutdown);
   };
 
-  std::uint16_t port = 0;
+  // The middleman listens on a loopback port only the front connects to; peers reach the front
+  // (docs/distributed.md: CAF 0.17 cannot cap a BASP payload before allocating it).
+  std::unique_ptr<basp_front> front;
   try {
-    port = publish_gateway(sys, gateway, *o.port, o.bind);
+    const auto internal = publish_gateway(sys, gateway, 0, "127.0.0.1");
+    front = std::make_unique<basp_front>(o.bind, *o.port, internal,
+                                         basp_front_config{.max_payload = hardening.max_payload,
+                                                           .idle_timeout = hardening.idle_timeout,
+                                                           .log = log_line});
   } catch (...) {
     stop();
     throw;
   }
+  const auto port = front->port();
   std::printf("uma serve: listening on %s (backend %s, pid %d)\n",
               endpoint_text(o.bind, port).c_str(), std::string(to_string(backend->kind())).c_str(),
               static_cast<int>(getpid()));
