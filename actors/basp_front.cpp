@@ -226,7 +226,8 @@ struct basp_front::impl {
     if (n == 0)
       return read_result::closed;
     c.last_in = clock::now();
-    why = c.parser.feed(buf, static_cast<std::size_t>(n), cfg.max_payload);
+    if (cfg.parse_basp)
+      why = c.parser.feed(buf, static_cast<std::size_t>(n), cfg.max_payload);
     if (!why.empty())
       return read_result::violation;
     c.to_upstream.insert(c.to_upstream.end(), buf, buf + n);
@@ -240,6 +241,10 @@ struct basp_front::impl {
       return errno == EAGAIN || errno == EINTR;
     if (n == 0) {
       static_cast<void>(flush(c.client, c.to_client));
+      log("the middleman closed the connection of " + c.peer +
+          (cfg.parse_basp ? std::string{}
+                          : " (with TLS, a peer whose certificate is refused or that speaks no "
+                            "TLS ends so)"));
       return false;
     }
     c.to_client.insert(c.to_client.end(), buf, buf + n);

@@ -15,6 +15,10 @@ struct basp_front_config {
   std::uint32_t max_payload = 16u << 20;
   /// A connection with no bytes from its peer for this long is closed; 0: never.
   std::chrono::milliseconds idle_timeout{0};
+  /// Read the BASP framing (false: the bytes are TLS records, relayed as they are; only the
+  /// idle and connection limits apply, and CAF's OpenSSL module refuses peers without a valid
+  /// certificate before BASP).
+  bool parse_basp = true;
   /// Connections open at once; more are accepted and closed at once.
   std::size_t max_connections = 256;
   /// One line per dropped connection ("dropped 127.0.0.1:51234: ..."); may be empty. Called

@@ -6,6 +6,7 @@
 #include <set>
 
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -149,8 +150,10 @@ remote_client::remote_client(caf::actor_system& sys, std::string host, std::uint
   caf::strong_actor_ptr found;
   std::set<std::string> interface;
   std::optional<caf::error> err;
-  self->request(sys.middleman().actor_handle(), caf::duration{timeout}, caf::connect_atom_v,
-                std::move(host), port)
+  // With TLS loaded (enable_tls), the OpenSSL module's middleman actor connects instead.
+  const auto connector = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
+                                                   : sys.middleman().actor_handle();
+  self->request(connector, caf::duration{timeout}, caf::connect_atom_v, std::move(host), port)
       .receive(
           [&](const caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
             found = std::move(ptr);

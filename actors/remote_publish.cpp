@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/publish.hpp>
 
 #include <uma/actors/detail/remote_sessions.hpp>
 #include <uma/messages/error_category.hpp>
@@ -22,7 +23,9 @@ std::uint16_t publish_gateway(caf::actor_system& sys, const remote_allocator_act
     raise(errc::invalid_argument,
           "publish: the actor system has no middleman; load it with "
           "cfg.load<caf::io::middleman>()");
-  auto bound = sys.middleman().publish(gateway, port, bind.c_str(), false);
+  auto bound = sys.has_openssl_manager()
+                   ? caf::openssl::publish(gateway, port, bind.c_str(), false)
+                   : sys.middleman().publish(gateway, port, bind.c_str(), false);
   if (!bound)
     raise(errc::backend_error, "publish: cannot listen on " + bind + ":" + std::to_string(port) +
                                    ": " + sys.render(bound.error()));

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
@@ -30,6 +31,7 @@
 #include <uma/actors/client.hpp>
 #include <uma/actors/remote_client.hpp>
 #include <uma/actors/remote_gateway.hpp>
+#include <uma/actors/remote_tls.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/host_backend.hpp>
 #include "support/actor_fixture.hpp"
@@ -68,10 +70,8 @@ struct remote_config : caf::actor_system_config {
 class two_processes : public ::testing::Test {
  protected:
   void TearDown() override {
-    if (!dir_.empty()) {
-      std::remove(key_file().c_str());
-      ::rmdir(dir_.c_str());
-    }
+    if (!dir_.empty())
+      std::filesystem::remove_all(dir_);
     // The actor system waits for every actor when it goes: stop what serve_here started.
     local_.reset();
     if (gw_)
@@ -328,6 +328,58 @@ TEST_F(two_processes, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
   const auto verdict = idle->read_line(20s);
   ASSERT_TRUE(verdict);
   EXPECT_EQ(verdict->rfind("closed by the server after", 0), 0u) << *verdict;
+}
+
+// -- TLS ----------------------------------------------------------------------------------------
+
+/// Makes a throw-away CA with a server and a client certificate, and a second CA with a rogue
+/// certificate, in `dir` (openssl CLI, RSA 2048, valid one day).
+void make_test_certificates(const std::string& dir) {
+  const std::string script =
+      "set -e; cd '" + dir +
+      "'; q() { \"$@\" >/dev/null 2>&1; }; "
+      "for ca in ca rogueca; do q openssl req -x509 -newkey rsa:2048 -nodes -keyout $ca.key "
+      "-out $ca.pem -days 1 -subj \"/CN=uma test $ca\"; done; "
+      "for n in server:ca client:ca rogue:rogueca; do c=${n%:*}; ca=${n#*:}; "
+      "q openssl req -newkey rsa:2048 -nodes -keyout $c.key -out $c.csr -subj \"/CN=uma $c\"; "
+      "q openssl x509 -req -in $c.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -out $c.pem "
+      "-days 1; done; echo made";
+  child_process make({"/bin/sh", "-c", script});
+  const auto out = make.read_all(60s);
+  ASSERT_EQ(out, "made\n") << "openssl failed";
+}
+
+TEST_F(two_processes, TlsRoundTripWorksAndPeersWithoutAValidCertificateAreRefused) {
+  const auto dir = std::filesystem::path(key_file()).parent_path().string();
+  make_test_certificates(dir);
+  serve_in_child({"--tls-cert", dir + "/server.pem", "--tls-key", dir + "/server.key", "--tls-ca",
+                  dir + "/ca.pem"});
+  {
+    remote_config tls_cfg;
+    enable_tls(tls_cfg, {dir + "/client.pem", dir + "/client.key", dir + "/ca.pem"});
+    caf::actor_system tls_sys{tls_cfg};
+    remote_client c(tls_sys, "127.0.0.1", port_, 10s);
+    const auto h = c.allocate(1 << 16, "over tls");
+    static_cast<void>(c.advise({h}, advice::set_read_mostly));
+    EXPECT_TRUE(c.attributes(h).read_mostly);
+    EXPECT_EQ(c.stats().leases, 1u);
+    EXPECT_EQ(c.release(h), std::uint64_t{1} << 16);
+  }
+  // A certificate of another CA, and no TLS at all: refused before BASP.
+  for (const auto& tls :
+       std::vector<std::vector<std::string>>{{"--tls-cert", dir + "/rogue.pem", "--tls-key",
+                                              dir + "/rogue.key", "--tls-ca", dir + "/rogueca.pem"},
+                                             {}}) {
+    std::vector<std::string> argv{cli_path(), "stats", "--connect", endpoint()};
+    argv.insert(argv.end(), tls.begin(), tls.end());
+    child_process cli(argv);
+    const auto out = cli.read_all(20s);
+    const auto status = cli.wait(20s);
+    ASSERT_TRUE(status);
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << out;
+    EXPECT_EQ(out.find("sessions:"), std::string::npos) << out;
+  }
+  EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
 }
 
 // -- a child `uma serve` serves ------------------------------------------------------------------

@@ -40,6 +40,14 @@ hardening_options parse_hardening(const options& o) {
       h.max_payload = static_cast<std::uint32_t>(number(flag, value, 1024, UINT32_MAX));
     else if (flag == "--operator-key-file" && !value.empty())
       h.operator_key_file = value;
+    else if (flag == "--tls-cert" && !value.empty())
+      h.tls.certificate = value;
+    else if (flag == "--tls-key" && !value.empty())
+      h.tls.key = value;
+    else if (flag == "--tls-ca" && !value.empty())
+      h.tls.ca_file = value;
+    else if (flag == "--insecure")
+      h.insecure = true;
     else
       raise(errc::invalid_argument, flag + " needs a value, not '" + value + "'");
   }

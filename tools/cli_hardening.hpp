@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include <uma/actors/remote_tls.hpp>
 #include <uma/messages/remote_types.hpp>
 #include "tools/cli_options.hpp"
 
@@ -19,6 +20,8 @@ struct hardening_options {
   std::chrono::seconds idle_timeout{300};  ///< --idle-timeout; 0: never
   std::string operator_key_file{};         ///< --operator-key-file; empty: none
   std::uint32_t max_payload = 16u << 20;   ///< --max-payload (BASP payload bytes)
+  tls_options tls{};                       ///< --tls-cert, --tls-key, --tls-ca
+  bool insecure = false;                   ///< --insecure: non-loopback bind without TLS
 };
 
 /// Reads `o.hardening`; throws `error(invalid_argument)` naming the flag and the value refused.

@@ -117,6 +117,10 @@ interface listens on 127.0.0.1 unless --bind names another address, for trusted 
   --operator-key-file PATH   write the operator key there (mode 0600): quota changes and the
                              whole region table need it (`uma regions --operator-key-file`)
   --max-payload BYTES        largest BASP message accepted (default 16777216)
+  --tls-cert/--tls-key/--tls-ca PATH
+                             TLS with certificates (CAF's OpenSSL module): peers need a
+                             certificate signed by the CA file; docs/distributed.md
+  --insecure                 allow a non-loopback --bind without TLS
   --backend auto|cuda|host   the allocator's backend (default auto)
   --inject-fault SPEC        as for `uma demo` (repeatable)
   -h, --help                 this text
@@ -133,6 +137,7 @@ regions the advice in force and the last prefetch location, as the serving node 
   --json                     one JSON array, one object per region
   --operator-key-file PATH   the serving node's operator key: every session's regions
                              (without it: none of another session's)
+  --tls-cert/--tls-key/--tls-ca PATH   connect over TLS with this certificate
   -h, --help                 this text
 )";
 
@@ -180,6 +185,10 @@ constexpr flag_spec flags[] = {
     {"--idle-timeout", flag::hardening, true},
     {"--operator-key-file", flag::hardening, true},
     {"--max-payload", flag::hardening, true},
+    {"--tls-cert", flag::hardening, true},
+    {"--tls-key", flag::hardening, true},
+    {"--tls-ca", flag::hardening, true},
+    {"--insecure", flag::hardening, false},
 };
 
 [[nodiscard]] bool accepts(command c, flag f) noexcept {
@@ -191,7 +200,7 @@ constexpr flag_spec flags[] = {
              f == flag::batches || f == flag::floats || f == flag::inject_fault;
     case command::stats:
       return f == flag::backend || f == flag::json || f == flag::prometheus ||
-             f == flag::workload || f == flag::connect;
+             f == flag::workload || f == flag::connect || f == flag::hardening;
     case command::serve:
       return f == flag::backend || f == flag::port || f == flag::bind || f == flag::for_seconds ||
              f == flag::quota || f == flag::inject_fault || f == flag::hardening;

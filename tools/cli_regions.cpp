@@ -77,9 +77,9 @@ namespace {
 }  // namespace
 
 int run_regions(const options& o) {
-  remote_actor_config cfg;
-  caf::actor_system sys{cfg};
   const auto hardening = parse_hardening(o);
+  remote_actor_config cfg{hardening.tls};
+  caf::actor_system sys{cfg};
   remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));
   // Without the operator key a tenant sees its own session's regions, which for this fresh
   // session are none.

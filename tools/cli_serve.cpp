@@ -118,13 +118,18 @@ int run_serve(const options& o) {
       faults->inject(f);
     backend = faults;
   }
-  if (!is_loopback_address(o.bind))
+  if (!is_loopback_address(o.bind) && !hardening.tls.enabled()) {
+    if (!hardening.insecure)
+      raise(errc::invalid_argument,
+            "refusing to listen on " + o.bind +
+                ", which is not a loopback address, without TLS: give --tls-cert, --tls-key and "
+                "--tls-ca, or --insecure for a trusted network (docs/distributed.md)");
     log_line("WARNING: listening on " + o.bind +
-             ", which is not a loopback address. CAF's middleman authenticates nobody: whoever "
-             "reaches this port can open a session and allocate up to the tenant quota here. "
-             "Use a trusted network only (docs/distributed.md).");
+             " without TLS (--insecure): whoever reaches this port can open a session and "
+             "allocate up to the tenant quota here, and anyone on the path reads the traffic.");
+  }
 
-  remote_actor_config cfg;
+  remote_actor_config cfg{hardening.tls};
   caf::actor_system sys{cfg};
   supervisor_config supervision;
   supervision.allocator.backend = backend;
@@ -148,6 +153,7 @@ int run_serve(const options& o) {
     front = std::make_unique<basp_front>(o.bind, *o.port, internal,
                                          basp_front_config{.max_payload = hardening.max_payload,
                                                            .idle_timeout = hardening.idle_timeout,
+                                                           .parse_basp = !hardening.tls.enabled(),
                                                            .log = log_line});
   } catch (...) {
     stop();
