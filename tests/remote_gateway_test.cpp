@@ -418,6 +418,24 @@ TEST_F(gateway, AnAllocationWhoseSizeOverflowsIsRefusedNamingTheOperands) {
                    "serving node's quota ceiling of");
 }
 
+// Hole 10, local side: the allocator's quota check prints the wrapped sum ("would bring live
+// bytes to 0"). Its message lives in actors/detail/allocation_core.cpp, which is being rewritten
+// into memory/limit_resource; enable this test once that message names the operands.
+TEST_F(gateway, DISABLED_TheAllocatorsQuotaRefusalNamesTheOperandsWhenTheirSumOverflows) {
+  auto held = local().allocate<std::byte>(4096);
+  const std::size_t huge = SIZE_MAX - 4095;  // live bytes + huge wraps to 0
+  try {
+    static_cast<void>(local().allocate<std::byte>(huge));
+    FAIL() << "allocated " << huge << " bytes";
+  } catch (const error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), errc::quota_exceeded) << what;
+    EXPECT_NE(what.find(std::to_string(huge)), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(baseline_ + 4096)), std::string::npos) << what;
+    EXPECT_EQ(what.find("live bytes to 0,"), std::string::npos) << what;
+  }
+}
+
 TEST_F(gateway, AnIdleSessionEndsAndItsLeasesAreReleased) {
   gateway_config cfg;
   cfg.idle_timeout = 50ms;

@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include <uma/actors/remote_gateway.hpp>
 #include <uma/sys/error.hpp>
 
 namespace uma::cli {
@@ -52,6 +53,19 @@ hardening_options parse_hardening(const options& o) {
       raise(errc::invalid_argument, flag + " needs a value, not '" + value + "'");
   }
   return h;
+}
+
+std::string check_bind_policy(const std::string& bind, const hardening_options& h) {
+  if (is_loopback_address(bind) || h.tls.enabled())
+    return {};
+  if (!h.insecure)
+    raise(errc::invalid_argument,
+          "refusing to listen on " + bind +
+              ", which is not a loopback address, without TLS: give --tls-cert, --tls-key and "
+              "--tls-ca, or --insecure for a trusted network (docs/distributed.md)");
+  return "WARNING: listening on " + bind +
+         " without TLS (--insecure): whoever reaches this port can open a session and allocate "
+         "up to the tenant quota here, and anyone on the path reads the traffic.";
 }
 
 void write_operator_key(const std::string& path, const operator_key& key) {

@@ -27,6 +27,10 @@ struct hardening_options {
 /// Reads `o.hardening`; throws `error(invalid_argument)` naming the flag and the value refused.
 [[nodiscard]] hardening_options parse_hardening(const options& o);
 
+/// `uma serve` listens on a non-loopback `bind` only with TLS, or with --insecure (then it
+/// returns a warning to log). Throws `error(invalid_argument)` naming the address otherwise.
+[[nodiscard]] std::string check_bind_policy(const std::string& bind, const hardening_options& h);
+
 /// Writes `key` to `path` as 32 hex digits, readable by the owner only (0600). Throws
 /// `error(backend_error)` naming the path and the reason.
 void write_operator_key(const std::string& path, const operator_key& key);

@@ -118,16 +118,8 @@ int run_serve(const options& o) {
       faults->inject(f);
     backend = faults;
   }
-  if (!is_loopback_address(o.bind) && !hardening.tls.enabled()) {
-    if (!hardening.insecure)
-      raise(errc::invalid_argument,
-            "refusing to listen on " + o.bind +
-                ", which is not a loopback address, without TLS: give --tls-cert, --tls-key and "
-                "--tls-ca, or --insecure for a trusted network (docs/distributed.md)");
-    log_line("WARNING: listening on " + o.bind +
-             " without TLS (--insecure): whoever reaches this port can open a session and "
-             "allocate up to the tenant quota here, and anyone on the path reads the traffic.");
-  }
+  if (const auto warning = check_bind_policy(o.bind, hardening); !warning.empty())
+    log_line(warning);
 
   remote_actor_config cfg{hardening.tls};
   caf::actor_system sys{cfg};
