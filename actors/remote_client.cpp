@@ -6,6 +6,7 @@
 #include <set>
 
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -36,40 +37,46 @@ class session_relay final : public remote_allocator_actor::base {
   behavior_type make_behavior() override {
     monitor(gateway_);
     return {
-        [this](open_session_atom a, caf::actor&) -> caf::result<std::uint64_t> {
+        [this](open_session_atom a, caf::actor&) -> caf::result<session_key> {
           // The gateway monitors this actor, not the one a caller may have named.
-          return relay<std::uint64_t>(a, caf::actor_cast<caf::actor>(this));
+          return relay<session_key>(a, caf::actor_cast<caf::actor>(this));
         },
-        [this](close_session_atom a, std::uint64_t sid) -> caf::result<std::uint64_t> {
+        [this](close_session_atom a, const session_key& sid) -> caf::result<std::uint64_t> {
           return relay<std::uint64_t>(a, sid);
         },
-        [this](allocate_atom a, std::uint64_t sid, remote_allocate_request& r)
+        [this](allocate_atom a, const session_key& sid, remote_allocate_request& r)
             -> caf::result<region_handle> { return relay<region_handle>(a, sid, std::move(r)); },
-        [this](release_atom a, std::uint64_t sid, region_handle h) -> caf::result<std::uint64_t> {
-          return relay<std::uint64_t>(a, sid, h);
-        },
-        [this](prefetch_atom a, std::uint64_t sid,
+        [this](release_atom a, const session_key& sid, region_handle h)
+            -> caf::result<std::uint64_t> { return relay<std::uint64_t>(a, sid, h); },
+        [this](prefetch_atom a, const session_key& sid,
                remote_prefetch_request& r) -> caf::result<remote_op_result> {
           return relay<remote_op_result>(a, sid, std::move(r));
         },
-        [this](discard_atom a, std::uint64_t sid,
+        [this](discard_atom a, const session_key& sid,
                remote_discard_request& r) -> caf::result<remote_op_result> {
           return relay<remote_op_result>(a, sid, std::move(r));
         },
-        [this](advise_atom a, std::uint64_t sid,
+        [this](advise_atom a, const session_key& sid,
                remote_advise_request& r) -> caf::result<remote_op_result> {
           return relay<remote_op_result>(a, sid, std::move(r));
         },
-        [this](attributes_atom a, std::uint64_t sid, region_handle h)
+        [this](attributes_atom a, const session_key& sid, region_handle h)
             -> caf::result<remote_attributes> { return relay<remote_attributes>(a, sid, h); },
         [this](stats_atom a) -> caf::result<remote_stats> { return relay<remote_stats>(a); },
-        [this](regions_atom a) -> caf::result<std::vector<remote_region_info>> {
-          return relay<std::vector<remote_region_info>>(a);
+        [this](regions_atom a,
+               const session_key& k) -> caf::result<std::vector<remote_region_info>> {
+          return relay<std::vector<remote_region_info>>(a, k);
+        },
+        [this](regions_atom a,
+               const operator_key& k) -> caf::result<std::vector<remote_region_info>> {
+          return relay<std::vector<remote_region_info>>(a, k);
         },
         [this](quota_atom a, std::uint64_t bytes) -> caf::result<std::uint64_t> {
           return relay<std::uint64_t>(a, bytes);
         },
-        [this](export_ipc_atom a, std::uint64_t sid, region_handle h)
+        [this](quota_atom a, const operator_key& k, std::uint64_t bytes)
+            -> caf::result<std::uint64_t> { return relay<std::uint64_t>(a, k, bytes); },
+        [this](export_ipc_atom a, const session_key& sid, region_handle h)
             -> caf::result<std::vector<char>> { return relay<std::vector<char>>(a, sid, h); },
     };
   }
@@ -143,8 +150,10 @@ remote_client::remote_client(caf::actor_system& sys, std::string host, std::uint
   caf::strong_actor_ptr found;
   std::set<std::string> interface;
   std::optional<caf::error> err;
-  self->request(sys.middleman().actor_handle(), caf::duration{timeout}, caf::connect_atom_v,
-                std::move(host), port)
+  // With TLS loaded (enable_tls), the OpenSSL module's middleman actor connects instead.
+  const auto connector = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
+                                                   : sys.middleman().actor_handle();
+  self->request(connector, caf::duration{timeout}, caf::connect_atom_v, std::move(host), port)
       .receive(
           [&](const caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
             found = std::move(ptr);
@@ -162,7 +171,7 @@ remote_client::remote_client(caf::actor_system& sys, std::string host, std::uint
   gateway_ = caf::actor_cast<remote_allocator_actor>(std::move(found));
   session_actor_ = sys.spawn<session_relay>(gateway_, address_);
   try {
-    session_ = call<std::uint64_t>(open_session_atom_v, caf::actor{});
+    session_ = call<session_key>(open_session_atom_v, caf::actor{});
   } catch (const error& e) {
     caf::anon_send_exit(session_actor_, caf::exit_reason::user_shutdown);
     connect_failed(address_, std::string("cannot open a session: ") + e.what());
@@ -222,11 +231,19 @@ remote_stats remote_client::stats() {
 }
 
 std::vector<remote_region_info> remote_client::regions() {
-  return call<std::vector<remote_region_info>>(regions_atom_v);
+  return call<std::vector<remote_region_info>>(regions_atom_v, session_);
 }
 
-std::uint64_t remote_client::quota(std::uint64_t set_bytes) {
-  return call<std::uint64_t>(quota_atom_v, set_bytes);
+std::vector<remote_region_info> remote_client::regions(const operator_key& key) {
+  return call<std::vector<remote_region_info>>(regions_atom_v, key);
+}
+
+std::uint64_t remote_client::quota() {
+  return call<std::uint64_t>(quota_atom_v, std::uint64_t{0});
+}
+
+std::uint64_t remote_client::set_quota(const operator_key& key, std::uint64_t bytes) {
+  return call<std::uint64_t>(quota_atom_v, key, bytes);
 }
 
 void remote_client::export_ipc(region_handle region) {

@@ -48,8 +48,11 @@ class remote_client {
   /// "127.0.0.1:4242".
   [[nodiscard]] const std::string& address() const noexcept { return address_; }
   /// The session id the gateway gave this client.
-  [[nodiscard]] std::uint64_t session() const noexcept { return session_; }
-  /// The gateway's proxy, for actors that want to talk to it directly (with `session()`).
+  [[nodiscard]] std::uint64_t session() const noexcept { return session_.id; }
+  /// The session's key (id and secret): requests about the session carry it.
+  [[nodiscard]] const session_key& key() const noexcept { return session_; }
+  /// The gateway's proxy, for actors that want to talk to it directly (with `key()`; the gateway
+  /// also wants such requests to come from this process's node).
   [[nodiscard]] const remote_allocator_actor& gateway() const noexcept { return gateway_; }
   /// How long each call waits for its reply (the constructor's timeout by default).
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
@@ -73,10 +76,14 @@ class remote_client {
   [[nodiscard]] range_attributes attributes(region_handle region);
   /// The serving node's allocator, supervisor and gateway counters.
   [[nodiscard]] remote_stats stats();
-  /// The serving node's region table.
+  /// The regions this session leases.
   [[nodiscard]] std::vector<remote_region_info> regions();
-  /// The quota in force; non-zero `set_bytes` sets it first.
-  std::uint64_t quota(std::uint64_t set_bytes = 0);
+  /// The serving node's whole region table; needs its operator key.
+  [[nodiscard]] std::vector<remote_region_info> regions(const operator_key& key);
+  /// The quota in force.
+  [[nodiscard]] std::uint64_t quota();
+  /// Sets the quota (needs the operator key; never above the node's ceiling); returns it.
+  std::uint64_t set_quota(const operator_key& key, std::uint64_t bytes);
   /// Always throws `error(not_supported)`: managed memory is never exported over CUDA IPC.
   void export_ipc(region_handle region);
 
@@ -92,7 +99,7 @@ class remote_client {
   std::chrono::milliseconds timeout_;
   remote_allocator_actor gateway_;
   remote_allocator_actor session_actor_;  ///< local: what the gateway monitors; relays calls
-  std::uint64_t session_ = 0;
+  session_key session_{};
   bool closed_ = false;
 };
 

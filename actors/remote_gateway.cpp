@@ -1,78 +1,28 @@
 #include <uma/actors/remote_gateway.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include <map>
 #include <memory>
 #include <optional>
 
-#include <caf/io/middleman.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <uma/actors/detail/remote_checks.hpp>
+#include <uma/actors/detail/remote_report.hpp>
+#include <uma/actors/detail/remote_sessions.hpp>
 #include <uma/messages/error_category.hpp>
 
 namespace uma {
 
 namespace {
 
-/// One remote peer's session: the actor the gateway monitors for it and its leases. Holding a
-/// lease's ref is what keeps the region allocated.
-struct session {
-  caf::actor_addr peer;
-  std::map<region_handle, byte_ref> leases;
+using detail::lookup_failure;
+using detail::refusal;
+using session_map = std::map<std::uint64_t, detail::session>;
+constexpr auto to_remote_op = [](const op_result& r) { return to_remote(r); };
 
-  /// Bytes still held (a lease of a stopped incarnation holds none).
-  [[nodiscard]] std::uint64_t held_bytes() const {
-    std::uint64_t n = 0;
-    for (const auto& [h, ref] : leases)
-      if (ref.valid())
-        n += ref.bytes();
-    return n;
-  }
-};
-
-/// Why a region lookup failed. The error names the current generation, which the gateway asks
-/// the supervisor for before replying (failures are rare; lookups stay synchronous).
-struct lookup_failure {
-  std::string op;
-  std::uint64_t session = 0;
-  bool no_session = false;
-  region_handle wanted{};
-  bool held_inert = false;  ///< the session leases exactly `wanted`, but its incarnation stopped
-  std::optional<region_handle> same_id{};  ///< the session's lease of that id in another generation
-
-  [[nodiscard]] caf::error to_error(const supervision_stats* sv) const {
-    const auto sid = std::to_string(session);
-    if (no_session)
-      return make_caf_error(
-          errc::invalid_argument,
-          op + ": session " + sid + " is not open (never opened, closed, or its peer went down)");
-    const auto what = op + ": " + to_string(wanted);
-    const std::uint64_t current = sv ? sv->current_generation : 0;
-    std::string now = "the allocator's current generation is unknown";
-    if (sv && sv->state == supervisor_state::running)
-      now = "the allocator now runs generation " + std::to_string(current);
-    else if (sv)
-      now = "the allocator is " + std::string(to_string(sv->state)) + " after generation " +
-            std::to_string(current);
-    const std::string also =
-        same_id ? "; session " + sid + " leases " + to_string(*same_id) + " instead" : "";
-    if (held_inert)
-      return make_caf_error(errc::allocator_stopped,
-                            what + " is stale: its allocator incarnation stopped and " + now +
-                                " (its memory went with that incarnation; release the lease)");
-    if (wanted.generation == 0)
-      return make_caf_error(
-          errc::invalid_argument,
-          what + " names no allocator incarnation (generations start at 1)" + also);
-    if (current != 0 && wanted.generation < current)
-      return make_caf_error(errc::allocator_stopped, what + " is stale: " + now + also);
-    if (current != 0 && wanted.generation > current)
-      return make_caf_error(errc::invalid_argument, what + " does not exist: " + now + also);
-    return make_caf_error(errc::invalid_argument, what + " is not leased by session " + sid + also);
-  }
-};
+caf::error to_caf(const refusal& r) {
+  return make_caf_error(r.code, r.message);
+}
 
 class remote_gateway final : public remote_allocator_actor::base {
  public:
@@ -80,68 +30,71 @@ class remote_gateway final : public remote_allocator_actor::base {
                  gateway_config config)
       : remote_allocator_actor::base(cfg),
         supervisor_(std::move(supervisor)),
-        config_(std::move(config)) {
+        config_(std::move(config)),
+        ceiling_(config_.quota_ceiling) {
     set_down_handler([this](caf::down_msg& dm) { on_down(dm); });
+  }
+
+  /// Exit and link messages of remote actors are dropped here, before CAF's own handling: CAF
+  /// 0.17 quits on an exit with reason `kill` whatever the exit handler says.
+  void enqueue(caf::mailbox_element_ptr ptr, caf::execution_unit* eu) override {
+    if (ptr)
+      if (auto why = detail::refused_system_message(*ptr, node(), system())) {
+        log(*why);
+        return;
+      }
+    remote_allocator_actor::base::enqueue(std::move(ptr), eu);
   }
 
   behavior_type make_behavior() override {
     monitor(supervisor_);
+    if (ceiling_ == 0)
+      request(supervisor_, caf::infinite, quota_atom_v, std::uint64_t{0})
+          .then([this](std::uint64_t q) { ceiling_ = ceiling_ == 0 ? q : ceiling_; },
+                [](caf::error&) {});
     return {
-        [this](open_session_atom, caf::actor& peer) -> caf::result<std::uint64_t> {
+        [this](open_session_atom, caf::actor& peer) -> caf::result<session_key> {
           return open_session(peer);
         },
-        [this](close_session_atom, std::uint64_t sid) -> caf::result<std::uint64_t> {
-          return close_session(sid);
+        [this](close_session_atom, const session_key& k) -> caf::result<std::uint64_t> {
+          return close_session(k);
         },
-        [this](allocate_atom, std::uint64_t sid, remote_allocate_request& r)
-            -> caf::result<region_handle> { return allocate(sid, std::move(r)); },
-        [this](release_atom, std::uint64_t sid, region_handle h) -> caf::result<std::uint64_t> {
-          return release(sid, h);
+        [this](allocate_atom, const session_key& k, remote_allocate_request& r)
+            -> caf::result<region_handle> { return allocate(k, std::move(r)); },
+        [this](release_atom, const session_key& k, region_handle h) -> caf::result<std::uint64_t> {
+          return release(k, h);
         },
-        [this](prefetch_atom, std::uint64_t sid,
-               remote_prefetch_request& r) -> caf::result<remote_op_result> {
-          return with_refs<remote_op_result>(sid, r.regions, "prefetch", [&](auto refs) {
-            return ask<remote_op_result, op_result>(
-                to_remote_result, prefetch_atom_v,
-                prefetch_request{std::move(refs), std::move(r.locations), {}, r.reply_when});
-          });
-        },
-        [this](discard_atom, std::uint64_t sid,
-               remote_discard_request& r) -> caf::result<remote_op_result> {
-          return with_refs<remote_op_result>(sid, r.regions, "discard", [&](auto refs) {
-            return ask<remote_op_result, op_result>(
-                to_remote_result, discard_atom_v,
-                discard_request{std::move(refs), {}, r.reply_when});
-          });
-        },
-        [this](advise_atom, std::uint64_t sid,
-               remote_advise_request& r) -> caf::result<remote_op_result> {
-          return with_refs<remote_op_result>(sid, r.regions, "advise", [&](auto refs) {
-            return ask<remote_op_result, op_result>(
-                to_remote_result, advise_atom_v, advise_request{std::move(refs), r.what, r.where});
-          });
-        },
-        [this](attributes_atom, std::uint64_t sid,
-               region_handle h) -> caf::result<remote_attributes> {
-          return with_refs<remote_attributes>(sid, {h}, "attributes", [&](auto refs) {
-            return ask<remote_attributes, range_attributes>(
-                [](const range_attributes& a) { return to_remote(a); }, attributes_atom_v,
-                std::move(refs.front()));
-          });
-        },
+        [this](prefetch_atom, const session_key& k, remote_prefetch_request& r)
+            -> caf::result<remote_op_result> { return prefetch(k, std::move(r)); },
+        [this](discard_atom, const session_key& k, remote_discard_request& r)
+            -> caf::result<remote_op_result> { return discard(k, std::move(r)); },
+        [this](advise_atom, const session_key& k, remote_advise_request& r)
+            -> caf::result<remote_op_result> { return advise(k, std::move(r)); },
+        [this](attributes_atom, const session_key& k,
+               region_handle h) -> caf::result<remote_attributes> { return attributes(k, h); },
         [this](stats_atom) -> caf::result<remote_stats> { return stats(); },
-        [this](regions_atom) -> caf::result<std::vector<remote_region_info>> { return regions(); },
+        [this](regions_atom, const session_key& k) -> caf::result<std::vector<remote_region_info>> {
+          if (authorize(k) == nullptr)
+            return lookup_failure{"regions", k.id, true}.to_error(nullptr);
+          return regions(k.id);
+        },
+        [this](regions_atom,
+               const operator_key& k) -> caf::result<std::vector<remote_region_info>> {
+          if (!detail::operator_key_matches(config_.operator_secret, k))
+            return detail::operator_refusal("regions");
+          return regions(0);
+        },
         [this](quota_atom a, std::uint64_t bytes) -> caf::result<std::uint64_t> {
-          return ask<std::uint64_t, std::uint64_t>([](std::uint64_t q) { return q; }, a, bytes);
+          if (bytes != 0)
+            return detail::operator_refusal("quota: setting the quota to " + std::to_string(bytes) +
+                                            " bytes");
+          return ask<std::uint64_t, std::uint64_t>(
+              0, [](std::uint64_t q) { return q; }, a, bytes);
         },
-        [](export_ipc_atom, std::uint64_t, region_handle h) -> caf::result<std::vector<char>> {
-          return make_caf_error(
-              errc::not_supported,
-              "export_ipc: " + to_string(h) +
-                  " cannot be exported: managed memory cannot be exported over CUDA IPC "
-                  "(cudaIpcGetMemHandle supports device memory from cudaMalloc only); use the "
-                  "remote interface's region ids instead");
-        },
+        [this](quota_atom, const operator_key& k,
+               std::uint64_t bytes) -> caf::result<std::uint64_t> { return set_quota(k, bytes); },
+        [this](export_ipc_atom, const session_key& k,
+               region_handle h) -> caf::result<std::vector<char>> { return export_ipc(k, h); },
     };
   }
 
@@ -152,36 +105,78 @@ class remote_gateway final : public remote_allocator_actor::base {
   }
 
  private:
-  // -- sessions ----------------------------------------------------------------------------------
+  // -- authority -------------------------------------------------------------------------------
 
-  caf::result<std::uint64_t> open_session(const caf::actor& peer) {
-    if (!peer)
-      return make_caf_error(errc::invalid_argument,
-                            "open_session: no actor given; a session needs an actor of the "
-                            "peer's process for the gateway to monitor");
-    const auto sid = ++next_session_;
-    sessions_[sid].peer = peer.address();
-    monitor(peer);  // already down: the down message comes at once and ends the session
-    log("session " + std::to_string(sid) + " opened by node " + caf::to_string(peer.node()));
-    return sid;
+  /// The session `k` names if its secret matches and the request comes from its node; counts
+  /// the request as activity. Null otherwise.
+  detail::session* authorize(const session_key& k) {
+    expire_idle();
+    auto it = sessions_.find(k.id);
+    const auto& sender = current_sender();
+    if (it == sessions_.end() || !it->second.has_secret(k) || sender == nullptr ||
+        sender->node() != it->second.node)
+      return nullptr;
+    it->second.last_used = std::chrono::steady_clock::now();
+    return &it->second;
   }
 
-  caf::result<std::uint64_t> close_session(std::uint64_t sid) {
-    auto it = sessions_.find(sid);
-    if (it == sessions_.end())
-      return lookup_failure{"close_session", sid, true}.to_error(nullptr);
+  // -- sessions ----------------------------------------------------------------------------------
+
+  caf::result<session_key> open_session(const caf::actor& peer) {
+    expire_idle();
+    const auto& sender = current_sender();
+    if (auto why = detail::refuse_peer(peer, sender, address(), supervisor_.address()))
+      return make_caf_error(errc::invalid_argument, "open_session: " + *why);
+    std::size_t of_tenant = 0;
+    for (const auto& [sid, s] : sessions_)
+      of_tenant += s.node == peer.node() ? 1 : 0;
+    if (of_tenant >= config_.max_sessions_per_tenant)
+      return make_caf_error(errc::quota_exceeded,
+                            "open_session: node " + caf::to_string(peer.node()) + " has " +
+                                std::to_string(of_tenant) + " sessions open, the cap per tenant");
+    session_key key{++next_session_};
+    detail::random_secret(key.secret_hi, key.secret_lo);
+    auto& s = sessions_[key.id];
+    s.peer = peer.address();
+    s.node = peer.node();
+    s.secret_hi = key.secret_hi;
+    s.secret_lo = key.secret_lo;
+    s.last_used = std::chrono::steady_clock::now();
+    monitor(peer);  // already down: the down message comes at once and ends the session
+    log("session " + std::to_string(key.id) + " opened by node " + caf::to_string(peer.node()));
+    return key;
+  }
+
+  caf::result<std::uint64_t> close_session(const session_key& k) {
+    if (authorize(k) == nullptr)
+      return lookup_failure{"close_session", k.id, true}.to_error(nullptr);
+    auto it = sessions_.find(k.id);
     const std::uint64_t n = it->second.leases.size();
     end_session(it, "closed by its peer");
     return n;
   }
 
-  void end_session(std::map<std::uint64_t, session>::iterator it, const std::string& why) {
+  void end_session(session_map::iterator it, const std::string& why) {
     auto& s = it->second;
     demonitor(s.peer);
     log("session " + std::to_string(it->first) + " " + why + "; released " +
         std::to_string(s.leases.size()) + " lease(s), " + std::to_string(s.held_bytes()) +
         " bytes");
     sessions_.erase(it);  // drops the refs: the allocator frees what nobody else holds
+  }
+
+  /// Ends every session idle for longer than the idle timeout (none with requests in flight).
+  void expire_idle() {
+    if (config_.idle_timeout.count() <= 0)
+      return;
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      auto next = std::next(it);
+      if (it->second.in_flight == 0 && now - it->second.last_used > config_.idle_timeout)
+        end_session(it, "ended: idle for more than " +
+                            std::to_string(config_.idle_timeout.count()) + " ms");
+      it = next;
+    }
   }
 
   void on_down(const caf::down_msg& dm) {
@@ -205,78 +200,138 @@ class remote_gateway final : public remote_allocator_actor::base {
 
   // -- leases ------------------------------------------------------------------------------------
 
-  caf::result<region_handle> allocate(std::uint64_t sid, remote_allocate_request r) {
-    if (!sessions_.contains(sid))
-      return lookup_failure{"allocate", sid, true}.to_error(nullptr);
+  caf::result<region_handle> allocate(const session_key& k, remote_allocate_request r) {
+    auto* s = authorize(k);
+    if (s == nullptr)
+      return lookup_failure{"allocate", k.id, true}.to_error(nullptr);
+    if (auto busy = too_busy(*s, "allocate"))
+      return *busy;
+    if (auto bad = detail::admit(*s, sessions_, r, config_, ceiling_))
+      return to_caf(*bad);
+    const std::uint64_t charge = r.bytes + r.label.size();  // checked by admit
+    s->pending_charge += charge;
+    ++s->in_flight;
+    const auto sid = k.id;
     auto rp = make_response_promise<region_handle>();
     request(supervisor_, caf::infinite, allocate_atom_v,
             allocate_request{r.bytes, 1, r.alignment, r.attach, {}, std::move(r.label)})
         .then(
-            [this, rp, sid](byte_ref& ref) mutable {
-              auto it = sessions_.find(sid);
-              if (it == sessions_.end()) {
+            [this, rp, sid, charge](byte_ref& ref) mutable {
+              auto* s = settle(sid, charge);
+              if (s == nullptr) {
                 // The session ended while the allocator worked: the ref drops here, and with
                 // it the region.
                 rp.deliver(lookup_failure{"allocate", sid, true}.to_error(nullptr));
                 return;
               }
               const region_handle h{ref.id(), ref.generation()};
-              it->second.leases.insert_or_assign(h, std::move(ref));
+              s->leases.insert_or_assign(h, detail::lease{std::move(ref), charge});
               rp.deliver(h);
             },
-            [this, rp](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
+            [this, rp, sid, charge](caf::error& err) mutable {
+              settle(sid, charge);
+              rp.deliver(relay(std::move(err)));
+            });
     return rp;
   }
 
-  caf::result<std::uint64_t> release(std::uint64_t sid, region_handle h) {
-    auto it = sessions_.find(sid);
-    if (it != sessions_.end()) {
-      auto lease = it->second.leases.find(h);
-      if (lease != it->second.leases.end()) {
-        // A lease of a stopped incarnation gives nothing back: its memory went with it.
-        const std::uint64_t bytes = lease->second.valid() ? lease->second.bytes() : 0;
-        it->second.leases.erase(lease);
-        return bytes;
-      }
-    }
-    std::vector<byte_ref> none;
-    return fail<std::uint64_t>(*resolve(sid, {h}, "release", none));
-  }
-
-  /// The refs of `handles`, all leased by session `sid` and alive; or why not.
-  std::optional<lookup_failure> resolve(std::uint64_t sid,
-                                        const std::vector<region_handle>& handles, const char* op,
-                                        std::vector<byte_ref>& refs) {
+  /// Ends the bookkeeping of one forwarded request of session `sid` (if it is still open).
+  detail::session* settle(std::uint64_t sid, std::uint64_t charge = 0) {
     auto it = sessions_.find(sid);
     if (it == sessions_.end())
-      return lookup_failure{op, sid, true};
-    const auto& leases = it->second.leases;
-    refs.reserve(handles.size());
-    for (const auto& h : handles) {
-      auto lease = leases.find(h);
-      if (lease != leases.end() && lease->second.valid()) {
-        refs.push_back(lease->second);
-        continue;
-      }
-      lookup_failure f{op, sid, false, h, lease != leases.end()};
-      for (auto same = leases.lower_bound({h.id, 0});
-           same != leases.end() && same->first.id == h.id; ++same)
-        if (same->first != h)
-          f.same_id = same->first;
-      return f;
+      return nullptr;
+    it->second.pending_charge -= charge;
+    --it->second.in_flight;
+    it->second.last_used = std::chrono::steady_clock::now();
+    return &it->second;
+  }
+
+  std::optional<caf::error> too_busy(const detail::session& s, const char* op) const {
+    if (s.in_flight < config_.max_in_flight_per_session)
+      return std::nullopt;
+    return make_caf_error(errc::quota_exceeded,
+                          std::string(op) + ": the session has " + std::to_string(s.in_flight) +
+                              " requests in flight, the cap; wait for their replies");
+  }
+
+  caf::result<std::uint64_t> release(const session_key& k, region_handle h) {
+    auto* s = authorize(k);
+    if (s == nullptr)
+      return lookup_failure{"release", k.id, true}.to_error(nullptr);
+    auto lease = s->leases.find(h);
+    if (lease != s->leases.end()) {
+      // A lease of a stopped incarnation gives nothing back: its memory went with it.
+      const std::uint64_t bytes = lease->second.ref.valid() ? lease->second.ref.bytes() : 0;
+      s->leases.erase(lease);
+      return bytes;
     }
-    return std::nullopt;
+    std::vector<byte_ref> none;
+    return fail<std::uint64_t>(*detail::resolve(*s, k.id, {h}, "release", none));
+  }
+
+  caf::result<remote_op_result> prefetch(const session_key& k, remote_prefetch_request r) {
+    if (auto bad = detail::check_completion("prefetch", r.reply_when))
+      return to_caf(*bad);
+    if (auto bad = detail::check_locations("prefetch", r.locations))
+      return to_caf(*bad);
+    return with_refs<remote_op_result>(k, r.regions, "prefetch", [&](auto refs) {
+      return ask<remote_op_result, op_result>(
+          k.id, to_remote_op, prefetch_atom_v,
+          prefetch_request{std::move(refs), std::move(r.locations), {}, r.reply_when});
+    });
+  }
+
+  caf::result<remote_op_result> discard(const session_key& k, remote_discard_request r) {
+    if (auto bad = detail::check_completion("discard", r.reply_when))
+      return to_caf(*bad);
+    return with_refs<remote_op_result>(k, r.regions, "discard", [&](auto refs) {
+      return ask<remote_op_result, op_result>(k.id, to_remote_op, discard_atom_v,
+                                              discard_request{std::move(refs), {}, r.reply_when});
+    });
+  }
+
+  caf::result<remote_op_result> advise(const session_key& k, remote_advise_request r) {
+    if (auto bad = detail::check_advise(r))
+      return to_caf(*bad);
+    return with_refs<remote_op_result>(k, r.regions, "advise", [&](auto refs) {
+      return ask<remote_op_result, op_result>(k.id, to_remote_op, advise_atom_v,
+                                              advise_request{std::move(refs), r.what, r.where});
+    });
+  }
+
+  caf::result<remote_attributes> attributes(const session_key& k, region_handle h) {
+    return with_refs<remote_attributes>(k, {h}, "attributes", [&](auto refs) {
+      return ask<remote_attributes, range_attributes>(
+          k.id, [](const range_attributes& a) { return to_remote(a); }, attributes_atom_v,
+          std::move(refs.front()));
+    });
+  }
+
+  caf::result<std::vector<char>> export_ipc(const session_key& k, region_handle h) {
+    if (authorize(k) == nullptr)
+      return lookup_failure{"export_ipc", k.id, true}.to_error(nullptr);
+    return make_caf_error(errc::not_supported,
+                          "export_ipc: " + to_string(h) +
+                              " cannot be exported: managed memory cannot be exported over CUDA "
+                              "IPC (cudaIpcGetMemHandle supports device memory from cudaMalloc "
+                              "only); use the remote interface's region ids instead");
   }
 
   /// Runs `then(refs)` when every handle resolves; otherwise replies the lookup failure.
   template <class R, class Then>
-  caf::result<R> with_refs(std::uint64_t sid, const std::vector<region_handle>& handles,
+  caf::result<R> with_refs(const session_key& k, const std::vector<region_handle>& handles,
                            const char* op, Then then) {
+    auto* s = authorize(k);
+    if (s == nullptr)
+      return lookup_failure{op, k.id, true}.to_error(nullptr);
     if (handles.empty())
       return make_caf_error(errc::invalid_argument, std::string(op) + ": no regions given");
+    if (auto busy = too_busy(*s, op))
+      return *busy;
     std::vector<byte_ref> refs;
-    if (auto failure = resolve(sid, handles, op, refs))
+    if (auto failure = detail::resolve(*s, k.id, handles, op, refs))
       return fail<R>(std::move(*failure));
+    ++s->in_flight;
     return then(std::move(refs));
   }
 
@@ -294,13 +349,45 @@ class remote_gateway final : public remote_allocator_actor::base {
 
   // -- forwarding to the supervisor ------------------------------------------------------------
 
-  /// Sends `xs` to the supervisor and replies its answer converted to the wire type.
+  /// Sends `xs` to the supervisor and replies its answer converted to the wire type; settles
+  /// one request in flight of session `sid` (0: none) when the answer comes.
   template <class R, class Local, class Convert, class... Ts>
-  caf::typed_response_promise<R> ask(Convert convert, Ts... xs) {
+  caf::typed_response_promise<R> ask(std::uint64_t sid, Convert convert, Ts... xs) {
     auto rp = make_response_promise<R>();
     request(supervisor_, caf::infinite, std::move(xs)...)
-        .then([rp, convert](Local& x) mutable { rp.deliver(convert(x)); },
-              [this, rp](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
+        .then(
+            [this, rp, sid, convert](Local& x) mutable {
+              settle(sid);
+              rp.deliver(convert(x));
+            },
+            [this, rp, sid](caf::error& err) mutable {
+              settle(sid);
+              rp.deliver(relay(std::move(err)));
+            });
+    return rp;
+  }
+
+  /// The operator sets the quota, never above the ceiling (learnt from the supervisor first if
+  /// the gateway was not told it).
+  caf::result<std::uint64_t> set_quota(const operator_key& k, std::uint64_t bytes) {
+    if (!detail::operator_key_matches(config_.operator_secret, k))
+      return detail::operator_refusal("quota");
+    const auto identity = [](std::uint64_t q) { return q; };
+    if (bytes == 0 || (ceiling_ != 0 && bytes <= ceiling_))
+      return ask<std::uint64_t, std::uint64_t>(0, identity, quota_atom_v, bytes);
+    if (ceiling_ != 0)
+      return make_caf_error(errc::invalid_argument,
+                            "quota: " + std::to_string(bytes) + " bytes is above the ceiling of " +
+                                std::to_string(ceiling_) +
+                                " bytes the serving node was started with; no request lifts it");
+    auto rp = make_response_promise<std::uint64_t>();
+    request(supervisor_, caf::infinite, quota_atom_v, std::uint64_t{0})
+        .then(
+            [this, rp, k, bytes](std::uint64_t q) mutable {
+              ceiling_ = ceiling_ == 0 ? q : ceiling_;
+              rp.delegate(caf::actor_cast<remote_allocator_actor>(this), quota_atom_v, k, bytes);
+            },
+            [this, rp](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
     return rp;
   }
 
@@ -313,11 +400,8 @@ class remote_gateway final : public remote_allocator_actor::base {
         "the serving node's allocator supervisor did not answer (" + system().render(err) + ")");
   }
 
-  static remote_op_result to_remote_result(const op_result& r) {
-    return {r.ranges, r.bytes, r.completed, r.backend_ranges};
-  }
-
   caf::result<remote_stats> stats() {
+    expire_idle();
     auto rp = make_response_promise<remote_stats>();
     request(supervisor_, caf::infinite, stats_atom_v)
         .then(
@@ -343,48 +427,28 @@ class remote_gateway final : public remote_allocator_actor::base {
     return rp;
   }
 
-  /// The supervisor's region report, with attributes read for every leased region.
-  caf::result<std::vector<remote_region_info>> regions() {
+  /// The supervisor's region report (only session `only`'s rows unless it is 0), with
+  /// attributes read for every leased region.
+  caf::result<std::vector<remote_region_info>> regions(std::uint64_t only) {
     auto rp = make_response_promise<std::vector<remote_region_info>>();
     request(supervisor_, caf::infinite, regions_atom_v)
         .then(
-            [this, rp](std::vector<region_info>& rows) mutable {
-              std::map<region_handle, std::pair<std::uint64_t, byte_ref>> leased;
+            [this, rp, only](std::vector<region_info>& rows) mutable {
+              detail::leased_map leased;
               for (const auto& [sid, s] : sessions_)
-                for (const auto& [h, ref] : s.leases)
-                  if (ref.valid())
-                    leased.emplace(h, std::pair(sid, ref));
+                for (const auto& [h, l] : s.leases)
+                  if (l.ref.valid() && (only == 0 || sid == only))
+                    leased.emplace(h, std::pair(sid, l.ref));
               auto out = std::make_shared<std::vector<remote_region_info>>();
-              auto remaining = std::make_shared<std::size_t>(0);
               for (auto& row : rows) {
-                const region_handle h{row.id, row.generation};
-                out->push_back({std::move(row)});
-                if (auto it = leased.find(h); it != leased.end()) {
-                  out->back().session = it->second.first;
-                  ++*remaining;
-                }
-              }
-              if (*remaining == 0) {
-                rp.deliver(std::move(*out));
-                return;
-              }
-              for (std::size_t i = 0; i < out->size(); ++i) {
-                if ((*out)[i].session == 0)
+                auto it = leased.find({row.id, row.generation});
+                if (only != 0 && it == leased.end())
                   continue;
-                const auto& ref = leased.at({(*out)[i].region.id, (*out)[i].region.generation});
-                auto done = [rp, out, remaining]() mutable {
-                  if (--*remaining == 0)
-                    rp.deliver(std::move(*out));
-                };
-                request(supervisor_, caf::infinite, attributes_atom_v, ref.second)
-                    .then(
-                        [out, i, done](range_attributes& a) mutable {
-                          (*out)[i].attributes_known = true;
-                          (*out)[i].attributes = to_remote(a);
-                          done();
-                        },
-                        [done](caf::error&) mutable { done(); });  // freed meanwhile: unknown
+                out->push_back({std::move(row)});
+                if (it != leased.end())
+                  out->back().session = it->second.first;
               }
+              detail::read_attributes(this, supervisor_, rp, out, leased);
             },
             [this, rp](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
     return rp;
@@ -397,7 +461,8 @@ class remote_gateway final : public remote_allocator_actor::base {
 
   allocator_supervisor_actor supervisor_;
   gateway_config config_;
-  std::map<std::uint64_t, session> sessions_;
+  std::uint64_t ceiling_ = 0;
+  session_map sessions_;
   std::uint64_t next_session_ = 0;
   std::uint64_t sessions_lost_ = 0;
 };
@@ -408,44 +473,6 @@ remote_allocator_actor spawn_remote_gateway(caf::actor_system& sys,
                                             allocator_supervisor_actor supervisor,
                                             gateway_config config) {
   return sys.spawn<remote_gateway>(std::move(supervisor), std::move(config));
-}
-
-std::uint16_t publish_gateway(caf::actor_system& sys, const remote_allocator_actor& gateway,
-                              std::uint16_t port, const std::string& bind) {
-  if (bind.empty())
-    raise(errc::invalid_argument,
-          "publish: empty bind address (CAF would listen on every interface); name one, "
-          "e.g. 127.0.0.1");
-  if (!sys.has_middleman())
-    raise(errc::invalid_argument,
-          "publish: the actor system has no middleman; load it with "
-          "cfg.load<caf::io::middleman>()");
-  auto bound = sys.middleman().publish(gateway, port, bind.c_str(), false);
-  if (!bound)
-    raise(errc::backend_error, "publish: cannot listen on " + bind + ":" + std::to_string(port) +
-                                   ": " + sys.render(bound.error()));
-  return *bound;
-}
-
-bool is_loopback_address(std::string_view address) noexcept {
-  if (address.size() >= 2 && address.front() == '[' && address.back() == ']')
-    address = address.substr(1, address.size() - 2);
-  if (address == "localhost")
-    return true;
-  char text[INET6_ADDRSTRLEN + 1] = {};
-  if (address.empty() || address.size() >= sizeof text)
-    return false;
-  address.copy(text, address.size());
-  in_addr v4{};
-  if (inet_pton(AF_INET, text, &v4) == 1)
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, text, &v6) == 1) {
-    if (IN6_IS_ADDR_LOOPBACK(&v6))
-      return true;
-    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
-  }
-  return false;
 }
 
 }  // namespace uma

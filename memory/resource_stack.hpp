@@ -45,8 +45,10 @@ class resource_stack {
   [[nodiscard]] limit_resource& limit() noexcept { return *limit_; }
   [[nodiscard]] const limit_resource& limit() const noexcept { return *limit_; }
   /// Counters of what the stack handed out.
+  [[nodiscard]] statistics_resource& statistics() noexcept { return *statistics_; }
   [[nodiscard]] const statistics_resource& statistics() const noexcept { return *statistics_; }
   /// Outstanding allocations and their labels.
+  [[nodiscard]] tracking_resource& tracking() noexcept { return *tracking_; }
   [[nodiscard]] const tracking_resource& tracking() const noexcept { return *tracking_; }
 
  private:

@@ -35,6 +35,19 @@ void tracking_resource::do_deallocate(const allocation& a) noexcept {
   upstream().deallocate(a);
 }
 
+void tracking_resource::keep_only(const std::vector<const void*>& kept) noexcept {
+  std::unordered_map<const void*, tracked_allocation> rest;
+  std::lock_guard lock(mutex_);
+  try {
+    for (const auto* data : kept)
+      if (auto it = live_.find(data); it != live_.end())
+        rest.insert(live_.extract(it));
+  } catch (...) {
+    // out of host memory: the kept entries that did not move lose their labels, nothing else
+  }
+  live_.swap(rest);
+}
+
 std::vector<tracked_allocation> tracking_resource::outstanding() const {
   std::vector<tracked_allocation> out;
   {

@@ -28,6 +28,9 @@ class tracking_resource final : public resource_adaptor {
   [[nodiscard]] std::vector<tracked_allocation> outstanding() const;
   /// The label of the outstanding allocation whose data starts at `data` ("" when none).
   [[nodiscard]] std::string label_of(const void* data) const;
+  /// Forgets every outstanding allocation except those whose data starts at one of `kept`:
+  /// post_stop, once the rest went with their slabs or were freed.
+  void keep_only(const std::vector<const void*>& kept) noexcept;
   /// How many allocations are outstanding.
   [[nodiscard]] std::size_t size() const;
 

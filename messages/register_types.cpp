@@ -14,6 +14,8 @@ void register_types(caf::actor_system_config& cfg) {
   // agree on these names (they are part of the interface a remote_actor lookup checks).
   // add_message_type<T> registers std::vector<T> as well.
   cfg.add_message_type<region_handle>("uma::region_handle");
+  cfg.add_message_type<session_key>("uma::session_key");
+  cfg.add_message_type<operator_key>("uma::operator_key");
   cfg.add_message_type<remote_allocate_request>("uma::remote_allocate_request");
   cfg.add_message_type<remote_prefetch_request>("uma::remote_prefetch_request");
   cfg.add_message_type<remote_discard_request>("uma::remote_discard_request");

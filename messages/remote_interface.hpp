@@ -18,41 +18,54 @@ namespace uma {
 /// `ManagedRef`. See docs/distributed.md for what crosses the wire.
 ///
 /// Memory allocated remotely is held by a *lease* of a session on the serving node. A session
-/// is opened with the handle of an actor of the peer's process; the gateway monitors it, and
-/// when it goes down (the peer process died, its connection dropped, or it closed the session)
-/// every lease of the session is released. Requests about regions name the session; a region
-/// must be leased by that session.
+/// is opened with the handle of an actor of the peer's own node (a remote peer may not name the
+/// gateway, a local actor or another node's actor); the gateway monitors it, and when it goes
+/// down (the peer process died, its connection dropped, or it closed the session) every lease of
+/// the session is released.
+///
+/// Authority: the reply to `open_session` is a `session_key` (id + 128-bit secret). Requests
+/// about a session carry the key and must come from the node that opened it; a wrong key, or a
+/// request from another node, is refused with invalid_argument and changes nothing. Tenants act
+/// on their own leases and read their own region rows and the global counters; the operator
+/// (holding the serving node's `operator_key`) sets the quota (never above the ceiling the node
+/// was started with) and reads every region.
 ///
 /// Errors are `caf::error`s of the `uma` category, as locally. Region lookups refuse an unknown
 /// id with invalid_argument, and a stale generation (older than the allocator's current one, or
 /// a region whose incarnation stopped) with allocator_stopped; both messages name the id and
 /// the generations involved.
 using remote_allocator_actor = caf::typed_actor<
-    /// -> the new session's id; invalid_argument for an invalid actor handle
-    caf::replies_to<open_session_atom, caf::actor>::with<std::uint64_t>,
-    /// -> leases released; invalid_argument when the session is not open
-    caf::replies_to<close_session_atom, std::uint64_t>::with<std::uint64_t>,
-    /// (session, request) -> the new region, leased by the session; the local allocator's
-    /// errors (quota_exceeded, invalid_argument, overflow, out_of_memory, ...)
-    caf::replies_to<allocate_atom, std::uint64_t, remote_allocate_request>::with<region_handle>,
+    /// -> the new session's key; invalid_argument for no actor, an actor that is not of the
+    /// requesting peer's node, the gateway itself, or a tenant over its session cap
+    caf::replies_to<open_session_atom, caf::actor>::with<session_key>,
+    /// -> leases released; invalid_argument when the session is not open or the key is wrong
+    caf::replies_to<close_session_atom, session_key>::with<std::uint64_t>,
+    /// (session, request) -> the new region, leased by the session; invalid_argument for a label
+    /// over the cap or with control characters, an out-of-range attach flag; quota_exceeded
+    /// over the tenant quota; the local allocator's errors
+    caf::replies_to<allocate_atom, session_key, remote_allocate_request>::with<region_handle>,
     /// (session, region) -> bytes of the region whose lease ended (its memory is freed unless
     /// someone on the serving node still holds a ref)
-    caf::replies_to<release_atom, std::uint64_t, region_handle>::with<std::uint64_t>,
-    /// (session, request) -> what was done
-    caf::replies_to<prefetch_atom, std::uint64_t, remote_prefetch_request>::with<remote_op_result>,
-    caf::replies_to<discard_atom, std::uint64_t, remote_discard_request>::with<remote_op_result>,
-    caf::replies_to<advise_atom, std::uint64_t, remote_advise_request>::with<remote_op_result>,
+    caf::replies_to<release_atom, session_key, region_handle>::with<std::uint64_t>,
+    /// (session, request) -> what was done; out-of-range enums are refused before anything runs
+    caf::replies_to<prefetch_atom, session_key, remote_prefetch_request>::with<remote_op_result>,
+    caf::replies_to<discard_atom, session_key, remote_discard_request>::with<remote_op_result>,
+    caf::replies_to<advise_atom, session_key, remote_advise_request>::with<remote_op_result>,
     /// (session, region) -> advice and last prefetch location, as the serving node reads them
-    caf::replies_to<attributes_atom, std::uint64_t, region_handle>::with<remote_attributes>,
+    caf::replies_to<attributes_atom, session_key, region_handle>::with<remote_attributes>,
     /// -> the allocator's, the supervisor's and the gateway's counters
     caf::replies_to<stats_atom>::with<remote_stats>,
-    /// -> every region of the current allocator incarnation; attributes for leased ones
-    caf::replies_to<regions_atom>::with<std::vector<remote_region_info>>,
-    /// (bytes) -> the quota now in force: the allocator's own request (sig::quota), answered by
-    /// the supervisor behind the gateway
+    /// (session) -> the regions leased by this session, with their attributes
+    caf::replies_to<regions_atom, session_key>::with<std::vector<remote_region_info>>,
+    /// (operator) -> every region of the current allocator incarnation; attributes for leased
+    caf::replies_to<regions_atom, operator_key>::with<std::vector<remote_region_info>>,
+    /// (0) -> the quota in force; any other value is refused: setting needs the operator key
     sig::quota,
+    /// (operator, bytes) -> the quota now in force; 0 reads it. invalid_argument when below the
+    /// live bytes or above the ceiling the serving node was started with
+    caf::replies_to<quota_atom, operator_key, std::uint64_t>::with<std::uint64_t>,
     /// (session, region) -> never succeeds: not_supported, because managed memory cannot be
     /// exported over CUDA IPC. The reply type is what a cudaIpcMemHandle_t would have been.
-    caf::replies_to<export_ipc_atom, std::uint64_t, region_handle>::with<std::vector<char>>>;
+    caf::replies_to<export_ipc_atom, session_key, region_handle>::with<std::vector<char>>>;
 
 }  // namespace uma

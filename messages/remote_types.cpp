@@ -6,6 +6,40 @@ std::string to_string(const region_handle& h) {
   return "region " + std::to_string(h.id) + " of generation " + std::to_string(h.generation);
 }
 
+std::string to_hex(const operator_key& k) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (const auto word : {k.secret_hi, k.secret_lo})
+    for (int shift = 60; shift >= 0; shift -= 4)
+      out.push_back(digits[(word >> shift) & 0xf]);
+  return out;
+}
+
+std::optional<operator_key> parse_operator_key(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.remove_suffix(1);
+  if (text.size() != 32)
+    return std::nullopt;
+  operator_key k;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    std::uint64_t v = 0;
+    if (c >= '0' && c <= '9')
+      v = static_cast<std::uint64_t>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v = static_cast<std::uint64_t>(c - 'a' + 10);
+    else
+      return std::nullopt;
+    auto& word = i < 16 ? k.secret_hi : k.secret_lo;
+    word = (word << 4) | v;
+  }
+  return k;
+}
+
+remote_op_result to_remote(const op_result& r) {
+  return {r.ranges, r.bytes, r.completed, r.backend_ranges};
+}
+
 remote_attributes to_remote(const range_attributes& a) {
   remote_attributes out;
   out.read_mostly = a.read_mostly;

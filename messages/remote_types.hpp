@@ -7,7 +7,9 @@
 
 #include <compare>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <uma/memory/allocator_stats.hpp>
@@ -36,6 +38,42 @@ template <class Inspector>
 auto inspect(Inspector& f, region_handle& x) {
   return f(x.id, x.generation);
 }
+
+/// What a tenant holds to act on its session: the session's id and a 128-bit secret drawn by
+/// the serving node from the kernel's random source when the session opened. Ids are small and
+/// sequential; the secret is what proves the holder opened the session. Every request about a
+/// session's leases carries its key, and the gateway also requires the request to come from the
+/// node that opened the session.
+struct session_key {
+  std::uint64_t id = 0;
+  std::uint64_t secret_hi = 0;
+  std::uint64_t secret_lo = 0;
+  friend bool operator==(const session_key&, const session_key&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, session_key& x) {
+  return f(x.id, x.secret_hi, x.secret_lo);
+}
+
+/// The operator's capability (quota, everyone's region table): a 128-bit secret the serving
+/// node draws at start and hands out only locally (`uma serve --operator-key-file`, mode 0600).
+/// An all-zero key is never accepted.
+struct operator_key {
+  std::uint64_t secret_hi = 0;
+  std::uint64_t secret_lo = 0;
+  [[nodiscard]] bool empty() const noexcept { return secret_hi == 0 && secret_lo == 0; }
+  friend bool operator==(const operator_key&, const operator_key&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, operator_key& x) {
+  return f(x.secret_hi, x.secret_lo);
+}
+
+/// 32 lower-case hex digits; `parse_operator_key` reads them back (nullopt for anything else).
+[[nodiscard]] std::string to_hex(const operator_key& k);
+[[nodiscard]] std::optional<operator_key> parse_operator_key(std::string_view text);
 
 /// Allocate `bytes` on the serving node, held by a lease of the requesting session.
 struct remote_allocate_request {
@@ -102,6 +140,9 @@ template <class Inspector>
 auto inspect(Inspector& f, remote_op_result& x) {
   return f(x.ranges, x.bytes, x.completed, x.backend_ranges);
 }
+
+/// `op_result` in wire form.
+[[nodiscard]] remote_op_result to_remote(const op_result& r);
 
 /// The wire form of `range_attributes`: CAF 0.17 serializes no `std::optional`, so each optional
 /// location travels as a flag and a value.

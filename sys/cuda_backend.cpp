@@ -98,6 +98,9 @@ std::size_t cuda_backend::default_quota() const {
 }
 
 void* cuda_backend::allocate_managed(std::size_t bytes, attach_flag attach) {
+  // cudaMallocManaged(0) succeeds with a null pointer; uma's backends hand out no empty regions.
+  if (bytes == 0)
+    raise(errc::invalid_argument, "cuda allocate_managed: zero bytes requested");
   void* ptr = nullptr;
   const unsigned int flags = attach == attach_flag::host ? cudaMemAttachHost : cudaMemAttachGlobal;
   UMA_CUDA_CHECK(cudaMallocManaged(&ptr, bytes, flags),

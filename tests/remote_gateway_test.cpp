@@ -10,6 +10,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
+#include <uma/actors/detail/remote_checks.hpp>
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "support/actor_fixture.hpp"
@@ -32,10 +33,20 @@ class gateway : public test::actor_fixture {
     cfg.allocator.backend = faults_;
     cfg.backoff_initial = 0ms;
     sup_ = spawn_supervisor(sys_, std::move(cfg));
-    gw_ = spawn_remote_gateway(sys_, sup_);
-    peer_ = sys_.spawn(idle_peer, 0);
-    session_ = ask<std::uint64_t>(open_session_atom_v, peer_);
+    start_gateway({});
     baseline_ = local().flush().live_bytes;
+  }
+
+  /// (Re)starts the gateway with `cfg` (and this fixture's operator key) and opens a session.
+  void start_gateway(gateway_config cfg) {
+    if (gw_)
+      caf::anon_send_exit(gw_, caf::exit_reason::user_shutdown);
+    if (peer_)
+      caf::anon_send_exit(peer_, caf::exit_reason::user_shutdown);
+    cfg.operator_secret = operator_;
+    gw_ = spawn_remote_gateway(sys_, sup_, std::move(cfg));
+    peer_ = sys_.spawn(idle_peer, 0);
+    session_ = ask<session_key>(open_session_atom_v, peer_);
   }
 
   void TearDown() override {
@@ -103,7 +114,8 @@ class gateway : public test::actor_fixture {
   allocator_supervisor_actor sup_;
   remote_allocator_actor gw_;
   caf::actor peer_;
-  std::uint64_t session_ = 0;
+  operator_key operator_ = make_operator_key();
+  session_key session_{};
   std::uint64_t baseline_ = 0;
   std::unique_ptr<client> local_;
 };
@@ -138,9 +150,9 @@ TEST_F(gateway, PrefetchAndAdviceByIdChangeWhatTheServingNodeReads) {
   EXPECT_TRUE(attrs.read_mostly);
   EXPECT_EQ(attrs.preferred_location, location::host());
   EXPECT_EQ(attrs.last_prefetch_location, location::host());
-  const auto rows = ask<std::vector<remote_region_info>>(regions_atom_v);
+  const auto rows = ask<std::vector<remote_region_info>>(regions_atom_v, session_);
   ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].session, session_);
+  EXPECT_EQ(rows[0].session, session_.id);
   ASSERT_TRUE(rows[0].attributes_known);
   EXPECT_EQ(to_local(rows[0].attributes), attrs);
 }
@@ -189,7 +201,7 @@ TEST_F(gateway, ClosingASessionReleasesItsLeases) {
 TEST_F(gateway, ASessionCannotUseAnotherSessionsLease) {
   const auto h = allocate(4096);
   auto other_peer = sys_.spawn(idle_peer, 0);
-  const auto other = ask<std::uint64_t>(open_session_atom_v, other_peer);
+  const auto other = ask<session_key>(open_session_atom_v, other_peer);
   UMA_EXPECT_ERROR(ask<remote_attributes>(attributes_atom_v, other, h), errc::invalid_argument,
                    "region 1 of generation 1 is not leased by session 2");
   caf::anon_send_exit(other_peer, caf::exit_reason::user_shutdown);
@@ -240,16 +252,16 @@ TEST_F(gateway, ManagedMemoryIsNeverExportedOverCudaIpc) {
                    "device memory from cudaMalloc only); use the remote interface's region ids");
 }
 
-TEST_F(gateway, QuotaIsReadSetAndNotLoweredBelowTheBytesHeld) {
+TEST_F(gateway, TheOperatorReadsAndSetsTheQuotaButNotBelowTheBytesHeld) {
   const auto initial = ask<std::uint64_t>(quota_atom_v, std::uint64_t{0});
   EXPECT_EQ(initial, backend_->default_quota());
   static_cast<void>(allocate(1 << 16));
   // The quota limits the bytes held from the backend (memory/limit_resource.hpp).
-  const auto held = local().stats().reserved_bytes;
-  UMA_EXPECT_ERROR(ask<std::uint64_t>(quota_atom_v, std::uint64_t{4096}), errc::invalid_argument,
-                   "(" + std::to_string(held) + " bytes)");
+  UMA_EXPECT_ERRC(ask<std::uint64_t>(quota_atom_v, operator_, std::uint64_t{4096}),
+                  errc::invalid_argument);
   EXPECT_EQ(ask<std::uint64_t>(quota_atom_v, std::uint64_t{0}), initial);  // unchanged
-  EXPECT_EQ(ask<std::uint64_t>(quota_atom_v, std::uint64_t{1} << 20), std::uint64_t{1} << 20);
+  EXPECT_EQ(ask<std::uint64_t>(quota_atom_v, operator_, std::uint64_t{1} << 20),
+            std::uint64_t{1} << 20);
   EXPECT_EQ(local().stats().quota_bytes, std::uint64_t{1} << 20);
   UMA_EXPECT_ERROR(allocate(std::uint64_t{1} << 20), errc::quota_exceeded, "over the quota");
 }
@@ -262,6 +274,197 @@ TEST_F(gateway, AQuotaSetThroughTheSupervisorOutlivesARestart) {
   await_generation(2);
   EXPECT_EQ(local().quota(), std::uint64_t{1} << 22);
   EXPECT_EQ(local().stats().quota_bytes, std::uint64_t{1} << 22);
+}
+
+// -- hardening: authority, limits, input validation (docs/distributed.md, "Who may do what") ----
+
+TEST_F(gateway, NamingAnotherSessionsIdWithoutItsSecretIsRefusedAndChangesNothing) {
+  const auto victim = allocate(65536, "victim");
+  auto attacker_peer = sys_.spawn(idle_peer, 0);
+  const auto attacker = ask<session_key>(open_session_atom_v, attacker_peer);
+  const auto live = local().flush().live_bytes;
+  // The victim's id with the attacker's own secret, and with a guessed (zero) secret.
+  for (const session_key forged : {session_key{session_.id, attacker.secret_hi, attacker.secret_lo},
+                                   session_key{session_.id, 0, 0}}) {
+    const auto refused =
+        "session 1 is not open (never opened, closed, or its peer went down) or "
+        "the key and node given are not the session's";
+    UMA_EXPECT_ERROR(ask<std::uint64_t>(release_atom_v, forged, victim), errc::invalid_argument,
+                     refused);
+    UMA_EXPECT_ERROR(ask<remote_op_result>(discard_atom_v, forged,
+                                           remote_discard_request{{victim}, completion::enqueued}),
+                     errc::invalid_argument, refused);
+    UMA_EXPECT_ERROR(
+        ask<remote_op_result>(advise_atom_v, forged,
+                              remote_advise_request{{victim}, advice::set_read_mostly}),
+        errc::invalid_argument, refused);
+    UMA_EXPECT_ERROR(ask<remote_op_result>(prefetch_atom_v, forged,
+                                           remote_prefetch_request{{victim}, {location::host()}}),
+                     errc::invalid_argument, refused);
+    UMA_EXPECT_ERROR(ask<std::uint64_t>(close_session_atom_v, forged), errc::invalid_argument,
+                     refused);
+    UMA_EXPECT_ERROR(ask<std::vector<remote_region_info>>(regions_atom_v, forged),
+                     errc::invalid_argument, refused);
+  }
+  EXPECT_EQ(local().flush().live_bytes, live);
+  EXPECT_EQ(local().flush().advises, 0u);
+  EXPECT_EQ(prefetch(victim).bytes, 65536u);  // the victim's session and lease are intact
+  EXPECT_EQ(ask<remote_stats>(stats_atom_v).sessions, 2u);
+  caf::anon_send_exit(attacker_peer, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(gateway, ATenantSeesOnlyItsOwnRegionsAndTheOperatorSeesAll) {
+  static_cast<void>(allocate(4096, "mine"));
+  auto other_peer = sys_.spawn(idle_peer, 0);
+  const auto other = ask<session_key>(open_session_atom_v, other_peer);
+  EXPECT_TRUE(ask<std::vector<remote_region_info>>(regions_atom_v, other).empty());
+  EXPECT_EQ(ask<std::vector<remote_region_info>>(regions_atom_v, operator_).size(), 1u);
+  UMA_EXPECT_ERROR(ask<std::vector<remote_region_info>>(regions_atom_v, operator_key{1, 2}),
+                   errc::invalid_argument, "regions needs the serving node's operator key");
+  caf::anon_send_exit(other_peer, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(gateway, ATenantCannotSetTheQuotaAndNoRequestLiftsTheCeiling) {
+  const auto initial = ask<std::uint64_t>(quota_atom_v, std::uint64_t{0});
+  static_cast<void>(allocate(4096));
+  const auto live = local().flush().live_bytes;
+  for (const std::uint64_t q : {UINT64_MAX, live})
+    UMA_EXPECT_ERROR(ask<std::uint64_t>(quota_atom_v, q), errc::invalid_argument,
+                     "quota: setting the quota to " + std::to_string(q) +
+                         " bytes needs the serving node's operator key");
+  UMA_EXPECT_ERROR(ask<std::uint64_t>(quota_atom_v, operator_key{}, live), errc::invalid_argument,
+                   "needs the serving node's operator key");
+  UMA_EXPECT_ERROR(ask<std::uint64_t>(quota_atom_v, operator_, UINT64_MAX), errc::invalid_argument,
+                   "quota: 18446744073709551615 bytes is above the ceiling of " +
+                       std::to_string(initial) + " bytes the serving node was started with");
+  EXPECT_EQ(local().stats().quota_bytes, initial);
+}
+
+TEST_F(gateway, ASessionNamingTheGatewayOrItsSupervisorOrNoSenderIsRefused) {
+  UMA_EXPECT_ERROR(ask<session_key>(open_session_atom_v, caf::actor_cast<caf::actor>(gw_)),
+                   errc::invalid_argument, "the actor given is the serving node's own gateway");
+  UMA_EXPECT_ERROR(ask<session_key>(open_session_atom_v, caf::actor_cast<caf::actor>(sup_)),
+                   errc::invalid_argument, "own allocator supervisor");
+  EXPECT_EQ(ask<remote_stats>(stats_atom_v).sessions, 1u);
+}
+
+TEST_F(gateway, ATenantsSessionsAndBytesAreCapped) {
+  gateway_config cfg;
+  cfg.tenant_quota_bytes = 10000;
+  cfg.max_sessions_per_tenant = 2;
+  start_gateway(cfg);
+  static_cast<void>(allocate(4096, "0123456789"));  // 4106 bytes charged
+  UMA_EXPECT_ERROR(allocate(8192, std::string(200, 'x')), errc::quota_exceeded,
+                   "holds 4106 bytes; 8392 more (region plus label) would exceed the tenant "
+                   "quota of 10000 bytes");
+  auto second = sys_.spawn(idle_peer, 0);
+  static_cast<void>(ask<session_key>(open_session_atom_v, second));
+  auto third = sys_.spawn(idle_peer, 0);
+  UMA_EXPECT_ERROR(ask<session_key>(open_session_atom_v, third), errc::quota_exceeded,
+                   "has 2 sessions open, the cap per tenant");
+  for (auto& a : {second, third})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(gateway, LabelsAreCappedAndFreeOfControlCharacters) {
+  const auto live = local().flush().live_bytes;
+  UMA_EXPECT_ERROR(allocate(48, std::string(8 << 20, 'x')), errc::invalid_argument,
+                   "allocate: the label is 8388608 bytes, over the cap of 256 bytes");
+  UMA_EXPECT_ERROR(allocate(48, "ok\nregion 9 of generation 1: forged"), errc::invalid_argument,
+                   "allocate: the label has a control character (\\n) at byte 2");
+  UMA_EXPECT_ERROR(allocate(48, "\x1b[31mred"), errc::invalid_argument, "(\\x1b) at byte 0");
+  EXPECT_EQ(local().flush().live_bytes, live);
+  EXPECT_EQ(detail::escape_control("a\nb\x1b[0m\\"), "a\\nb\\x1b[0m\\\\");
+}
+
+TEST_F(gateway, EnumValuesOutOfRangeAreRefusedBeforeAnythingRuns) {
+  const auto h = allocate(4096);
+  const auto before = local().flush();
+  for (const int flag : {0, 200})
+    UMA_EXPECT_ERROR(
+        ask<region_handle>(allocate_atom_v, session_,
+                           remote_allocate_request{64, 0, static_cast<attach_flag>(flag)}),
+        errc::invalid_argument,
+        "allocate: attach flag " + std::to_string(flag) + " is out of range");
+  for (const int when : {77, 200})
+    UMA_EXPECT_ERROR(
+        ask<remote_op_result>(
+            prefetch_atom_v, session_,
+            remote_prefetch_request{{h}, {location::host()}, static_cast<completion>(when)}),
+        errc::invalid_argument,
+        "prefetch: completion " + std::to_string(when) + " is out of range");
+  UMA_EXPECT_ERROR(ask<remote_op_result>(discard_atom_v, session_,
+                                         remote_discard_request{{h}, static_cast<completion>(77)}),
+                   errc::invalid_argument, "discard: completion 77 is out of range");
+  UMA_EXPECT_ERROR(ask<remote_op_result>(advise_atom_v, session_,
+                                         remote_advise_request{{h}, static_cast<advice>(0)}),
+                   errc::invalid_argument, "advise: advice 0 is out of range");
+  const location bogus{static_cast<location::kind>(9), 0};
+  UMA_EXPECT_ERROR(
+      ask<remote_op_result>(prefetch_atom_v, session_, remote_prefetch_request{{h}, {bogus}}),
+      errc::invalid_argument, "prefetch: location 0 has kind 9, out of range");
+  const auto after = local().flush();
+  EXPECT_EQ(after.live_regions, before.live_regions);
+  EXPECT_EQ(after.prefetches, before.prefetches);
+  EXPECT_EQ(after.advises, before.advises);
+}
+
+TEST_F(gateway, AnAllocationWhoseSizeOverflowsIsRefusedNamingTheOperands) {
+  UMA_EXPECT_ERROR(allocate(UINT64_MAX, "x"), errc::overflow,
+                   "allocate: bytes + label bytes: 18446744073709551615 + 1 does not fit");
+  UMA_EXPECT_ERROR(allocate(UINT64_MAX, ""), errc::quota_exceeded,
+                   "allocate: 18446744073709551615 bytes plus a label of 0 bytes exceed the "
+                   "serving node's quota ceiling of");
+}
+
+// Hole 10, local side: the allocator's quota check prints the wrapped sum ("would bring live
+// bytes to 0"). Its message lives in actors/detail/allocation_core.cpp, which is being rewritten
+// into memory/limit_resource; enable this test once that message names the operands.
+TEST_F(gateway, DISABLED_TheAllocatorsQuotaRefusalNamesTheOperandsWhenTheirSumOverflows) {
+  auto held = local().allocate<std::byte>(4096);
+  const std::size_t huge = SIZE_MAX - 4095;  // live bytes + huge wraps to 0
+  try {
+    static_cast<void>(local().allocate<std::byte>(huge));
+    FAIL() << "allocated " << huge << " bytes";
+  } catch (const error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), errc::quota_exceeded) << what;
+    EXPECT_NE(what.find(std::to_string(huge)), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(baseline_ + 4096)), std::string::npos) << what;
+    EXPECT_EQ(what.find("live bytes to 0,"), std::string::npos) << what;
+  }
+}
+
+TEST_F(gateway, AnIdleSessionEndsAndItsLeasesAreReleased) {
+  gateway_config cfg;
+  cfg.idle_timeout = 50ms;
+  start_gateway(cfg);
+  static_cast<void>(allocate(16384));
+  EXPECT_EQ(local().flush().live_bytes, baseline_ + 16384);
+  // Every request sweeps idle sessions; poll (bounded) until the timeout has passed.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  auto s = ask<remote_stats>(stats_atom_v);
+  while (s.sessions != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+    s = ask<remote_stats>(stats_atom_v);
+  }
+  EXPECT_EQ(s.sessions, 0u);
+  EXPECT_EQ(await_live_bytes(baseline_), baseline_);
+  UMA_EXPECT_ERROR(allocate(64), errc::invalid_argument, "session 1 is not open");
+}
+
+TEST_F(gateway, AForgedDownMessageOrAnAnonymousExitChangesNothing) {
+  const auto h = allocate(4096);
+  caf::scoped_actor self{sys_};
+  // A down message naming the session's actor, but not sent by it; an exit nobody signs.
+  self->send(caf::actor_cast<caf::actor>(gw_),
+             caf::down_msg{peer_.address(), caf::exit_reason::kill});
+  caf::anon_send_exit(gw_, caf::exit_reason::kill);
+  EXPECT_EQ(prefetch(h).bytes, 4096u);
+  const auto s = ask<remote_stats>(stats_atom_v);
+  EXPECT_EQ(s.sessions, 1u);
+  EXPECT_EQ(s.sessions_lost, 0u);
+  EXPECT_EQ(s.leases, 1u);
 }
 
 TEST_F(gateway, LoopbackAddressesAreRecognised) {

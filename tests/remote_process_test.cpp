@@ -9,8 +9,12 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
@@ -28,6 +32,7 @@
 #include <uma/actors/prometheus_text.hpp>
 #include <uma/actors/remote_client.hpp>
 #include <uma/actors/remote_gateway.hpp>
+#include <uma/actors/remote_tls.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/host_backend.hpp>
 #include "support/actor_fixture.hpp"
@@ -49,6 +54,9 @@ std::string cli_path() {
 std::string helper_path() {
   return tool_path("UMA_TEST_HELPER", UMA_REMOTE_HELPER_PATH);
 }
+std::string attacker_path() {
+  return tool_path("UMA_TEST_ATTACKER", UMA_REMOTE_ATTACKER_PATH);
+}
 
 using namespace std::chrono_literals;
 using test::child_process;
@@ -63,6 +71,8 @@ struct remote_config : caf::actor_system_config {
 class two_processes : public ::testing::Test {
  protected:
   void TearDown() override {
+    if (!dir_.empty())
+      std::filesystem::remove_all(dir_);
     // The actor system waits for every actor when it goes: stop what serve_here started.
     local_.reset();
     if (gw_)
@@ -88,7 +98,7 @@ class two_processes : public ::testing::Test {
         choice ? make_backend(*choice) : std::shared_ptr<backend>(std::make_shared<host_backend>());
     cfg.allocator.quota_bytes = 1ull << 30;
     sup_ = spawn_supervisor(sys_, std::move(cfg));
-    gw_ = spawn_remote_gateway(sys_, sup_);
+    gw_ = spawn_remote_gateway(sys_, sup_, {.operator_secret = operator_});
     port_ = publish_gateway(sys_, gw_, 0, "127.0.0.1");
     local_ = std::make_unique<client>(sys_, sup_);
   }
@@ -108,11 +118,18 @@ class two_processes : public ::testing::Test {
 
   // -- a child serves --------------------------------------------------------------------------
 
-  /// Starts `uma serve` on a free loopback port and reads the port from its first line.
-  void serve_in_child(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv{cli_path(), "serve", "--port",    "0",
-                                  "--for",    "60",    "--backend", backend_name()};
+  /// Starts `uma serve` on a free loopback port and reads the port from its first line; with
+  /// `memory_limit_kib`, under `ulimit -v` of that many KiB.
+  void serve_in_child(std::vector<std::string> extra = {}, std::uint64_t memory_limit_kib = 0) {
+    std::vector<std::string> argv{cli_path(),  "serve",        "--port",
+                                  "0",         "--for",        "60",
+                                  "--backend", backend_name(), "--operator-key-file",
+                                  key_file()};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    if (memory_limit_kib != 0)
+      argv.insert(argv.begin(),
+                  {"/bin/sh", "-c",
+                   "ulimit -v " + std::to_string(memory_limit_kib) + " && exec \"$0\" \"$@\""});
     server_ = std::make_unique<child_process>(argv);
     const auto line = server_->read_line(20s);
     ASSERT_TRUE(line) << "uma serve printed no line";
@@ -163,6 +180,19 @@ class two_processes : public ::testing::Test {
     return seen;
   }
 
+  /// Where the child `uma serve` writes its operator key: a fresh private directory per test.
+  std::string key_file() {
+    if (dir_.empty()) {
+      char tmpl[] = "/tmp/uma-remote-test-XXXXXX";
+      const char* made = ::mkdtemp(tmpl);
+      EXPECT_NE(made, nullptr);
+      dir_ = made != nullptr ? made : "/tmp";
+    }
+    return dir_ + "/operator.key";
+  }
+
+  std::string dir_;
+  operator_key operator_ = make_operator_key();
   remote_config cfg_;
   caf::actor_system sys_{cfg_};
   std::uint16_t port_ = 0;
@@ -191,7 +221,7 @@ TEST_F(two_processes, PrefetchAndAdviceByIdFromAnotherProcessChangeTheAttributes
   EXPECT_EQ(after.prefetches, before.prefetches + 2);
   EXPECT_EQ(after.advises, before.advises + 2);
   EXPECT_EQ(after.live_bytes, before.live_bytes + 2 * 65536);
-  const auto rows = ask_gateway<std::vector<remote_region_info>>(regions_atom_v);
+  const auto rows = ask_gateway<std::vector<remote_region_info>>(regions_atom_v, operator_);
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& r : rows) {
     EXPECT_NE(r.session, 0u);
@@ -216,6 +246,143 @@ TEST_F(two_processes, AKilledClientProcessHasItsLeasesReleased) {
   EXPECT_EQ(s.leases, 0u);
 }
 
+// -- malicious peers (docs/distributed.md, "Who may do what") -------------------------------------
+
+/// Runs the attacker in `mode` to completion (bounded) and returns its stdout.
+std::string attack(std::uint16_t port, std::vector<std::string> mode) {
+  std::vector<std::string> argv{attacker_path(), "127.0.0.1", std::to_string(port)};
+  argv.insert(argv.end(), mode.begin(), mode.end());
+  child_process attacker(argv);
+  auto out = attacker.read_all(20s);
+  const auto status = attacker.wait(20s);
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << out;
+  return out;
+}
+
+TEST_F(two_processes, MaliciousPeersLeaveAnHonestSessionIntact) {
+  serve_in_child();
+  auto honest = connect();
+  const auto h = honest->allocate(1 << 16, "honest");
+  static_cast<void>(honest->advise({h}, advice::set_read_mostly));
+  const auto before = honest->stats();
+  // Another process names the honest session's id (with its own secret), asks to lift the quota,
+  // opens a session naming the gateway itself, sends the gateway exits, links to it and dies.
+  const auto forged = attack(port_, {"forge", std::to_string(honest->session())});
+  EXPECT_EQ(forged.find(": ok"), std::string::npos) << forged;
+  EXPECT_NE(forged.find("release: refused"), std::string::npos) << forged;
+  EXPECT_NE(forged.find("close_session: refused"), std::string::npos) << forged;
+  EXPECT_NE(forged.find("quota: refused"), std::string::npos) << forged;
+  const auto self_peer = attack(port_, {"self-peer"});
+  EXPECT_NE(self_peer.find("self-peer: refused"), std::string::npos) << self_peer;
+  EXPECT_NE(self_peer.find("the serving node's own gateway"), std::string::npos) << self_peer;
+  EXPECT_NE(attack(port_, {"exit"}).find("exit: sent"), std::string::npos);
+  EXPECT_NE(attack(port_, {"link"}).find("link: linked and died"), std::string::npos);
+  // The server still serves, and the honest session, its lease and its advice are intact.
+  ASSERT_FALSE(server_->wait(0ms)) << "uma serve exited";
+  EXPECT_TRUE(honest->attributes(h).read_mostly);
+  EXPECT_EQ(honest->prefetch({h}, {location::host()}).bytes, std::uint64_t{1} << 16);
+  const auto after = honest->stats();
+  EXPECT_EQ(after.allocator.live_bytes, before.allocator.live_bytes);
+  EXPECT_EQ(after.allocator.quota_bytes, before.allocator.quota_bytes);
+  EXPECT_EQ(after.leases, 1u);
+  EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
+}
+
+/// Starts the attacker in a raw-TCP `mode` and waits for its first line ("sent", "connected").
+std::unique_ptr<child_process> start_raw_attacker(std::uint16_t port, const std::string& mode) {
+  auto a = std::make_unique<child_process>(
+      std::vector<std::string>{attacker_path(), "127.0.0.1", std::to_string(port), mode});
+  const auto line = a->read_line(20s);
+  EXPECT_TRUE(line && (*line == "sent" || *line == "connected")) << (line ? *line : "no line");
+  return a;
+}
+
+TEST_F(two_processes, HugeBaspHeadersAndGarbageAreDroppedAndAnHonestClientKeepsItsLatency) {
+  serve_in_child({}, 2'000'000);  // 2 GB of address space: one 1 GiB payload per attacker would
+                                  // not fit four times
+  auto honest = connect();
+  const auto h = honest->allocate(1 << 16, "honest");
+  std::vector<std::unique_ptr<child_process>> attackers;
+  for (int i = 0; i < 4; ++i)
+    attackers.push_back(start_raw_attacker(port_, "huge-header"));
+  attackers.push_back(start_raw_attacker(port_, "garbage"));
+  std::vector<double> ms;
+  for (int i = 0; i < 200; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    static_cast<void>(honest->attributes(h));
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double p99 = ms[ms.size() * 99 / 100];
+  std::printf("honest client with 5 malicious connections open: p50 %.2f ms, p99 %.2f ms\n",
+              ms[ms.size() / 2], p99);
+  EXPECT_LT(p99, 100.0);
+  ASSERT_FALSE(server_->wait(0ms)) << "uma serve died";
+  EXPECT_EQ(honest->stats().leases, 1u);
+  EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
+}
+
+TEST_F(two_processes, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
+  serve_in_child({"--idle-timeout", "1"});
+  auto idle = start_raw_attacker(port_, "idle");
+  const auto verdict = idle->read_line(20s);
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->rfind("closed by the server after", 0), 0u) << *verdict;
+}
+
+// -- TLS ----------------------------------------------------------------------------------------
+
+/// Makes a throw-away CA with a server and a client certificate, and a second CA with a rogue
+/// certificate, in `dir` (openssl CLI, RSA 2048, valid one day).
+void make_test_certificates(const std::string& dir) {
+  const std::string script =
+      "set -e; cd '" + dir +
+      "'; q() { \"$@\" >/dev/null 2>&1; }; "
+      "for ca in ca rogueca; do q openssl req -x509 -newkey rsa:2048 -nodes -keyout $ca.key "
+      "-out $ca.pem -days 1 -subj \"/CN=uma test $ca\"; done; "
+      "for n in server:ca client:ca rogue:rogueca; do c=${n%:*}; ca=${n#*:}; "
+      "q openssl req -newkey rsa:2048 -nodes -keyout $c.key -out $c.csr -subj \"/CN=uma $c\"; "
+      "q openssl x509 -req -in $c.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -out $c.pem "
+      "-days 1; done; echo made";
+  child_process make({"/bin/sh", "-c", script});
+  const auto out = make.read_all(60s);
+  ASSERT_EQ(out, "made\n") << "openssl failed";
+}
+
+TEST_F(two_processes, TlsRoundTripWorksAndPeersWithoutAValidCertificateAreRefused) {
+  const auto dir = std::filesystem::path(key_file()).parent_path().string();
+  make_test_certificates(dir);
+  serve_in_child({"--tls-cert", dir + "/server.pem", "--tls-key", dir + "/server.key", "--tls-ca",
+                  dir + "/ca.pem"});
+  {
+    remote_config tls_cfg;
+    enable_tls(tls_cfg, {dir + "/client.pem", dir + "/client.key", dir + "/ca.pem"});
+    caf::actor_system tls_sys{tls_cfg};
+    remote_client c(tls_sys, "127.0.0.1", port_, 10s);
+    const auto h = c.allocate(1 << 16, "over tls");
+    static_cast<void>(c.advise({h}, advice::set_read_mostly));
+    EXPECT_TRUE(c.attributes(h).read_mostly);
+    EXPECT_EQ(c.stats().leases, 1u);
+    EXPECT_EQ(c.release(h), std::uint64_t{1} << 16);
+  }
+  // A certificate of another CA, and no TLS at all: refused before BASP.
+  for (const auto& tls :
+       std::vector<std::vector<std::string>>{{"--tls-cert", dir + "/rogue.pem", "--tls-key",
+                                              dir + "/rogue.key", "--tls-ca", dir + "/rogueca.pem"},
+                                             {}}) {
+    std::vector<std::string> argv{cli_path(), "stats", "--connect", endpoint()};
+    argv.insert(argv.end(), tls.begin(), tls.end());
+    child_process cli(argv);
+    const auto out = cli.read_all(20s);
+    const auto status = cli.wait(20s);
+    ASSERT_TRUE(status);
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << out;
+    EXPECT_EQ(out.find("sessions:"), std::string::npos) << out;
+  }
+  EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
+}
+
 // -- a child `uma serve` serves ------------------------------------------------------------------
 
 TEST_F(two_processes, ARemoteClientAllocatesPrefetchesAndAdvisesById) {
@@ -233,7 +400,8 @@ TEST_F(two_processes, ARemoteClientAllocatesPrefetchesAndAdvisesById) {
   EXPECT_EQ(s.leases, 1u);
   EXPECT_EQ(s.leased_bytes, std::uint64_t{1} << 16);
   // A third process sees the same through `uma regions`.
-  const auto json = run_cli({"regions", "--connect", endpoint(), "--json"});
+  const auto json =
+      run_cli({"regions", "--connect", endpoint(), "--json", "--operator-key-file", key_file()});
   EXPECT_NE(json.find("\"label\": \"weights\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"read_mostly\": true"), std::string::npos) << json;
   EXPECT_NE(json.find("\"last_prefetch_location\": \"host\""), std::string::npos) << json;

@@ -13,6 +13,7 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/message.hpp>
 
+#include <uma/actors/remote_gateway.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/messages/remote_interface.hpp>
@@ -83,6 +84,10 @@ class remote_types : public ::testing::Test {
 
 TEST_F(remote_types, EveryFieldSurvivesSerialization) {
   EXPECT_EQ(round_trip(region_handle{7, 2}), (region_handle{7, 2}));
+  const session_key key{3, 0x0123456789abcdefull, 0xfedcba9876543210ull};
+  EXPECT_EQ(round_trip(key), key);
+  const operator_key op{0xfedcba9876543210ull, 42};
+  EXPECT_EQ(round_trip(op), op);
   const remote_allocate_request alloc{4096, 512, attach_flag::host, "weights"};
   EXPECT_EQ(round_trip(alloc), alloc);
   const remote_prefetch_request prefetch{
@@ -115,6 +120,17 @@ TEST_F(remote_types, MessagesDeserializeByTheirRegisteredNames) {
   const auto request = message_round_trip(remote_advise_request{{{4, 1}}, advice::set_read_mostly});
   ASSERT_TRUE(request.match_element<remote_advise_request>(0));
   EXPECT_EQ(request.get_as<remote_advise_request>(0).regions.front(), (region_handle{4, 1}));
+}
+
+TEST_F(remote_types, OperatorKeysTravelAsHexAndNothingElseParses) {
+  const operator_key k{0x0123456789abcdefull, 0xfedcba9876543210ull};
+  EXPECT_EQ(to_hex(k), "0123456789abcdeffedcba9876543210");
+  EXPECT_EQ(parse_operator_key(to_hex(k) + "\n"), k);
+  EXPECT_FALSE(parse_operator_key("0123456789abcdeffedcba987654321"));   // 31 digits
+  EXPECT_FALSE(parse_operator_key("0123456789ABCDEFFEDCBA9876543210"));  // upper case
+  EXPECT_FALSE(parse_operator_key("0123456789abcdeffedcba987654321g"));  // not hex
+  EXPECT_NE(make_operator_key(), make_operator_key());
+  EXPECT_FALSE(make_operator_key().empty());
 }
 
 TEST_F(remote_types, AUmaErrorCrossesWithCodeAndText) {

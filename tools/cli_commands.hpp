@@ -6,6 +6,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 
+#include <uma/actors/remote_tls.hpp>
 #include <uma/messages/register_types.hpp>
 #include "tools/cli_options.hpp"
 
@@ -17,8 +18,13 @@ struct actor_config : caf::actor_system_config {
 };
 
 /// The same with CAF's middleman loaded, for the commands that talk to other processes.
+/// With TLS options, CAF's OpenSSL module as well (remote connections then use TLS).
 struct remote_actor_config : actor_config {
   remote_actor_config() { load<caf::io::middleman>(); }
+  explicit remote_actor_config(const tls_options& tls) : remote_actor_config() {
+    if (tls.enabled())
+      enable_tls(*this, tls);
+  }
 };
 
 /// Hands `o.caf_args` and a caf-application.ini in the working directory to

@@ -158,6 +158,7 @@ class command_line {
   CLI::App& add(command c);
   void add_backend(CLI::App& s);
   void add_faults(CLI::App& s);
+  void add_hardening(CLI::App& s, command c);
   void add_demo();
   void add_stats_and_regions();
   void add_serve();
@@ -228,6 +229,34 @@ void command_line::add_faults(CLI::App& s) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
+/// The TLS and hardening flags (tools/cli_hardening.cpp reads and checks their values): TLS for
+/// every command that connects or serves, the operator key for serve and regions, the serving
+/// node's limits for serve only.
+void command_line::add_hardening(CLI::App& s, command c) {
+  const auto pass = [&](const char* name, const char* type, const char* what) {
+    s.add_option_function<std::string>(
+         name, [this, name](const std::string& v) { o.hardening.emplace_back(name, v); }, what)
+        ->type_name(type);
+  };
+  pass("--tls-cert", "PATH", "TLS: this node's certificate (PEM; CAF's OpenSSL module)");
+  pass("--tls-key", "PATH", "TLS: the certificate's private key (PEM)");
+  pass("--tls-ca", "PATH", "TLS: accept only peers with a certificate signed by this CA");
+  if (c == command::stats)
+    return;
+  pass("--operator-key-file", "PATH",
+       c == command::serve
+           ? "write the operator key there (mode 0600): quota changes and every region need it"
+           : "the serving node's operator key: every session's regions, not only this one's");
+  if (c != command::serve)
+    return;
+  pass("--tenant-quota", "BYTES", "bytes (regions plus labels) one peer node may hold");
+  pass("--idle-timeout", "SECONDS", "end sessions and drop connections idle this long (300)");
+  pass("--max-payload", "BYTES", "largest BASP message accepted (default 16777216)");
+  s.add_flag_callback(
+      "--insecure", [this] { o.hardening.emplace_back("--insecure", ""); },
+      "allow a non-loopback --bind without TLS (trusted networks only)");
+}
+
 void command_line::add_demo() {
   auto& s = add(command::demo);
   add_backend(s);
@@ -284,10 +313,12 @@ void command_line::add_stats_and_regions() {
       ->type_name("short|none");
   add_backend(stats);
   connect(stats, "print the counters of the allocator a `uma serve` runs there");
+  add_hardening(stats, command::stats);
   auto& regions = add(command::regions);
   connect(regions, "the serving node ([::1]:PORT for IPv6); required");
   regions.add_flag("--json", json, "one JSON array, one object per region")
       ->disable_flag_override();
+  add_hardening(regions, command::regions);
 }
 
 void command_line::add_serve() {
@@ -338,10 +369,12 @@ void command_line::add_serve() {
        [this](const std::string& v) {
          o.quota_bytes = number(v, 1, UINT64_MAX, "--quota needs a byte count of at least 1");
        },
-       "the allocator's quota (default: the backend's)")
+       "the allocator's quota (default: the backend's); also the ceiling no remote request "
+       "can lift")
       ->type_name("BYTES");
   add_backend(s);
   add_faults(s);
+  add_hardening(s, command::serve);
 }
 
 /// Sorts what CLI11 left over for command `c`: `--caf.*` options of the commands that run an

@@ -64,6 +64,8 @@ struct options {
   /// `--caf.KEY=VALUE` options, in order, for CAF's actor_system_config::parse (the commands
   /// that run an actor system: demo, stats, serve, regions).
   std::vector<std::string> caf_args{};
+  /// serve/regions hardening flags in order (name, value); tools/cli_hardening.cpp reads them.
+  std::vector<std::pair<std::string, std::string>> hardening{};
 };
 
 /// Splits "host:port" ("[::1]:4242" for IPv6); nullopt unless the host is non-empty and the

@@ -8,9 +8,12 @@
 #include <boost/json/object.hpp>
 #include <caf/actor_system.hpp>
 
+#include <uma/actors/detail/remote_checks.hpp>
 #include <uma/actors/remote_client.hpp>
 #include "tools/cli_commands.hpp"
+#include "tools/cli_hardening.hpp"
 #include "tools/json_print.hpp"
+#include "tools/stats_format.hpp"
 
 namespace uma::cli {
 
@@ -29,7 +32,7 @@ namespace {
   const auto& g = r.region;
   std::string out =
       "region " + std::to_string(g.id) + " of generation " + std::to_string(g.generation) + ": " +
-      std::to_string(g.bytes) + " bytes, label '" + g.label + "', attach " +
+      std::to_string(g.bytes) + " bytes, label '" + detail::escape_control(g.label) + "', attach " +
       (g.attach == attach_flag::global ? "global" : "host") + ", refs " + std::to_string(g.refs) +
       ", pins " + std::to_string(g.pins) + ", age " + std::to_string(g.age_ms) + " ms";
   if (r.session == 0)
@@ -81,11 +84,16 @@ namespace {
 }  // namespace
 
 int run_regions(const options& o) {
-  remote_actor_config cfg;
+  const auto hardening = parse_hardening(o);
+  remote_actor_config cfg{hardening.tls};
   configure(cfg, o);
   caf::actor_system sys{cfg};
   remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));
-  const auto rows = server.regions();
+  // Without the operator key a tenant sees its own session's regions, which for this fresh
+  // session are none.
+  const auto rows = hardening.operator_key_file.empty()
+                        ? server.regions()
+                        : server.regions(read_operator_key(hardening.operator_key_file));
   if (o.format == output_format::json) {
     boost::json::array all;
     for (const auto& r : rows)

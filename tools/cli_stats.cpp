@@ -9,6 +9,7 @@
 #include <uma/actors/prometheus_text.hpp>
 #include <uma/actors/remote_client.hpp>
 #include "tools/cli_commands.hpp"
+#include "tools/cli_hardening.hpp"
 #include "tools/stats_format.hpp"
 
 namespace uma::cli {
@@ -58,7 +59,7 @@ bool print(const allocator_stats& stats, output_format format) {
 /// `uma stats --connect`: the serving node's counters. JSON and Prometheus print exactly what a
 /// local allocator's would; text adds the supervisor's and the gateway's counters.
 int run_remote_stats(const options& o) {
-  remote_actor_config cfg;
+  remote_actor_config cfg{parse_hardening(o).tls};
   configure(cfg, o);
   caf::actor_system sys{cfg};
   remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));

@@ -81,6 +81,14 @@ run_fuzz() {
     -artifact_prefix="$root/fuzz/" "$root/fuzz/corpus-run" tests/fuzz/corpus >"$log" 2>&1 || rc=$?
   grep -E '^(Done |stat::number_of_executed_units|stat::average_exec_per_sec|SUMMARY|uma_fuzz: )' \
     "$log" || true
+  # The wire target (remote types through CAF's deserializer and the gateway's checks).
+  echo "=== fuzz: uma_wire_fuzz for $seconds s (log: $root/fuzz/wire-run.log)"
+  mkdir -p "$root/fuzz/wire-corpus-run"
+  "$root/fuzz/tests/fuzz/uma_wire_fuzz" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$root/fuzz/wire-" "$root/fuzz/wire-corpus-run" \
+    tests/fuzz/wire-corpus >"$root/fuzz/wire-run.log" 2>&1 || rc=$?
+  grep -E '^(Done |stat::number_of_executed_units|stat::average_exec_per_sec|SUMMARY|uma_wire_fuzz: )' \
+    "$root/fuzz/wire-run.log" || true
   if [ "$rc" -ne 0 ]; then
     tail -n 60 "$log"
     return "$rc"
@@ -108,6 +116,7 @@ case "${1:-}" in
     build_target tsan uma_reliability_tests -DUMA_SANITIZE=thread -DUMA_WERROR=ON
     build_target fuzz uma_fuzz -DCMAKE_CXX_COMPILER=clang++ -DUMA_BUILD_FUZZERS=ON \
       -DUMA_SANITIZE=fuzzer-no-link,address,undefined -DUMA_WERROR=ON
+    cmake --build "$root/fuzz" -j "$jobs" --target uma_wire_fuzz
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     run_tests asan
     run_tests release

@@ -300,23 +300,33 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
     // out of host memory: those leases' host state stays (their memory is still freed below)
   }
   leased_advice_.clear();
-  std::uint64_t leaked_backend_bytes = 0;
+  std::uint64_t leaked_backend_bytes = 0, with_slabs_bytes = 0, with_slabs_count = 0;
   std::vector<std::uint32_t> pinned_slabs;
+  std::vector<const void*> leaked_data;
   stats_.live_leases = stats_.leased_bytes = 0;
   for (auto& [id, e] : table_.take_all()) {
     auto* r = e.region;
     // After a successful drain no pin can be held: a non-zero region count is a pin attempt
     // that is backing off (try_pin raises it before it learns of the stop). Only a drain that
     // timed out leaves real readers behind.
-    if (!report.pins_drained && r->pins.load(std::memory_order_seq_cst) > 0) {
+    const bool pinned = !report.pins_drained && r->pins.load(std::memory_order_seq_cst) > 0;
+    if (pinned) {
       try {
         leak(id, e, report, pinned_slabs);
+        leaked_data.push_back(r->data);
       } catch (...) {
         // out of host memory: the region is still leaked, only its report is short
       }
       leaked_backend_bytes += r->backend_bytes;
+    } else if (r->pooled()) {
+      // Goes with its slab in release_all below: one pass over the slabs, not one call per block
+      // through the stack (100 000 blocks: milliseconds, docs/performance.md section 8).
+      with_slabs_bytes += r->backend_bytes;
+      ++with_slabs_count;
     } else {
       stack_->top().deallocate(allocation_of(r));  // the lanes have stopped: frees run here
+    }
+    if (!pinned) {
       ++report.regions_freed;
       report.bytes_freed += r->bytes;
     }
@@ -324,6 +334,8 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
   }
   if (auto* pool = stack_->pool())
     pool->release_all(pinned_slabs);
+  stack_->statistics().forget(with_slabs_bytes, with_slabs_count);
+  stack_->tracking().keep_only(leaked_data);
   return leaked_backend_bytes;
 }
 

@@ -1,0 +1,45 @@
+#pragma once
+
+// Checks the remote gateway runs on what a peer sent, before anything changes. Every value
+// arrives from the network: CAF's deserializer fills an enum with whatever byte was on the wire,
+// so an out-of-range attach flag, completion, advice or location kind is refused here, and so are
+// labels the serving node would otherwise store, copy into every region report and print.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <uma/messages/remote_types.hpp>
+
+namespace uma::detail {
+
+/// Why a request was refused: the code and the message naming what was wrong.
+struct refusal {
+  errc code = errc::invalid_argument;
+  std::string message{};
+};
+
+/// The attach flag, label (length up to `max_label_bytes`, no control characters) of an
+/// allocate request.
+[[nodiscard]] std::optional<refusal> check_allocate(const remote_allocate_request& r,
+                                                    std::size_t max_label_bytes);
+/// Every location's kind is one `location::kind` names.
+[[nodiscard]] std::optional<refusal> check_locations(std::string_view op,
+                                                     const std::vector<location>& locations);
+/// `when` is one of `completion`'s values.
+[[nodiscard]] std::optional<refusal> check_completion(std::string_view op, completion when);
+/// The advice value and its location.
+[[nodiscard]] std::optional<refusal> check_advise(const remote_advise_request& r);
+
+/// `a + b`, or an overflow refusal naming `what` and both operands.
+[[nodiscard]] std::optional<std::uint64_t> checked_add(std::uint64_t a, std::uint64_t b);
+[[nodiscard]] refusal overflow_refusal(std::string_view what, std::uint64_t a, std::uint64_t b);
+
+/// `text` with control characters (and backslashes) written as `\n`, `\t`, `\xNN`: safe to
+/// print on one line of a terminal.
+[[nodiscard]] std::string escape_control(std::string_view text);
+
+}  // namespace uma::detail

@@ -1,0 +1,56 @@
+#pragma once
+
+// The remote gateway's region report: attributes read for every leased row.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <caf/typed_response_promise.hpp>
+
+#include <uma/memory/managed_ref.hpp>
+#include <uma/messages/interface.hpp>
+#include <uma/messages/remote_types.hpp>
+
+namespace uma::detail {
+
+/// Leased regions: their session and a ref to read their attributes with.
+using leased_map = std::map<region_handle, std::pair<std::uint64_t, byte_ref>>;
+
+/// Asks the supervisor for the attributes of every row of `out` that a session leases (its ref
+/// is in `leased`) and delivers `out` through `rp` when all have answered; a region freed
+/// meanwhile keeps `attributes_known` false.
+template <class Self>
+void read_attributes(Self* self, const allocator_supervisor_actor& supervisor,
+                     caf::typed_response_promise<std::vector<remote_region_info>> rp,
+                     std::shared_ptr<std::vector<remote_region_info>> out,
+                     const leased_map& leased) {
+  auto remaining = std::make_shared<std::size_t>(0);
+  for (const auto& row : *out)
+    *remaining += row.session != 0 ? 1 : 0;
+  if (*remaining == 0) {
+    rp.deliver(std::move(*out));
+    return;
+  }
+  for (std::size_t i = 0; i < out->size(); ++i) {
+    if ((*out)[i].session == 0)
+      continue;
+    const auto& ref = leased.at({(*out)[i].region.id, (*out)[i].region.generation});
+    auto done = [rp, out, remaining]() mutable {
+      if (--*remaining == 0)
+        rp.deliver(std::move(*out));
+    };
+    self->request(supervisor, caf::infinite, attributes_atom_v, ref.second)
+        .then(
+            [out, i, done](range_attributes& a) mutable {
+              (*out)[i].attributes_known = true;
+              (*out)[i].attributes = to_remote(a);
+              done();
+            },
+            [done](caf::error&) mutable { done(); });  // freed meanwhile: unknown
+  }
+}
+
+}  // namespace uma::detail

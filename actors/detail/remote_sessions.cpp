@@ -1,0 +1,210 @@
+#include <uma/actors/detail/remote_sessions.hpp>
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <caf/actor.hpp>
+#include <caf/actor_addr.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/mailbox_element.hpp>
+#include <caf/system_messages.hpp>
+
+#include <uma/messages/error_category.hpp>
+
+namespace uma::detail {
+
+std::uint64_t session::held_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& [h, l] : leases)
+    if (l.ref.valid())
+      n += l.ref.bytes();
+  return n;
+}
+
+std::uint64_t session::charged() const {
+  // No overflow: every charge was admitted against a 64-bit quota with checked sums.
+  std::uint64_t n = pending_charge;
+  for (const auto& [h, l] : leases)
+    if (l.ref.valid())
+      n += l.charge;
+  return n;
+}
+
+bool session::has_secret(const session_key& key) const noexcept {
+  return ((secret_hi ^ key.secret_hi) | (secret_lo ^ key.secret_lo)) == 0;
+}
+
+void random_secret(std::uint64_t& hi, std::uint64_t& lo) {
+  std::uint64_t words[2] = {};
+  auto* out = reinterpret_cast<unsigned char*>(words);
+  std::size_t got = 0;
+  while (got < sizeof words) {
+    const auto n = getrandom(out + got, sizeof words - got, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      raise(errc::backend_error, std::string("getrandom failed: ") + std::strerror(errno));
+    got += static_cast<std::size_t>(n);
+  }
+  hi = words[0];
+  lo = words[1];
+}
+
+operator_key random_operator_key() {
+  operator_key k;
+  while (k.empty())
+    random_secret(k.secret_hi, k.secret_lo);
+  return k;
+}
+
+bool operator_key_matches(const operator_key& configured, const operator_key& given) noexcept {
+  const auto diff =
+      (configured.secret_hi ^ given.secret_hi) | (configured.secret_lo ^ given.secret_lo);
+  return !configured.empty() && diff == 0;
+}
+
+/// Why `s` may not allocate `r` now (limits of the session and its tenant); nullopt if it may.
+std::optional<refusal> admit(const session& s, const std::map<std::uint64_t, session>& sessions,
+                             const remote_allocate_request& r, const gateway_config& config_,
+                             std::uint64_t ceiling_) {
+  if (auto bad = check_allocate(r, config_.max_label_bytes))
+    return bad;
+  const auto charge = checked_add(r.bytes, r.label.size());
+  if (!charge)
+    return overflow_refusal("allocate: bytes + label bytes", r.bytes, r.label.size());
+  if (ceiling_ != 0 && *charge > ceiling_)
+    return refusal{errc::quota_exceeded, "allocate: " + std::to_string(r.bytes) +
+                                             " bytes plus a label of " +
+                                             std::to_string(r.label.size()) +
+                                             " bytes exceed the serving node's quota "
+                                             "ceiling of " +
+                                             std::to_string(ceiling_) + " bytes"};
+  if (s.leases.size() + s.in_flight >= config_.max_leases_per_session)
+    return refusal{errc::quota_exceeded,
+                   "allocate: the session holds " + std::to_string(s.leases.size()) +
+                       " leases and has " + std::to_string(s.in_flight) +
+                       " requests in flight; the cap is " +
+                       std::to_string(config_.max_leases_per_session) + " leases"};
+  if (config_.tenant_quota_bytes == 0)
+    return std::nullopt;
+  std::uint64_t used = 0;
+  for (const auto& [sid, other] : sessions)
+    if (other.node == s.node)
+      used += other.charged();
+  const auto total = checked_add(used, *charge);
+  if (!total || *total > config_.tenant_quota_bytes)
+    return refusal{errc::quota_exceeded,
+                   "allocate: the tenant (node " + caf::to_string(s.node) + ") holds " +
+                       std::to_string(used) + " bytes; " + std::to_string(*charge) +
+                       " more (region plus label) would exceed the tenant quota of " +
+                       std::to_string(config_.tenant_quota_bytes) + " bytes"};
+  return std::nullopt;
+}
+
+/// Why `peer` cannot be a session's actor when `sender` asks; nullopt when it can.
+std::optional<std::string> refuse_peer(const caf::actor& peer, const caf::strong_actor_ptr& sender,
+                                       const caf::actor_addr& gateway,
+                                       const caf::actor_addr& supervisor) {
+  if (!peer)
+    return "no actor given; a session needs an actor of the peer's process for the gateway "
+           "to monitor";
+  if (sender == nullptr)
+    return "an anonymous request cannot open a session";
+  if (peer.address() == gateway || peer.address() == supervisor)
+    return "the actor given is the serving node's own " +
+           std::string(peer.address() == gateway ? "gateway" : "allocator supervisor") +
+           "; a session's actor must be one of the requesting peer";
+  if (peer.node() != sender->node())
+    return "the actor given lives on node " + caf::to_string(peer.node()) +
+           ", not on the requesting peer's node " + caf::to_string(sender->node());
+  return std::nullopt;
+}
+
+/// The refs of `handles`, all leased by session `s` and alive; or why not.
+std::optional<lookup_failure> resolve(const session& s, std::uint64_t sid,
+                                      const std::vector<region_handle>& handles, const char* op,
+                                      std::vector<byte_ref>& refs) {
+  const auto& leases = s.leases;
+  refs.reserve(handles.size());
+  for (const auto& h : handles) {
+    auto lease = leases.find(h);
+    if (lease != leases.end() && lease->second.ref.valid()) {
+      refs.push_back(lease->second.ref);
+      continue;
+    }
+    lookup_failure f{op, sid, false, h, lease != leases.end()};
+    for (auto same = leases.lower_bound({h.id, 0}); same != leases.end() && same->first.id == h.id;
+         ++same)
+      if (same->first != h)
+        f.same_id = same->first;
+    return f;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> refused_system_message(const caf::mailbox_element& x,
+                                                  const caf::node_id& here,
+                                                  caf::actor_system& sys) {
+  const auto& msg = x.content();
+  const auto& from = x.sender;
+  const std::string who = from ? "actor " + caf::to_string(from) : "an anonymous sender";
+  if (msg.match_elements<caf::exit_msg>()) {
+    if (from != nullptr && from->node() == here)
+      return std::nullopt;
+    return "ignored an exit message (" + sys.render(msg.get_as<caf::exit_msg>(0).reason) +
+           ") from " + who;
+  }
+  if (msg.match_elements<caf::down_msg>()) {
+    const auto& dm = msg.get_as<caf::down_msg>(0);
+    if (from != nullptr && from->address() == dm.source)
+      return std::nullopt;
+    return "ignored a down message naming " + to_string(dm.source) + " from " + who;
+  }
+  if (!msg.empty() && msg.match_element<caf::link_atom>(0) && from != nullptr &&
+      from->node() != here)
+    return "refused a link from remote " + who;
+  return std::nullopt;
+}
+
+caf::error operator_refusal(const std::string& what) {
+  return make_caf_error(errc::invalid_argument,
+                        what +
+                            " needs the serving node's operator key, and the key given (if "
+                            "any) is not it; tenants act on their own sessions only");
+}
+
+caf::error lookup_failure::to_error(const supervision_stats* sv) const {
+  const auto sid = std::to_string(session);
+  if (no_session)
+    // One message for "not open" and "not your key": a peer learns nothing about other sessions.
+    return make_caf_error(errc::invalid_argument,
+                          op + ": session " + sid +
+                              " is not open (never opened, closed, or its peer went down) or the "
+                              "key and node given are not the session's");
+  const auto what = op + ": " + to_string(wanted);
+  const std::uint64_t current = sv ? sv->current_generation : 0;
+  std::string now = "the allocator's current generation is unknown";
+  if (sv && sv->state == supervisor_state::running)
+    now = "the allocator now runs generation " + std::to_string(current);
+  else if (sv)
+    now = "the allocator is " + std::string(to_string(sv->state)) + " after generation " +
+          std::to_string(current);
+  const std::string also =
+      same_id ? "; session " + sid + " leases " + to_string(*same_id) + " instead" : "";
+  if (held_inert)
+    return make_caf_error(errc::allocator_stopped,
+                          what + " is stale: its allocator incarnation stopped and " + now +
+                              " (its memory went with that incarnation; release the lease)");
+  if (wanted.generation == 0)
+    return make_caf_error(errc::invalid_argument,
+                          what + " names no allocator incarnation (generations start at 1)" + also);
+  if (current != 0 && wanted.generation < current)
+    return make_caf_error(errc::allocator_stopped, what + " is stale: " + now + also);
+  if (current != 0 && wanted.generation > current)
+    return make_caf_error(errc::invalid_argument, what + " does not exist: " + now + also);
+  return make_caf_error(errc::invalid_argument, what + " is not leased by session " + sid + also);
+}
+
+}  // namespace uma::detail

@@ -1,0 +1,113 @@
+#pragma once
+
+// The remote gateway's bookkeeping (actors/remote_gateway.cpp): sessions, their leases, and
+// why a lookup failed. Plain data; the gateway actor owns it and is its only user.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <caf/actor_addr.hpp>
+#include <caf/error.hpp>
+#include <caf/node_id.hpp>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include <uma/actors/detail/remote_checks.hpp>
+#include <uma/actors/remote_gateway.hpp>
+#include <uma/memory/managed_ref.hpp>
+#include <uma/messages/remote_types.hpp>
+#include <uma/messages/supervision_types.hpp>
+
+namespace uma::detail {
+
+/// A region held for a session, and what it counts against the tenant's quota (its bytes plus
+/// its label's: the serving node keeps the label as long as the region lives).
+struct lease {
+  byte_ref ref;
+  std::uint64_t charge = 0;
+};
+
+/// One remote peer's session: the actor the gateway monitors for it, the node it belongs to
+/// (the tenant), its secret and its leases. Holding a lease's ref keeps the region allocated.
+struct session {
+  caf::actor_addr peer;
+  caf::node_id node;
+  std::uint64_t secret_hi = 0;
+  std::uint64_t secret_lo = 0;
+  std::map<region_handle, lease> leases;
+  std::uint64_t pending_charge = 0;  ///< charged by allocations the allocator still works on
+  std::uint32_t in_flight = 0;       ///< requests forwarded and not yet answered
+  std::chrono::steady_clock::time_point last_used{};
+
+  /// Bytes still held (a lease of a stopped incarnation holds none).
+  [[nodiscard]] std::uint64_t held_bytes() const;
+  /// What the session counts against its tenant's quota now, pending allocations included.
+  [[nodiscard]] std::uint64_t charged() const;
+  /// Compares the secret in constant time.
+  [[nodiscard]] bool has_secret(const session_key& key) const noexcept;
+};
+
+/// 128 bits from the kernel's random source (getrandom); throws backend_error if it fails.
+void random_secret(std::uint64_t& hi, std::uint64_t& lo);
+/// A fresh operator key.
+[[nodiscard]] operator_key random_operator_key();
+/// Constant-time comparison; false when `configured` is empty.
+[[nodiscard]] bool operator_key_matches(const operator_key& configured,
+                                        const operator_key& given) noexcept;
+
+/// Whether the gateway must drop `x` before CAF handles it, and why (for the log): an exit
+/// message counts only from a local, named sender (the owner stopping the gateway; the exit's own
+/// `source` field is whatever the wire said, and CAF 0.17 quits on reason `kill` whatever the
+/// exit handler says); a down message only when its sender is the actor it reports on, as CAF's
+/// monitors send them; a link from a remote actor never.
+[[nodiscard]] std::optional<std::string> refused_system_message(const caf::mailbox_element& x,
+                                                                const caf::node_id& here,
+                                                                caf::actor_system& sys);
+
+/// The refusal of an operator's request (`what`) made without the operator key.
+[[nodiscard]] caf::error operator_refusal(const std::string& what);
+
+/// Why `s` may not allocate `r` now: the request's fields (actors/detail/remote_checks.hpp), the
+/// quota ceiling, the session's lease cap and its tenant's quota (the sessions of its node, in
+/// `sessions`). Nullopt when it may.
+[[nodiscard]] std::optional<refusal> admit(const session& s,
+                                           const std::map<std::uint64_t, session>& sessions,
+                                           const remote_allocate_request& r,
+                                           const gateway_config& config, std::uint64_t ceiling);
+
+/// Why `peer` cannot be the actor of a session that `sender` opens on the serving node whose
+/// gateway and supervisor are given: none, an anonymous sender, one of those two, or an actor
+/// of another node than the sender's. Nullopt when it can.
+[[nodiscard]] std::optional<std::string> refuse_peer(const caf::actor& peer,
+                                                     const caf::strong_actor_ptr& sender,
+                                                     const caf::actor_addr& gateway,
+                                                     const caf::actor_addr& supervisor);
+
+/// Why a region lookup failed. The error names the current generation, which the gateway asks
+/// the supervisor for before replying (failures are rare; lookups stay synchronous).
+struct lookup_failure {
+  std::string op;
+  std::uint64_t session = 0;
+  bool no_session = false;
+  region_handle wanted{};
+  bool held_inert = false;  ///< the session leases exactly `wanted`, but its incarnation stopped
+  std::optional<region_handle> same_id{};  ///< the session's lease of that id in another generation
+
+  [[nodiscard]] caf::error to_error(const supervision_stats* sv) const;
+};
+
+}  // namespace uma::detail
+
+namespace uma::detail {
+
+/// The refs of `handles`, all leased by session `s` (id `sid`) and alive, appended to `refs`;
+/// or why not (for operation `op`).
+[[nodiscard]] std::optional<lookup_failure> resolve(const session& s, std::uint64_t sid,
+                                                    const std::vector<region_handle>& handles,
+                                                    const char* op, std::vector<byte_ref>& refs);
+
+}  // namespace uma::detail
