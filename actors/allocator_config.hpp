@@ -6,7 +6,7 @@
 #include <memory>
 
 #include <uma/memory/allocator_stats.hpp>
-#include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/stop_report.hpp>
 #include <uma/memory/resource_stack.hpp>
 
 #include <uma/sys/backend.hpp>
