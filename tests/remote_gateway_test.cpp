@@ -420,7 +420,7 @@ TEST_F(gateway, AnAllocationWhoseSizeOverflowsIsRefusedNamingTheOperands) {
 // Hole 10, local side: the allocator's quota check prints the wrapped sum ("would bring live
 // bytes to 0"). Its message lives in actors/detail/allocation_core.cpp, which is being rewritten
 // into memory/limit_resource; enable this test once that message names the operands.
-TEST_F(gateway, DISABLED_TheAllocatorsQuotaRefusalNamesTheOperandsWhenTheirSumOverflows) {
+TEST_F(gateway, TheAllocatorsQuotaRefusalNamesTheOperandsWhenTheirSumOverflows) {
   auto held = local().allocate<std::byte>(4096);
   const std::size_t huge = SIZE_MAX - 4095;  // live bytes + huge wraps to 0
   try {
