@@ -9,9 +9,9 @@ namespace {
 const command_text texts[] = {
     {command::help, "", "uma <command> [options]",
      R"(every command takes -h, --help (its options); info, demo, stats, snapshot and serve (the
-commands that
-run an allocator) take --backend auto|cuda|host (auto, the default: CUDA when a device is
-usable, else host); demo, stats, snapshot, serve and regions take --caf.KEY=VALUE options.
+commands that run an allocator) take --backend auto|cuda|host (auto, the default: CUDA when a
+device is usable, else host); demo, stats, snapshot, serve and regions take --caf.KEY=VALUE
+options.
 `uma help <command>` or `uma <command> --help` for a command.
 
 exit status: 0 ok, 1 runtime failure (a failed request or check, no usable device for
@@ -51,14 +51,14 @@ call has run.
      "uma snapshot [--json FILE] [--html FILE] [--workload short|none]\n"
      "                    [--backend auto|cuda|host]",
      R"(
-Runs the workload of `uma stats` on a fresh allocator, keeping two regions ("weights" and
-"activations") live, then takes a snapshot: every region (id, generation, label, bytes,
-policy, attach flag, advice, last prefetch location, pins, age), the counters and the event
-history (allocate, release, prefetch, advise, discard, stop, restart with timestamps).
---json writes it as JSON (- or no option at all: to stdout); --html writes one
-self-contained page (no network: its script is inlined) with live bytes over time stacked by
-label and a sortable, filterable region table. Exits 1, saying so, when the allocator is
-stopped or a file cannot be written.
+Runs a short workload on a fresh allocator ("weights", prefetched and advised read-mostly,
+and "activations", discarded, stay live while four "scratch" regions come and go), then takes a
+snapshot: every region (id, generation, label, bytes, policy, attach flag, advice, last
+prefetch location, pins, age), the counters and the event history (allocate, release,
+prefetch, advise, discard, stop, restart with timestamps). --json writes it as JSON (- or no
+option at all: to stdout); --html writes one self-contained page (no network: its script is
+inlined) with live bytes over time stacked by label and a sortable, filterable region table.
+Exits 1, saying so, when the allocator is stopped or a file cannot be written.
 )"},
     {command::serve, "a supervised allocator behind a port (and a /metrics endpoint)",
      "uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT [--metrics-labels]]\n"
