@@ -44,7 +44,7 @@ class snapshot_page : public ::testing::Test {
       GTEST_SKIP() << "chromium is not installed (apt-get install chromium; tools/setup.sh "
                       "installs it): the rendered page cannot be checked";
     dir_ = std::filesystem::temp_directory_path() /
-           ("uma_snapshot_page_" + std::to_string(::getpid()));
+           std::string("uma_snapshot_page_").append(std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override {

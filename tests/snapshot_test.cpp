@@ -79,7 +79,8 @@ TEST_F(snapshot_test, RecordsEventsInOrderWithKindsLabelsAndTimes) {
 TEST_F(snapshot_test, ABoundedRingDropsTheOldestEvents) {
   auto c = make_client(allocator_config{.event_history = 3});
   for (int i = 0; i < 5; ++i)
-    static_cast<void>(c->allocate<std::byte>(64, {.label = "r" + std::to_string(i)}));
+    static_cast<void>(
+        c->allocate<std::byte>(64, {.label = std::string("r").append(std::to_string(i))}));
   static_cast<void>(c->flush());
   const auto s = c->snapshot();
   // 5 allocations and 5 releases: the last three events remain.

@@ -33,9 +33,9 @@ std::string describe(const advice_state& a) {
   if (a.read_mostly)
     add("read_mostly");
   if (a.preferred)
-    add("preferred " + to_string(*a.preferred));
+    add(std::string("preferred ").append(to_string(*a.preferred)));
   for (const auto& loc : a.accessed_by)
-    add("accessed_by " + to_string(loc));
+    add(std::string("accessed_by ").append(to_string(loc)));
   return out.empty() ? "none" : out;
 }
 
@@ -57,8 +57,9 @@ allocation_core::allocation_core(const allocator_config& config, std::shared_ptr
   stats_.generation = config.generation;
   history_ = history_for(config);
   if (config.generation > 1)
-    history_->record(event_kind::restart, config.generation, 0, 0, {},
-                     "generation " + std::to_string(config.generation) + " started");
+    history_->record(
+        event_kind::restart, config.generation, 0, 0, {},
+        std::string("generation ").append(std::to_string(config.generation)).append(" started"));
 }
 
 std::shared_ptr<memory_resource> allocation_core::resources() const noexcept {
