@@ -6,6 +6,7 @@
 #include <memory>
 
 #include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/event_history.hpp>
 #include <uma/memory/stop_report.hpp>
 #include <uma/memory/resource_stack.hpp>
 
@@ -33,6 +34,13 @@ struct allocator_config {
   /// Pool growth unit, and the largest request the pool serves (larger ones go direct).
   std::size_t slab_bytes = std::size_t{64} << 20;
   std::size_t max_pooled_block = std::size_t{16} << 20;
+  /// Capacity of the event history (memory/event_history.hpp) that snapshots report: the last
+  /// this many allocations, releases, prefetches, advice, discards, stops and restarts. 0
+  /// turns it off.
+  std::size_t event_history = 4096;
+  /// A history to record into instead of a new one of `event_history` slots: a supervisor
+  /// hands the same one to every incarnation, so that it spans restarts.
+  std::shared_ptr<uma::event_history> history{};
   /// Run the actor on its own thread rather than on CAF's scheduler.
   bool detached = false;
   /// Called at the end of post_stop with the incarnation's final counters and what post_stop

@@ -36,6 +36,8 @@ class allocator_supervisor final : public supervisor_impl::base {
       : supervisor_impl::base(cfg), config_(std::move(config)) {
     if (!config_.decider)
       config_.decider = default_decider;
+    if (!config_.allocator.history)  // one history across incarnations: restarts show in it
+      config_.allocator.history = std::make_shared<event_history>(config_.allocator.event_history);
     set_down_handler([this](caf::down_msg& dm) { on_down(dm); });
     set_exit_handler([this](caf::exit_msg& em) { on_exit_request(em); });
   }

@@ -78,6 +78,10 @@ std::vector<region_info> client::regions() {
   return call<std::vector<region_info>>(regions_atom_v);
 }
 
+allocator_snapshot client::snapshot() {
+  return call<allocator_snapshot>(snapshot_atom_v);
+}
+
 std::optional<final_report> client::stop() {
   if (!allocator_)
     return report_;

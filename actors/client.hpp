@@ -120,6 +120,9 @@ class client {
   }
   /// The outstanding-allocation report.
   [[nodiscard]] std::vector<region_info> regions();
+  /// Every region (policy, advice, last prefetch included), the counters and the event
+  /// history; throws error(allocator_stopped) once the allocator has stopped.
+  [[nodiscard]] allocator_snapshot snapshot();
   /// Leases `blocks` blocks of `block_bytes` (page-rounded) for the client-side fast path:
   /// `try_allocate` on the result hands out blocks without a message.
   [[nodiscard]] block_cache lease(std::size_t block_bytes, std::size_t blocks,

@@ -84,9 +84,13 @@ class managed_allocator final : public allocator_impl::base {
               [&] { return backend_->kind_of(reinterpret_cast<const void*>(address)); });
         },
         [this](can_access_atom, const location& loc, const byte_ref& ref) -> caf::result<bool> {
-          return guarded<bool>([&] { return can_access(loc, ref); });
+          return guarded<bool>([&] {
+            check_refs({&ref, 1}, "can_access");
+            return core_.can_access(loc, ref);
+          });
         },
         [this](regions_atom) -> std::vector<region_info> { return core_.report(); },
+        [this](snapshot_atom) -> allocator_snapshot { return core_.snapshot(); },
         [this](flush_atom) -> caf::result<allocator_stats> { return flush(); },
         [this](release_atom) { core_.drain_releases(); },
         [this](trim_atom) -> caf::result<std::uint64_t> {
@@ -215,6 +219,8 @@ class managed_allocator final : public allocator_impl::base {
     for (const auto& loc : r.locations)
       validate_location(*backend_, location_use::prefetch, loc);
     check_stream(r.stream, op);
+    core_.note(event_kind::prefetch, r.refs, r.locations,
+               discard_first ? "after discard to" : "to");
     auto summary = detail::summarize(detail::ranges_of(r.refs), r.reply_when);
     auto merged = core_.coalesced(r.refs, r.locations);
     summary.backend_ranges = merged.ranges.size();
@@ -237,6 +243,7 @@ class managed_allocator final : public allocator_impl::base {
   caf::typed_response_promise<op_result> discard(const discard_request& r) {
     check_refs(r.refs, "discard");
     check_stream(r.stream, "discard");
+    core_.note(event_kind::discard, r.refs);
     auto summary = detail::summarize(detail::ranges_of(r.refs), r.reply_when);
     auto merged = core_.coalesced(r.refs, {});
     summary.backend_ranges = merged.ranges.size();
@@ -254,6 +261,7 @@ class managed_allocator final : public allocator_impl::base {
   caf::result<op_result> advise(const advise_request& r) {
     check_refs(r.refs, "advise");
     validate_advice(*backend_, r.what, r.where);
+    core_.note(event_kind::advise, r.refs, {&r.where, 1}, to_string(r.what));
     auto summary = detail::summarize(detail::ranges_of(r.refs), completion::enqueued);
     std::vector<byte_range> todo;
     std::vector<std::uint64_t> touched;
@@ -289,17 +297,6 @@ class managed_allocator final : public allocator_impl::base {
             if (auto* a = core_.advice_of(id))
               a->known = false;
         });
-  }
-
-  bool can_access(const location& loc, const byte_ref& ref) {
-    check_refs({&ref, 1}, "can_access");
-    validate_location(*backend_, location_use::can_access, loc);
-    if (!loc.is_device())
-      return true;
-    const auto& caps = backend_->capabilities(loc.id);
-    const auto* entry = core_.entry_of(ref);
-    const bool attached_global = entry && entry->attach == attach_flag::global;
-    return caps.managed_memory && (attached_global || caps.concurrent_managed_access);
   }
 
   // -- validation (actors/request_checks) -------------------------------------------------------

@@ -56,7 +56,11 @@ struct metrics_endpoint::state {
         allocator_supervisor_actor supervisor, metrics_endpoint_config cfg)
       : config(std::move(cfg)),
         source(sys, std::move(allocator), std::move(supervisor), config.ask_timeout,
-               config.labels) {}
+               config.labels) {
+    if (config.snapshot_json)
+      routes.push_back(
+          {"/snapshot", [this](http_respond respond) { serve_snapshot(std::move(respond)); }});
+  }
 
   net::io_context io;  // first: destroyed last, after every socket
   net::executor_work_guard<net::io_context::executor_type> work{io.get_executor()};
@@ -79,6 +83,7 @@ struct metrics_endpoint::state {
   void on_accept(tcp::socket socket);
   void serve_metrics(http_respond respond) const;
   void serve_health(http_respond respond) const;
+  void serve_snapshot(http_respond respond) const;
   void shut_down() noexcept;
 };
 
@@ -149,6 +154,26 @@ void metrics_endpoint::state::serve_health(http_respond respond) const {
       respond({.body = "ok\n"});
     else
       respond({.status = 503, .body = "unhealthy: " + o.error + "\n"});
+  });
+}
+
+void metrics_endpoint::state::serve_snapshot(http_respond respond) const {
+  source.snapshot([respond = std::move(respond),
+                   render = config.snapshot_json](detail::metrics_source::snapshot_outcome o) {
+    if (!o.snapshot) {
+      std::string body(o.stopped ? "uma: the allocator is stopped: "
+                                 : "uma: the allocator's snapshot is unavailable: ");
+      respond({.status = 503, .body = body.append(o.error).append("\n")});
+      return;
+    }
+    try {
+      respond({.content_type = "application/json", .body = render(*o.snapshot)});
+    } catch (const std::exception& e) {
+      respond(
+          {.status = 500,
+           .body =
+               std::string("uma: rendering the snapshot failed: ").append(e.what()).append("\n")});
+    }
   });
 }
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,13 +29,19 @@ struct metrics_endpoint_config {
   /// report on the allocator's loop, which with 10,000 live regions triples the scrape's p99
   /// (docs/performance.md, "Scraping").
   bool labels = false;
+  /// Renders the allocator's snapshot (`snapshot_atom`) as the body of `GET /snapshot`
+  /// (application/json; 503 "the allocator is stopped" once it stopped). Unset, the default,
+  /// there is no such route (404). The library has no JSON writer of its own: the uma tool's is
+  /// `uma::cli::to_json` (tools/snapshot_json.hpp, on Boost.JSON).
+  std::function<std::string(const allocator_snapshot&)> snapshot_json{};
 };
 
 /// An HTTP endpoint (Boost.Beast over Boost.Asio, on threads of its own) that a Prometheus
 /// server scrapes: `GET /metrics` answers the allocator's counters in the text exposition
 /// format (`uma::to_prometheus`, the families of docs/cli.md), `GET /healthz` answers 200 "ok"
 /// while the allocator answers and 503 with the reason when it does not (stopped, restarting,
-/// unreachable). Anything else: 404; a method other than GET: 405 with `Allow: GET`; a request
+/// unreachable); with `snapshot_json` configured, `GET /snapshot` answers the allocator's
+/// snapshot as JSON. Anything else: 404; a method other than GET: 405 with `Allow: GET`; a request
 /// past `max_request_bytes`: 413; a malformed one: 400.
 ///
 /// Every scrape asks the allocator by message (`stats_atom`, `regions_atom` for the labels,

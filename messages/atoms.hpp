@@ -3,6 +3,7 @@
 #include <caf/type_id.hpp>
 
 #include <uma/memory/allocation_handoff.hpp>
+#include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/region_info.hpp>
 #include <uma/messages/inspect.hpp>
@@ -67,6 +68,9 @@ CAF_ADD_TYPE_ID(uma, (uma::block_cache))
 CAF_ADD_TYPE_ID(uma, (uma::restart_event))
 // Local to one allocator: the reply of its own pool-growth job (actors/managed_allocator.cpp).
 CAF_ADD_TYPE_ID(uma, (uma::allocation_handoff))
+// Snapshots (`uma snapshot`): local-only, they carry the event history's strings unserialized.
+CAF_ADD_ATOM(uma, uma, snapshot_atom, "snapshot")
+CAF_ADD_TYPE_ID(uma, (uma::allocator_snapshot))
 
 CAF_END_TYPE_ID_BLOCK(uma)
 
@@ -87,3 +91,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::supervision_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::lease_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::block_cache)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocation_handoff)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocator_snapshot)

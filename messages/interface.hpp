@@ -44,6 +44,9 @@ using quota = caf::replies_to<quota_atom, std::uint64_t>::with<std::uint64_t>;
 /// -> a client-side cache of `blocks` leased blocks (the fast path); invalid_argument,
 ///    overflow, quota_exceeded, out_of_memory
 using lease = caf::replies_to<lease_atom, lease_request>::with<block_cache>;
+/// -> regions (with policy, advice, last prefetch), stats and the event history;
+///    allocator_stopped through a supervisor that stopped
+using snapshot = caf::replies_to<snapshot_atom>::with<allocator_snapshot>;
 /// the last drop of a live region's refs wakes the actor with this (no reply)
 using release = caf::reacts_to<release_atom>;
 
@@ -55,7 +58,7 @@ using release = caf::reacts_to<release_atom>;
 using managed_allocator_actor =
     caf::typed_actor<sig::allocate, sig::prefetch, sig::discard, sig::discard_prefetch, sig::advise,
                      sig::attributes, sig::stats, sig::memory_kind, sig::can_access, sig::regions,
-                     sig::flush, sig::trim, sig::quota, sig::lease, sig::release>;
+                     sig::flush, sig::trim, sig::quota, sig::lease, sig::snapshot, sig::release>;
 
 /// Who hears about a supervisor's restarts: `restarted_atom, restart_event` once per new
 /// incarnation, and once when the supervisor stops (`restart_cause::stopped`).

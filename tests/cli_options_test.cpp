@@ -40,6 +40,21 @@ TEST(CliOptions, StatsFormatsAndWorkload) {
   EXPECT_TRUE(prom.parsed->workload);
 }
 
+TEST(CliOptions, SnapshotTakesFilesAndRefusesTwoOutputsOnStdout) {
+  const auto r = parse({"snapshot", "--json", "s.json", "--html=s.html", "--workload", "none"});
+  ASSERT_TRUE(r.parsed) << r.error;
+  EXPECT_EQ(r.parsed->what, command::snapshot);
+  EXPECT_EQ(r.parsed->snapshot_json, "s.json");
+  EXPECT_EQ(r.parsed->snapshot_html, "s.html");
+  EXPECT_FALSE(r.parsed->workload);
+  EXPECT_EQ(parse({"snapshot", "--json", "-", "--html", "-"}).error,
+            "uma snapshot: --json - and --html - cannot both write to stdout");
+  EXPECT_EQ(parse({"snapshot", "--html="}).error, "uma snapshot: --html: 1 required FILE missing");
+  EXPECT_EQ(parse({"snapshot", "--json", ""}).error,
+            "uma snapshot: --json needs a file name (- for stdout)");
+  EXPECT_FALSE(parse({"snapshot", "--prometheus"}).parsed);
+}
+
 TEST(CliOptions, HelpForACommandEitherWay) {
   for (const auto& args : {std::vector<std::string_view>{"stats", "--help"},
                            std::vector<std::string_view>{"help", "stats"}}) {
@@ -129,8 +144,8 @@ TEST(CliOptions, RefusesUnknownCommandsAndStrayArguments) {
 
 TEST(CliOptions, EveryCommandHasAUsageTextStartingWithItsSynopsis) {
   EXPECT_TRUE(usage(command::help).starts_with("usage: uma <command>"));
-  for (const auto c :
-       {command::info, command::demo, command::stats, command::serve, command::regions})
+  for (const auto c : {command::info, command::demo, command::stats, command::serve,
+                       command::regions, command::snapshot})
     EXPECT_TRUE(usage(c).starts_with("usage: uma " + std::string(to_string(c)))) << to_string(c);
 }
 

@@ -12,6 +12,7 @@
 #include <uma/actors/metrics_endpoint.hpp>
 #include "support/actor_fixture.hpp"
 #include "support/http_client.hpp"
+#include "tools/snapshot_json.hpp"
 
 namespace uma {
 namespace {
@@ -116,6 +117,24 @@ TEST_F(MetricsEndpoint, HealthzIsOkWhileTheAllocatorAnswersAnd503OnceItStopped) 
   EXPECT_EQ(down.status, 503);
   EXPECT_NE(down.body.find("unhealthy: stats: "), std::string::npos) << down.body;
   EXPECT_EQ(http_get(endpoint.port(), "/metrics").status, 503);
+}
+
+TEST_F(MetricsEndpoint, ServesTheSnapshotAsJsonWhenGivenARendererAnd503OnceStopped) {
+  auto cfg = config();
+  cfg.snapshot_json = [](const allocator_snapshot& s) { return cli::to_json(s); };
+  metrics_endpoint endpoint(sys_, uma_->handle(), cfg);
+  {
+    auto w = uma_->allocate<float>(16, {.label = "weights"});
+    const auto r = http_get(endpoint.port(), "/snapshot");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_NE(r.head.find("application/json"), std::string::npos) << r.head;
+    EXPECT_NE(r.body.find("\"label\": \"weights\""), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("\"kind\": \"allocate\""), std::string::npos) << r.body;
+  }
+  uma_->stop();
+  const auto down = http_get(endpoint.port(), "/snapshot");
+  EXPECT_EQ(down.status, 503);
+  EXPECT_NE(down.body.find("uma: the allocator is stopped: "), std::string::npos) << down.body;
 }
 
 TEST_F(MetricsEndpoint, AnswersAnUnknownPathWith404NamingTheServedOnes) {

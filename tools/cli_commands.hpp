@@ -53,4 +53,8 @@ void configure(caf::actor_system_config& cfg, const options& o);
 /// `uma regions --connect`: a serving node's region table as text or JSON.
 [[nodiscard]] int run_regions(const options& o);
 
+/// `uma snapshot`: a short workload on a fresh allocator (two regions left live), then its
+/// snapshot as JSON and/or a self-contained HTML page.
+[[nodiscard]] int run_snapshot(const options& o);
+
 }  // namespace uma::cli

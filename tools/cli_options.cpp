@@ -5,92 +5,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/cli_texts.hpp"
+
 namespace uma::cli {
 
 namespace {
-
-/// What the help of a command says beyond its options (CLI11 generates the option lists).
-struct command_text {
-  command which;
-  std::string_view summary;   ///< one line: the overview's command list
-  std::string_view synopsis;  ///< after "usage: "
-  std::string_view details;   ///< after the options
-};
-
-constexpr std::string_view caf_note =
-    "\nCAF options: --caf.KEY=VALUE (for example --caf.scheduler.max-threads=4) and a\n"
-    "caf-application.ini in the working directory configure the actor system, as in any CAF\n"
-    "application.\n";
-
-constexpr command_text texts[] = {
-    {command::help, "", "uma <command> [options]",
-     R"(every command takes -h, --help (its options); info, demo, stats and serve (the commands that
-run an allocator) take --backend auto|cuda|host (auto, the default: CUDA when a device is
-usable, else host); demo, stats, serve and regions take --caf.KEY=VALUE options.
-`uma help <command>` or `uma <command> --help` for a command.
-
-exit status: 0 ok, 1 runtime failure (a failed request or check, no usable device for
---backend cuda), 2 usage error
-)"},
-    {command::info, "the backend, its devices, versions, capability flags, memory model",
-     "uma info [--backend auto|cuda|host]",
-     R"(
-Prints the backend uma runs on (with auto: why CUDA is not usable, when it is not), each
-device's name, compute capability and memory, the driver and runtime versions, the capability
-flags uma reads for each device, and the memory model they add up to.
-)"},
-    {command::demo, "the worker pipeline; then a stop that leaves a held ref's clone inert",
-     "uma demo [--backend auto|cuda|host] [--producers N] [--consumers N] [--batches N]\n"
-     "                [--floats N] [--inject-fault OP:N:CODE[:every][:fatal]]...",
-     R"(
-Producer actors allocate batches of floats, fill them, prefetch them to GPU 0 (host backend:
-the host), transform them there, bring them back and pass the refs to consumer actors, which
-verify every element. Then the allocator stops while a ref is held and a clone of it goes inert.
---inject-fault fails the Nth (with :every, every Nth) call of a backend operation (allocate,
-free, prefetch, discard, discard_prefetch, advise, attributes, kind_of, is_capturing,
-launch_host_func, synchronize) with an error code; :fatal ends the allocator incarnation and
-its supervisor decides (context_lost: restart, unrecoverable: stop, others: escalate).
-Exits 1 when a batch mismatches, a request fails or a region is left live; with
---inject-fault only a leak, an unanswered request or an escalation fails the demo.
-)"},
-    {command::stats, "an allocator's counters as text, JSON or Prometheus text",
-     "uma stats [--json | --prometheus] [--workload short|none] [--backend auto|cuda|host]\n"
-     "       uma stats --connect HOST:PORT [--json | --prometheus]",
-     R"(
-The workload allocates four regions, fills them, prefetches them (to GPU 0 on CUDA), advises
-two read-mostly, discards one, makes one zero-size request (refused: it shows in the failure
-counters) and releases everything; then the counters are printed once every queued backend
-call has run.
-)"},
-    {command::serve, "a supervised allocator behind a port (and a /metrics endpoint)",
-     "uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT [--metrics-labels]]\n"
-     "                 [--for SECONDS] [--quota BYTES] [--backend auto|cuda|host]\n"
-     "                 [--inject-fault SPEC]...",
-     R"(
-Other processes (`uma stats --connect`, `uma regions --connect`, uma::remote_client) allocate,
-prefetch, advise, discard and release regions by id; a peer's regions are leases of its
-session, released when it says so or when its connection drops. Prints `uma serve: listening
-on ADDRESS:PORT ...` once published (and `uma serve: metrics on http://...` with --metrics),
-then runs until SIGINT or SIGTERM (or --for), stops the allocator and exits 0 (1 when the
-supervisor gave up). The middleman authenticates nobody: it listens on 127.0.0.1 unless --bind
-names another address, for trusted networks only. The metrics endpoint answers GET /metrics
-(Prometheus text) and GET /healthz, read-only.
-)"},
-    {command::regions, "the region table of a serving node",
-     "uma regions --connect HOST:PORT [--json]",
-     R"(
-Prints the region table of the allocator a `uma serve` runs at HOST:PORT: id, generation,
-bytes, label, refs, pins, age, the session whose lease holds the region, and for leased
-regions the advice in force and the last prefetch location.
-)"},
-};
-
-[[nodiscard]] const command_text& text_of(command c) noexcept {
-  for (const auto& t : texts)
-    if (t.which == c)
-      return t;
-  return texts[0];
-}
 
 /// CLI11's help layout with uma's synopsis line ("usage: uma demo [...]").
 class usage_formatter final : public CLI::Formatter {
@@ -107,7 +26,7 @@ class usage_formatter final : public CLI::Formatter {
   std::string make_description(const CLI::App*) const override { return {}; }
 
   static command command_of(std::string_view name) noexcept {
-    for (const auto& t : texts)
+    for (const auto& t : command_texts())
       if (to_string(t.which) == name)
         return t.which;
     return command::help;
@@ -161,6 +80,7 @@ class command_line {
   void add_hardening(CLI::App& s, command c);
   void add_demo();
   void add_stats_and_regions();
+  void add_snapshot();
   void add_serve();
 };
 
@@ -185,14 +105,15 @@ command_line::command_line() {
   add_backend(add(command::info));
   add_demo();
   add_stats_and_regions();
+  add_snapshot();
   add_serve();
   auto& help = *app.add_subcommand("help", "this text; `uma help <command>` for a command");
   help.add_option("command", help_topic, "the command to explain");
 }
 
 command command_line::given() const {
-  for (const auto c :
-       {command::info, command::demo, command::stats, command::serve, command::regions})
+  for (const auto c : {command::info, command::demo, command::stats, command::serve,
+                       command::regions, command::snapshot})
     if (sub(c)->parsed())
       return c;
   return command::help;
@@ -321,6 +242,33 @@ void command_line::add_stats_and_regions() {
   add_hardening(regions, command::regions);
 }
 
+void command_line::add_snapshot() {
+  auto& s = add(command::snapshot);
+  const auto file = [&](const char* name, std::string& target, const char* what) {
+    s.add_option_function<std::string>(
+         name,
+         [name, &target](const std::string& v) {
+           if (v.empty())
+             throw CLI::ValidationError(std::string(name) + " needs a file name (- for stdout)");
+           target = v;
+         },
+         what)
+        ->type_name("FILE");
+  };
+  file("--json", o.snapshot_json, "write the snapshot as JSON there (-: stdout, the default)");
+  file("--html", o.snapshot_html, "write the snapshot as one self-contained HTML page there");
+  s.add_option_function<std::string>(
+       "--workload",
+       [this](const std::string& v) {
+         if (v != "short" && v != "none")
+           throw CLI::ValidationError("unknown workload '" + v + "' (expected short or none)");
+         o.workload = v == "short";
+       },
+       "the workload above (default), or none: a fresh allocator")
+      ->type_name("short|none");
+  add_backend(s);
+}
+
 void command_line::add_serve() {
   auto& s = add(command::serve);
   s.add_option_function<std::string>(
@@ -352,7 +300,7 @@ void command_line::add_serve() {
                "not '" +
                v + "'");
        },
-       "serve GET /metrics and /healthz over HTTP there (port 0: a free one)")
+       "serve GET /metrics, /healthz and /snapshot over HTTP there (port 0: a free one)")
       ->type_name("HOST:PORT");
   s.add_flag("--metrics-labels", o.metrics_labels,
              "add live regions and bytes by label (one region report per scrape)")
@@ -402,6 +350,10 @@ void command_line::add_serve() {
       return o.port ? "" : "--port is required (0 takes a free port)";
     case command::regions:
       return o.connect ? "" : "--connect HOST:PORT is required (the address of a `uma serve`)";
+    case command::snapshot:
+      return o.snapshot_json == "-" && o.snapshot_html == "-"
+                 ? "--json - and --html - cannot both write to stdout"
+                 : "";
     case command::stats:
       if (json && prometheus)
         return "--json and --prometheus exclude each other";
@@ -471,6 +423,8 @@ std::string_view to_string(command c) noexcept {
       return "serve";
     case command::regions:
       return "regions";
+    case command::snapshot:
+      return "snapshot";
     case command::help:
       return "help";
   }

@@ -19,7 +19,7 @@
 namespace uma::cli {
 
 /// The tool's commands.
-enum class command : std::uint8_t { help, info, demo, stats, serve, regions };
+enum class command : std::uint8_t { help, info, demo, stats, serve, regions, snapshot };
 
 /// How `uma stats` prints the counters.
 enum class output_format : std::uint8_t { text, json, prometheus };
@@ -40,6 +40,9 @@ struct options {
   // stats
   output_format format = output_format::text;
   bool workload = true;  ///< `--workload short` (default) or `none`
+  // snapshot: where to write (empty: not that form; "-": stdout)
+  std::string snapshot_json{};
+  std::string snapshot_html{};
   // demo (the worker pipeline's shape)
   std::size_t producers = 2;
   std::size_t consumers = 2;

@@ -19,6 +19,7 @@
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/cli_hardening.hpp"
+#include "tools/snapshot_json.hpp"
 
 namespace uma::cli {
 
@@ -56,7 +57,11 @@ void log_line(const std::string& line) {
              "counters and labels (read-only, no authentication).");
   auto endpoint = std::make_unique<metrics_endpoint>(
       sys, supervisor,
-      metrics_endpoint_config{.address = host, .port = port, .labels = o.metrics_labels});
+      metrics_endpoint_config{
+          .address = host,
+          .port = port,
+          .labels = o.metrics_labels,
+          .snapshot_json = [](const allocator_snapshot& snap) { return to_json(snap); }});
   std::printf("uma serve: metrics on http://%s/metrics\n",
               endpoint_text(host, endpoint->port()).c_str());
   std::fflush(stdout);

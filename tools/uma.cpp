@@ -6,6 +6,7 @@
 //   uma stats --connect HOST:PORT [--json | --prometheus]
 //   uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT] [--for SECONDS] [--quota BYTES]
 //   uma regions --connect HOST:PORT [--json]
+//   uma snapshot [--json FILE] [--html FILE] [--workload short|none] [--backend ...]
 //   (demo, stats, serve, regions: also --caf.KEY=VALUE, and caf-application.ini is read)
 //
 // Exit status: 0 ok, 1 runtime failure, 2 usage error (tools/cli_options.hpp).
@@ -39,6 +40,8 @@ int dispatch(const uma::cli::options& o) {
       return uma::cli::run_serve(o);
     case command::regions:
       return uma::cli::run_regions(o);
+    case command::snapshot:
+      return uma::cli::run_snapshot(o);
     case command::help:
       break;
   }

@@ -6,6 +6,7 @@
 
 #include <uma/memory/advice_ops.hpp>
 #include <uma/memory/detail/round_up.hpp>
+#include <uma/memory/location_rules.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/detail/format.hpp>
 #include <uma/sys/log.hpp>
@@ -17,6 +18,29 @@ namespace {
 /// What the stack handed out for `r`, as allocate returned it.
 allocation allocation_of(const region* r) noexcept {
   return {r->base, r->data, r->bytes, r->backend_bytes, r->slab, r->slab_offset};
+}
+
+/// What a snapshot says of a region's advice.
+std::string describe(const advice_state& a) {
+  if (!a.known)
+    return "unknown";
+  std::string out;
+  const auto add = [&out](std::string_view part) {
+    if (!out.empty())
+      out.append(", ");
+    out.append(part);
+  };
+  if (a.read_mostly)
+    add("read_mostly");
+  if (a.preferred)
+    add(std::string("preferred ").append(to_string(*a.preferred)));
+  for (const auto& loc : a.accessed_by)
+    add(std::string("accessed_by ").append(to_string(loc)));
+  return out.empty() ? "none" : out;
+}
+
+std::shared_ptr<event_history> history_for(const allocator_config& config) {
+  return config.history ? config.history : std::make_shared<event_history>(config.event_history);
 }
 
 }  // namespace
@@ -31,6 +55,11 @@ allocation_core::allocation_core(const allocator_config& config, std::shared_ptr
                                             config.max_pooled_block})) {
   stats_.backend = std::string(to_string(backend_->kind()));
   stats_.generation = config.generation;
+  history_ = history_for(config);
+  if (config.generation > 1)
+    history_->record(
+        event_kind::restart, config.generation, 0, 0, {},
+        std::string("generation ").append(std::to_string(config.generation)).append(" started"));
 }
 
 std::shared_ptr<memory_resource> allocation_core::resources() const noexcept {
@@ -74,6 +103,9 @@ byte_ref allocation_core::adopt(const allocation& a, attach_flag attach) {
     throw;
   }
   ++next_id_;
+  if (history_->enabled())
+    history_->record(event_kind::allocate, config_.generation, reg->id, a.bytes,
+                     stack_->tracking().label_of(a.data));
   adopt_first_ref(reg);  // the reply's count; the table keeps the initial one
   return detail::adopt_ref<std::byte>(reg, 0, a.bytes);
 }
@@ -154,6 +186,16 @@ const region_table::entry* allocation_core::entry_of(const byte_ref& ref) {
   return table_.find(detail::record_of(ref)->home->id);
 }
 
+bool allocation_core::can_access(const location& loc, const byte_ref& ref) {
+  validate_location(*backend_, location_use::can_access, loc);
+  if (!loc.is_device())
+    return true;
+  const auto& caps = backend_->capabilities(loc.id);
+  const auto* entry = entry_of(ref);
+  const bool attached_global = entry && entry->attach == attach_flag::global;
+  return caps.managed_memory && (attached_global || caps.concurrent_managed_access);
+}
+
 // -- releases, quota, stats -----------------------------------------------------------------------
 
 void allocation_core::drain_releases() {
@@ -171,6 +213,9 @@ void allocation_core::drain_releases() {
       stats_.leased_bytes -= r->backend_bytes;
     }
     const auto memory = allocation_of(r);
+    if (history_->enabled())
+      history_->record(event_kind::release, config_.generation, id, r->bytes,
+                       stack_->tracking().label_of(r->data));
     if (!memory.pooled()) {
       table_.erase(id);
       // cudaFree synchronizes the device: never on the actor's loop.
@@ -268,6 +313,51 @@ std::vector<region_info> allocation_core::report() const {
   return table_.report(config_.generation, stack_->tracking());
 }
 
+// -- history and snapshots -----------------------------------------------------------------------
+
+void allocation_core::note(event_kind kind, std::span<const byte_ref> refs,
+                           std::span<const location> locations, std::string_view detail) {
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    const auto* home = detail::record_of(refs[i])->home;
+    const location* loc = locations.empty() ? nullptr : &locations[locations.size() == 1 ? 0 : i];
+    if (loc != nullptr && kind == event_kind::prefetch)
+      if (auto* e = table_.find(home->id))
+        e->last_prefetch = *loc;
+    if (!history_->enabled())
+      continue;
+    std::string text(detail);
+    if (loc != nullptr)
+      text.append(text.empty() ? "" : " ").append(to_string(*loc));
+    history_->record(kind, config_.generation, home->id, refs[i].bytes(),
+                     stack_->tracking().label_of(home->data), text);
+  }
+}
+
+allocator_snapshot allocation_core::snapshot() const {
+  allocator_snapshot out;
+  out.taken_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  out.generation = config_.generation;
+  out.stats = stats();
+  out.backend = out.stats.backend;
+  for (auto& info : report()) {
+    region_snapshot row{std::move(info)};
+    if (const auto* e = table_.find(row.info.id)) {
+      row.policy = e->lease_blocks != 0  ? region_policy::leased
+                   : e->region->pooled() ? region_policy::pooled
+                                         : region_policy::direct;
+      row.advice = describe(e->advice);
+      row.last_prefetch = e->last_prefetch;
+    }
+    out.regions.push_back(std::move(row));
+  }
+  out.events = history_->events();
+  out.events_dropped = history_->dropped();
+  out.event_capacity = history_->capacity();
+  return out;
+}
+
 // -- stop -----------------------------------------------------------------------------------------
 
 void allocation_core::leak(std::uint64_t id, const region_table::entry& e, stop_report& report,
@@ -336,6 +426,13 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
     pool->release_all(pinned_slabs);
   stack_->statistics().forget(with_slabs_bytes, with_slabs_count);
   stack_->tracking().keep_only(leaked_data);
+  try {
+    history_->record(event_kind::stop, config_.generation, 0, report.bytes_freed, {},
+                     std::to_string(report.regions_freed) + " regions freed, " +
+                         std::to_string(report.regions_leaked) + " leaked");
+  } catch (...) {
+    // out of host memory: the stop goes unrecorded
+  }
   return leaked_backend_bytes;
 }
 

@@ -5,12 +5,14 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include <caf/error.hpp>
 
 #include <uma/actors/allocator_config.hpp>
 #include <uma/memory/advice_state.hpp>
+#include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/coalesce.hpp>
 #include <uma/memory/detail/region_table.hpp>
@@ -72,6 +74,10 @@ class allocation_core {
   [[nodiscard]] advice_state& track_advice(const byte_ref& ref);
   /// The same by id, or null for an id it does not track.
   [[nodiscard]] advice_state* advice_of(std::uint64_t id);
+  /// Whether `loc` (validated here: invalid_argument) can access `ref`'s memory: the host always,
+  /// a device when it has managed memory and the region is attached globally or the device has
+  /// concurrent managed access.
+  [[nodiscard]] bool can_access(const location& loc, const byte_ref& ref);
   /// The table entry holding `ref`'s memory (a leased block's: its lease's).
   [[nodiscard]] const region_table::entry* entry_of(const byte_ref& ref);
 
@@ -103,6 +109,16 @@ class allocation_core {
   /// The region table.
   [[nodiscard]] const region_table& table() const noexcept { return table_; }
 
+  // -- history and snapshots --------------------------------------------------------------------
+
+  /// Records a request on `refs` in the event history, one event per ref (a prefetch also sets
+  /// each region's last prefetch location: one per ref, or one for all). `detail` says more.
+  void note(event_kind kind, std::span<const byte_ref> refs,
+            std::span<const location> locations = {}, std::string_view detail = {});
+  /// The `snapshot` reply: stats, every region with its policy, advice and last prefetch, and
+  /// the event history.
+  [[nodiscard]] allocator_snapshot snapshot() const;
+
   /// The freeing part of post_stop, once the lanes have drained and the device synchronized:
   /// every unpinned region back through the stack, then the pool's slabs (a region pinned after
   /// a timed-out drain is leaked and reported, with its slab). Returns the backend bytes leaked.
@@ -128,6 +144,7 @@ class allocation_core {
   allocator_stats stats_;  // the core's own counters; stats() adds the stack's
   std::uint64_t next_id_ = 1;
   std::unordered_map<std::uint64_t, leased_block> leased_advice_;
+  std::shared_ptr<event_history> history_;
 };
 
 }  // namespace uma::detail

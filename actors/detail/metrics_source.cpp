@@ -5,6 +5,8 @@
 
 #include <caf/event_based_actor.hpp>
 
+#include <uma/messages/error_category.hpp>
+
 namespace uma::detail {
 
 namespace {
@@ -106,6 +108,18 @@ void metrics_source::probe(callback done) const {
                 ask_stats();
             },
             fail(self, st, "supervision"));
+  });
+}
+
+void metrics_source::snapshot(std::function<void(snapshot_outcome)> done) const {
+  sys_.spawn([done = std::move(done), allocator = allocator_,
+              timeout = timeout_](caf::event_based_actor* self) {
+    self->request(allocator, timeout, snapshot_atom_v)
+        .then([done](allocator_snapshot& s) { done({.snapshot = std::move(s)}); },
+              [self, done](const caf::error& e) {
+                const bool stopped = to_uma_error(e).code() == errc::allocator_stopped;
+                done({.error = self->system().render(e), .stopped = stopped});
+              });
   });
 }
 

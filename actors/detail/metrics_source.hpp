@@ -38,6 +38,16 @@ class metrics_source {
   /// answers `stats_atom` in time. `outcome::error` says why it is unhealthy.
   void probe(callback done) const;
 
+  /// What `snapshot` ends with: the snapshot, or why there is none.
+  struct snapshot_outcome {
+    std::optional<allocator_snapshot> snapshot{};
+    std::string error{};   ///< empty on success
+    bool stopped = false;  ///< the allocator (or its supervisor) has stopped
+  };
+  /// Asks the allocator for its snapshot (`snapshot_atom`) and hands the outcome to `done`, on
+  /// a CAF worker thread.
+  void snapshot(std::function<void(snapshot_outcome)> done) const;
+
  private:
   caf::actor_system& sys_;
   managed_allocator_actor allocator_;

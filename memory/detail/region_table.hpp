@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -25,12 +26,18 @@ class region_table {
     std::chrono::steady_clock::time_point created;
     advice_state advice{};           ///< what was applied to the whole region (for elision)
     std::uint32_t lease_blocks = 0;  ///< a block lease's backing region: its block count
+    std::optional<location> last_prefetch{};  ///< the last prefetch asked for (snapshots)
   };
 
   /// Adds `r` (the table takes over the region's initial count).
   void insert(region* r, attach_flag attach);
   /// The entry for `id`, or null.
   [[nodiscard]] entry* find(std::uint64_t id) noexcept;
+  /// The same, read-only.
+  [[nodiscard]] const entry* find(std::uint64_t id) const noexcept {
+    auto it = entries_.find(id);
+    return it == entries_.end() ? nullptr : &it->second;
+  }
   /// Removes `id`; the caller drops the table's count.
   void erase(std::uint64_t id) noexcept { entries_.erase(id); }
   [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/event_history.hpp>
+#include <uma/memory/region_info.hpp>
+#include <uma/sys/location.hpp>
+
+namespace uma {
+
+/// How a region's memory is held.
+enum class region_policy : std::uint8_t {
+  direct,  ///< its own backend allocation
+  pooled,  ///< a block of a pool slab
+  leased,  ///< the backing region of a client-side block lease
+};
+
+/// One region of a snapshot: the report row and what the allocator knows about its memory.
+struct region_snapshot {
+  region_info info{};
+  region_policy policy = region_policy::direct;
+  /// The advice the allocator applied to the whole region ("none", "read_mostly, preferred
+  /// device 0", or "unknown" once part of it was advised through a sub-view).
+  std::string advice = "none";
+  std::optional<location> last_prefetch{};  ///< the last prefetch asked for, if any
+  friend bool operator==(const region_snapshot&, const region_snapshot&) = default;
+};
+
+/// Everything one allocator incarnation can tell about itself at one moment (`snapshot_atom`,
+/// `client::snapshot`, `uma snapshot`).
+struct allocator_snapshot {
+  std::int64_t taken_at_ns = 0;  ///< system clock, nanoseconds since the Unix epoch
+  std::uint64_t generation = 0;
+  std::string backend{};
+  allocator_stats stats{};
+  std::vector<region_snapshot> regions{};  ///< sorted by id
+  std::vector<allocator_event> events{};   ///< oldest first
+  std::uint64_t events_dropped = 0;        ///< overwritten by newer ones (the ring was full)
+  std::uint64_t event_capacity = 0;        ///< 0: the history is off
+};
+
+/// "direct", "pooled", "leased".
+[[nodiscard]] inline const char* to_string(region_policy p) noexcept {
+  return p == region_policy::pooled ? "pooled" : p == region_policy::leased ? "leased" : "direct";
+}
+
+}  // namespace uma

@@ -1,0 +1,155 @@
+// Snapshots and the event history (memory/event_history.hpp, `snapshot_atom`,
+// client::snapshot): what a snapshot holds, the bounded ring, the history across restarts, and
+// a stopped allocator.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include <caf/scoped_actor.hpp>
+
+#include <uma/actors/allocator_supervisor.hpp>
+#include "support/actor_fixture.hpp"
+#include "tools/snapshot_json.hpp"
+#include "tools/snapshot_page.hpp"
+
+namespace uma {
+namespace {
+
+using namespace std::chrono_literals;
+
+class snapshot_test : public test::actor_fixture {};
+
+std::vector<event_kind> kinds_of(const allocator_snapshot& s) {
+  std::vector<event_kind> out;
+  for (const auto& e : s.events)
+    out.push_back(e.kind);
+  return out;
+}
+
+TEST_F(snapshot_test, HoldsEveryLiveRegionWithPolicyAdviceAndLastPrefetch) {
+  auto w = uma_->allocate<float>(1024, {.label = "weights"});
+  auto a = uma_->allocate<float>(256, {.attach = attach_flag::host, .label = "activations"});
+  static_cast<void>(uma_->prefetch(w, location::host()));
+  static_cast<void>(uma_->advise(w, advice::set_read_mostly));
+  const auto s = uma_->snapshot();
+  EXPECT_EQ(s.generation, 1u);
+  EXPECT_EQ(s.backend, "host");
+  EXPECT_EQ(s.stats.live_regions, 2u);
+  ASSERT_EQ(s.regions.size(), 2u);
+  EXPECT_EQ(s.regions[0].info.label, "weights");
+  EXPECT_EQ(s.regions[0].info.bytes, 4096u);
+  EXPECT_EQ(s.regions[0].policy, region_policy::direct);
+  EXPECT_EQ(s.regions[0].advice, "read_mostly");
+  ASSERT_TRUE(s.regions[0].last_prefetch);
+  EXPECT_EQ(*s.regions[0].last_prefetch, location::host());
+  EXPECT_EQ(s.regions[1].info.label, "activations");
+  EXPECT_EQ(s.regions[1].info.attach, attach_flag::host);
+  EXPECT_EQ(s.regions[1].advice, "none");
+  EXPECT_FALSE(s.regions[1].last_prefetch);
+  EXPECT_GT(s.taken_at_ns, 0);
+}
+
+TEST_F(snapshot_test, RecordsEventsInOrderWithKindsLabelsAndTimes) {
+  {
+    auto w = uma_->allocate<float>(1024, {.label = "weights"});
+    static_cast<void>(uma_->prefetch(w, location::host()));
+    static_cast<void>(uma_->advise(w, advice::set_read_mostly));
+    static_cast<void>(uma_->discard({client::erase(w)}));
+  }
+  static_cast<void>(uma_->flush());
+  const auto s = uma_->snapshot();
+  EXPECT_EQ(kinds_of(s),
+            (std::vector<event_kind>{event_kind::allocate, event_kind::prefetch, event_kind::advise,
+                                     event_kind::discard, event_kind::release}));
+  for (std::size_t i = 0; i < s.events.size(); ++i) {
+    EXPECT_EQ(s.events[i].label, "weights");
+    EXPECT_EQ(s.events[i].bytes, 4096u);
+    EXPECT_EQ(s.events[i].region, s.events[0].region);
+    if (i > 0) {
+      EXPECT_GE(s.events[i].time_ns, s.events[i - 1].time_ns);
+    }
+  }
+  EXPECT_EQ(s.events[1].detail, "to host");
+  EXPECT_EQ(s.events[2].detail, "set_read_mostly host");
+  EXPECT_TRUE(s.regions.empty());
+}
+
+TEST_F(snapshot_test, ABoundedRingDropsTheOldestEvents) {
+  auto c = make_client(allocator_config{.event_history = 3});
+  for (int i = 0; i < 5; ++i)
+    static_cast<void>(
+        c->allocate<std::byte>(64, {.label = std::string("r").append(std::to_string(i))}));
+  static_cast<void>(c->flush());
+  const auto s = c->snapshot();
+  // 5 allocations and 5 releases: the last three events remain.
+  ASSERT_EQ(s.events.size(), 3u);
+  EXPECT_EQ(s.events_dropped, 7u);
+  EXPECT_EQ(s.event_capacity, 3u);
+  EXPECT_EQ(s.events[0].label, "r3");
+  EXPECT_EQ(s.events[0].kind, event_kind::release);
+  EXPECT_EQ(s.events[1].label, "r4");
+  EXPECT_EQ(s.events[1].kind, event_kind::allocate);
+  EXPECT_EQ(s.events[2].kind, event_kind::release);
+}
+
+TEST_F(snapshot_test, CapacityZeroRecordsNothing) {
+  auto c = make_client(allocator_config{.event_history = 0});
+  auto r = c->allocate<float>(16, {.label = "kept"});
+  const auto s = c->snapshot();
+  EXPECT_TRUE(s.events.empty());
+  EXPECT_EQ(s.events_dropped, 0u);
+  EXPECT_EQ(s.event_capacity, 0u);
+  ASSERT_EQ(s.regions.size(), 1u);  // the regions are reported all the same
+}
+
+TEST_F(snapshot_test, ASupervisorsHistorySpansRestarts) {
+  supervisor_config cfg;
+  cfg.allocator.backend = backend_;
+  cfg.backoff_initial = 0ms;
+  client c(sys_, cfg);
+  static_cast<void>(c.allocate<float>(16, {.label = "before"}));
+  caf::scoped_actor self{sys_};
+  std::uint64_t gen = 0;
+  self->request(*c.supervisor(), 20s, restart_atom_v)
+      .receive([&](std::uint64_t g) { gen = g; },
+               [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
+  ASSERT_EQ(gen, 2u);
+  const auto s = c.snapshot();
+  EXPECT_EQ(s.generation, 2u);
+  const auto k = kinds_of(s);
+  ASSERT_GE(k.size(), 4u);
+  EXPECT_EQ(k[0], event_kind::allocate);
+  EXPECT_EQ(k[k.size() - 2], event_kind::stop);
+  EXPECT_EQ(s.events[k.size() - 2].generation, 1u);
+  EXPECT_EQ(k.back(), event_kind::restart);
+  EXPECT_EQ(s.events.back().generation, 2u);
+}
+
+TEST_F(snapshot_test, AStoppedAllocatorSaysSo) {
+  auto c = make_client(host_config());
+  auto handle = c->handle();
+  static_cast<void>(c->stop());
+  client other(sys_, handle);
+  try {
+    static_cast<void>(other.snapshot());
+    FAIL() << "a stopped allocator answered a snapshot";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::allocator_stopped);
+  }
+}
+
+TEST_F(snapshot_test, JsonAndPageEscapeLabels) {
+  auto r = uma_->allocate<float>(16, {.label = "</script><b>&"});
+  const auto s = uma_->snapshot();
+  const auto json = cli::to_json(s);
+  EXPECT_NE(json.find("\"policy\": \"direct\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"kind\": \"allocate\""), std::string::npos) << json;
+  const auto page = cli::snapshot_page(s);
+  EXPECT_EQ(page.find("</script><b>"), std::string::npos);
+  EXPECT_NE(page.find("\\u003c/script\\u003e\\u003cb\\u003e\\u0026"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace uma

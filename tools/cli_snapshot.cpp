@@ -1,0 +1,89 @@
+// `uma snapshot`: a short workload on a fresh allocator, then its snapshot as JSON and/or a
+// self-contained HTML page.
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include <uma/actors/client.hpp>
+#include "tools/cli_commands.hpp"
+#include "tools/snapshot_json.hpp"
+#include "tools/snapshot_page.hpp"
+
+namespace uma::cli {
+
+namespace {
+
+/// The workload of `uma stats` with two regions kept live ("weights", prefetched and advised
+/// read-mostly; "activations") and short-lived scratch regions around them, so that the history
+/// shows every kind a local allocator records. Returns the live refs.
+std::vector<ManagedRef<float>> run_workload(client& uma, location target) {
+  std::vector<ManagedRef<float>> live;
+  live.push_back(uma.allocate<float>(1u << 18, {.label = "weights"}));
+  for (int round = 0; round < 4; ++round) {
+    auto scratch = uma.allocate<float>(std::size_t{1} << (14 + round), {.label = "scratch"});
+    auto pin = scratch.pin();
+    std::fill(pin.begin(), pin.end(), 1.0f);
+    if (round == 1)
+      live.push_back(uma.allocate<float>(1u << 16, {.label = "activations"}));
+  }
+  std::vector<byte_ref> all;
+  for (const auto& r : live)
+    all.push_back(client::erase(r));
+  static_cast<void>(uma.prefetch(all, {target}, {}, completion::complete));
+  static_cast<void>(uma.advise({all[0]}, advice::set_read_mostly));
+  static_cast<void>(uma.discard({all[1]}, {}, completion::complete));
+  static_cast<void>(uma.flush());  // the scratch regions' frees have run
+  return live;
+}
+
+/// Writes `text` to `path` ("-": stdout); throws invalid_argument naming the file and why.
+void write_file(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text << std::flush;
+    if (!std::cout)
+      raise(errc::invalid_argument, "could not write the snapshot to stdout");
+    return;
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out)
+    out << text;
+  out.close();
+  if (!out)
+    raise(errc::invalid_argument,
+          std::string("could not write '").append(path).append("': ").append(std::strerror(errno)));
+}
+
+}  // namespace
+
+int run_snapshot(const options& o) {
+  const auto backend = make_backend(o.backend);
+  actor_config cfg;
+  configure(cfg, o);
+  caf::actor_system sys{cfg};
+  client uma(sys, allocator_config{.backend = backend});
+  std::vector<ManagedRef<float>> live;
+  if (o.workload)
+    live = run_workload(uma, backend->device_count() > 0 ? location::device(0) : location::host());
+  allocator_snapshot snap;
+  try {
+    snap = uma.snapshot();
+  } catch (const error& e) {
+    if (e.code() != errc::allocator_stopped)
+      throw;
+    std::fprintf(stderr, "uma snapshot: the allocator is stopped (%s)\n", e.what());
+    return exit_failure;
+  }
+  if (!o.snapshot_json.empty() || o.snapshot_html.empty())
+    write_file(o.snapshot_json.empty() ? "-" : o.snapshot_json, to_json(snap));
+  if (!o.snapshot_html.empty())
+    write_file(o.snapshot_html, snapshot_page(snap));
+  return exit_ok;
+}
+
+}  // namespace uma::cli

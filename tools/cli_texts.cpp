@@ -1,0 +1,104 @@
+// The help texts of the `uma` tool's commands (what CLI11 does not generate).
+
+#include "tools/cli_texts.hpp"
+
+namespace uma::cli {
+
+namespace {
+
+const command_text texts[] = {
+    {command::help, "", "uma <command> [options]",
+     R"(every command takes -h, --help (its options); info, demo, stats, snapshot and serve (the
+commands that run an allocator) take --backend auto|cuda|host (auto, the default: CUDA when a
+device is usable, else host); demo, stats, snapshot, serve and regions take --caf.KEY=VALUE
+options.
+`uma help <command>` or `uma <command> --help` for a command.
+
+exit status: 0 ok, 1 runtime failure (a failed request or check, no usable device for
+--backend cuda), 2 usage error
+)"},
+    {command::info, "the backend, its devices, versions, capability flags, memory model",
+     "uma info [--backend auto|cuda|host]",
+     R"(
+Prints the backend uma runs on (with auto: why CUDA is not usable, when it is not), each
+device's name, compute capability and memory, the driver and runtime versions, the capability
+flags uma reads for each device, and the memory model they add up to.
+)"},
+    {command::demo, "the worker pipeline; then a stop that leaves a held ref's clone inert",
+     "uma demo [--backend auto|cuda|host] [--producers N] [--consumers N] [--batches N]\n"
+     "                [--floats N] [--inject-fault OP:N:CODE[:every][:fatal]]...",
+     R"(
+Producer actors allocate batches of floats, fill them, prefetch them to GPU 0 (host backend:
+the host), transform them there, bring them back and pass the refs to consumer actors, which
+verify every element. Then the allocator stops while a ref is held and a clone of it goes inert.
+--inject-fault fails the Nth (with :every, every Nth) call of a backend operation (allocate,
+free, prefetch, discard, discard_prefetch, advise, attributes, kind_of, is_capturing,
+launch_host_func, synchronize) with an error code; :fatal ends the allocator incarnation and
+its supervisor decides (context_lost: restart, unrecoverable: stop, others: escalate).
+Exits 1 when a batch mismatches, a request fails or a region is left live; with
+--inject-fault only a leak, an unanswered request or an escalation fails the demo.
+)"},
+    {command::stats, "an allocator's counters as text, JSON or Prometheus text",
+     "uma stats [--json | --prometheus] [--workload short|none] [--backend auto|cuda|host]\n"
+     "       uma stats --connect HOST:PORT [--json | --prometheus]",
+     R"(
+The workload allocates four regions, fills them, prefetches them (to GPU 0 on CUDA), advises
+two read-mostly, discards one, makes one zero-size request (refused: it shows in the failure
+counters) and releases everything; then the counters are printed once every queued backend
+call has run.
+)"},
+    {command::snapshot, "an allocator's regions and event history as JSON or an HTML page",
+     "uma snapshot [--json FILE] [--html FILE] [--workload short|none]\n"
+     "                    [--backend auto|cuda|host]",
+     R"(
+Runs a short workload on a fresh allocator ("weights", prefetched and advised read-mostly,
+and "activations", discarded, stay live while four "scratch" regions come and go), then takes a
+snapshot: every region (id, generation, label, bytes, policy, attach flag, advice, last
+prefetch location, pins, age), the counters and the event history (allocate, release,
+prefetch, advise, discard, stop, restart with timestamps). --json writes it as JSON (- or no
+option at all: to stdout); --html writes one self-contained page (no network: its script is
+inlined) with live bytes over time stacked by label and a sortable, filterable region table.
+Exits 1, saying so, when the allocator is stopped or a file cannot be written.
+)"},
+    {command::serve, "a supervised allocator behind a port (and a /metrics endpoint)",
+     "uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT [--metrics-labels]]\n"
+     "                 [--for SECONDS] [--quota BYTES] [--backend auto|cuda|host]\n"
+     "                 [--inject-fault SPEC]...",
+     R"(
+Other processes (`uma stats --connect`, `uma regions --connect`, uma::remote_client) allocate,
+prefetch, advise, discard and release regions by id; a peer's regions are leases of its
+session, released when it says so or when its connection drops. Prints `uma serve: listening
+on ADDRESS:PORT ...` once published (and `uma serve: metrics on http://...` with --metrics),
+then runs until SIGINT or SIGTERM (or --for), stops the allocator and exits 0 (1 when the
+supervisor gave up). The middleman authenticates nobody: it listens on 127.0.0.1 unless --bind
+names another address, for trusted networks only. The metrics endpoint answers GET /metrics
+(Prometheus text) and GET /healthz, read-only.
+)"},
+    {command::regions, "the region table of a serving node",
+     "uma regions --connect HOST:PORT [--json]",
+     R"(
+Prints the region table of the allocator a `uma serve` runs at HOST:PORT: id, generation,
+bytes, label, refs, pins, age, the session whose lease holds the region, and for leased
+regions the advice in force and the last prefetch location.
+)"},
+};
+
+}  // namespace
+
+const std::string_view caf_note =
+    "\nCAF options: --caf.KEY=VALUE (for example --caf.scheduler.max-threads=4) and a\n"
+    "caf-application.ini in the working directory configure the actor system, as in any CAF\n"
+    "application.\n";
+
+std::span<const command_text> command_texts() noexcept {
+  return texts;
+}
+
+const command_text& text_of(command c) noexcept {
+  for (const auto& t : texts)
+    if (t.which == c)
+      return t;
+  return texts[0];
+}
+
+}  // namespace uma::cli

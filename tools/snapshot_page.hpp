@@ -1,0 +1,22 @@
+#pragma once
+
+// `uma snapshot --html`: one self-contained page (inline CSS and vanilla JavaScript, the data
+// embedded as JSON; nothing fetched from the network) that draws an allocator snapshot.
+
+#include <string>
+#include <string_view>
+
+#include <uma/memory/allocator_snapshot.hpp>
+
+namespace uma::cli {
+
+/// `json` made safe to embed in a <script> element: `<`, `>` and `&` become JSON's \u escapes
+/// (they can only occur inside JSON strings, where the escape means the same), so user data
+/// such as a label "</script>" cannot end the element.
+[[nodiscard]] std::string script_safe(std::string_view json);
+
+/// The page: a summary header, live bytes over time stacked by label (an SVG drawn from the
+/// event history), the region table (click a header to sort, type to filter) and the events.
+[[nodiscard]] std::string snapshot_page(const allocator_snapshot& s);
+
+}  // namespace uma::cli
