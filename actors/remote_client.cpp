@@ -76,6 +76,10 @@ class session_relay final : public remote_allocator_actor::base {
         },
         [this](quota_atom a, const operator_key& k, std::uint64_t bytes)
             -> caf::result<std::uint64_t> { return relay<std::uint64_t>(a, k, bytes); },
+        [this](restart_atom a) -> caf::result<std::uint64_t> { return relay<std::uint64_t>(a); },
+        [this](restart_atom a, const operator_key& k) -> caf::result<std::uint64_t> {
+          return relay<std::uint64_t>(a, k);
+        },
         [this](export_ipc_atom a, const session_key& sid, region_handle h)
             -> caf::result<std::vector<char>> { return relay<std::vector<char>>(a, sid, h); },
     };

@@ -93,6 +93,15 @@ class remote_gateway final : public remote_allocator_actor::base {
         },
         [this](quota_atom, const operator_key& k,
                std::uint64_t bytes) -> caf::result<std::uint64_t> { return set_quota(k, bytes); },
+        [](restart_atom) -> caf::result<std::uint64_t> {
+          return detail::operator_refusal("restart");
+        },
+        [this](restart_atom a, const operator_key& k) -> caf::result<std::uint64_t> {
+          if (!detail::operator_key_matches(config_.operator_secret, k))
+            return detail::operator_refusal("restart");
+          return ask<std::uint64_t, std::uint64_t>(
+              0, [](std::uint64_t g) { return g; }, a);
+        },
         [this](export_ipc_atom, const session_key& k,
                region_handle h) -> caf::result<std::vector<char>> { return export_ipc(k, h); },
     };

@@ -28,7 +28,7 @@ namespace uma {
 /// request from another node, is refused with invalid_argument and changes nothing. Tenants act
 /// on their own leases and read their own region rows and the global counters; the operator
 /// (holding the serving node's `operator_key`) sets the quota (never above the ceiling the node
-/// was started with) and reads every region.
+/// was started with), reads every region and restarts the allocator.
 ///
 /// Errors are `caf::error`s of the `uma` category, as locally. Region lookups refuse an unknown
 /// id with invalid_argument, and a stale generation (older than the allocator's current one, or
@@ -64,6 +64,12 @@ using remote_allocator_actor = caf::typed_actor<
     /// (operator, bytes) -> the quota now in force; 0 reads it. invalid_argument when below the
     /// live bytes or above the ceiling the serving node was started with
     caf::replies_to<quota_atom, operator_key, std::uint64_t>::with<std::uint64_t>,
+    /// -> never succeeds: invalid_argument, because restarting needs the operator key
+    sig::restart,
+    /// (operator) -> the supervisor's explicit restart: the new generation; every lease of the
+    /// old generation goes stale (allocator_stopped). invalid_argument for a wrong key, and
+    /// nothing restarts
+    caf::replies_to<restart_atom, operator_key>::with<std::uint64_t>,
     /// (session, region) -> never succeeds: not_supported, because managed memory cannot be
     /// exported over CUDA IPC. The reply type is what a cudaIpcMemHandle_t would have been.
     caf::replies_to<export_ipc_atom, session_key, region_handle>::with<std::vector<char>>>;

@@ -340,6 +340,28 @@ TEST_F(gateway, ATenantCannotSetTheQuotaAndNoRequestLiftsTheCeiling) {
   EXPECT_EQ(local().stats().quota_bytes, initial);
 }
 
+TEST_F(gateway, TheOperatorRestartsTheAllocatorAndOldLeasesGoStale) {
+  const auto old = allocate(4096);
+  EXPECT_EQ(ask<std::uint64_t>(restart_atom_v, operator_), 2u);
+  await_generation(2);
+  EXPECT_EQ(query_supervision(sys_, sup_).requested_restarts, 1u);
+  UMA_EXPECT_ERROR(prefetch(old), errc::allocator_stopped, "region 1 of generation 1 is stale");
+  EXPECT_EQ(allocate(4096), (region_handle{1, 2}));
+  EXPECT_EQ(ask<std::uint64_t>(restart_atom_v, operator_), 3u);
+}
+
+TEST_F(gateway, ATenantCannotRestartTheAllocatorAndNothingChanges) {
+  const auto h = allocate(4096);
+  UMA_EXPECT_ERROR(ask<std::uint64_t>(restart_atom_v, operator_key{1, 2}), errc::invalid_argument,
+                   "restart needs the serving node's operator key");
+  UMA_EXPECT_ERROR(ask<std::uint64_t>(restart_atom_v), errc::invalid_argument,
+                   "restart needs the serving node's operator key");
+  const auto s = query_supervision(sys_, sup_);
+  EXPECT_EQ(s.current_generation, 1u);
+  EXPECT_EQ(s.requested_restarts, 0u);
+  EXPECT_EQ(prefetch(h).ranges, 1u);  // the lease still works
+}
+
 TEST_F(gateway, ASessionNamingTheGatewayOrItsSupervisorOrNoSenderIsRefused) {
   UMA_EXPECT_ERROR(ask<session_key>(open_session_atom_v, caf::actor_cast<caf::actor>(gw_)),
                    errc::invalid_argument, "the actor given is the serving node's own gateway");

@@ -89,6 +89,14 @@ run_fuzz() {
     tests/fuzz/wire-corpus >"$root/fuzz/wire-run.log" 2>&1 || rc=$?
   grep -E '^(Done |stat::number_of_executed_units|stat::average_exec_per_sec|SUMMARY|uma_wire_fuzz: )' \
     "$root/fuzz/wire-run.log" || true
+  # The resource-stack target (allocation sequences on the CAF-free memory layer, in-process).
+  echo "=== fuzz: uma_stack_fuzz for $seconds s (log: $root/fuzz/stack-run.log)"
+  mkdir -p "$root/fuzz/stack-corpus-run"
+  "$root/fuzz/tests/fuzz/uma_stack_fuzz" -max_total_time="$seconds" -timeout=30 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$root/fuzz/stack-" \
+    "$root/fuzz/stack-corpus-run" tests/fuzz/stack-corpus >"$root/fuzz/stack-run.log" 2>&1 || rc=$?
+  grep -E '^(Done |stat::number_of_executed_units|stat::average_exec_per_sec|SUMMARY|uma_stack_fuzz: )' \
+    "$root/fuzz/stack-run.log" || true
   if [ "$rc" -ne 0 ]; then
     tail -n 60 "$log"
     return "$rc"
@@ -117,6 +125,7 @@ case "${1:-}" in
     build_target fuzz uma_fuzz -DCMAKE_CXX_COMPILER=clang++ -DUMA_BUILD_FUZZERS=ON \
       -DUMA_SANITIZE=fuzzer-no-link,address,undefined -DUMA_WERROR=ON
     cmake --build "$root/fuzz" -j "$jobs" --target uma_wire_fuzz
+    cmake --build "$root/fuzz" -j "$jobs" --target uma_stack_fuzz
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     run_tests asan
     run_tests release
