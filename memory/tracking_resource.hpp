@@ -1,5 +1,7 @@
 #pragma once
 
+#include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -40,10 +42,31 @@ class tracking_resource final : public resource_adaptor {
   void do_deallocate(const allocation& a) noexcept override;
 
  private:
+  /// One outstanding allocation as kept here: its nodes and labels come from `arena_`.
+  struct entry {
+    std::size_t bytes = 0;
+    std::size_t charged = 0;
+    std::pmr::string label;
+  };
+  using table = std::pmr::unordered_map<const void*, entry>;
+
   void record(const allocation& a, const std::string& label);
 
   mutable std::mutex mutex_;
-  std::unordered_map<const void*, tracked_allocation> live_;
+  // Nodes from a pool of the tracker's own, not from malloc one by one: recording costs no heap
+  // call on the allocate path, and post_stop forgetting 100 000 entries (keep_only) returns them
+  // to the pool instead of freeing each across threads' arenas (docs/performance.md section 8).
+  /// A table built inside `arena` (the object, its buckets, nodes and labels).
+  [[nodiscard]] static table* make_table(std::pmr::memory_resource& arena);
+
+  // The table lives wholly inside its pool, so keep_only drops 100 000 entries by dropping the
+  // pool, without walking them: their destructors would only give memory back to that pool.
+  std::unique_ptr<std::pmr::unsynchronized_pool_resource> arena_ =
+      std::make_unique<std::pmr::unsynchronized_pool_resource>();
+  table* live_ = make_table(*arena_);
+  // The pool keep_only replaced: given back to the system with the tracker (the allocator's
+  // destruction), not inside post_stop, where unmapping it cost more than all the rest.
+  std::unique_ptr<std::pmr::unsynchronized_pool_resource> retired_;
 };
 
 }  // namespace uma
