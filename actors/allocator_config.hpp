@@ -7,8 +7,8 @@
 
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/event_history.hpp>
-#include <uma/memory/stop_report.hpp>
 #include <uma/memory/resource_stack.hpp>
+#include <uma/memory/stop_report.hpp>
 
 #include <uma/sys/backend.hpp>
 
