@@ -78,23 +78,25 @@ int forge(uma::remote_client& own, std::uint64_t victim) {
 
 int exit_and_link(caf::actor_system& sys, uma::remote_client& own, bool link) {
   const auto gw = caf::actor_cast<caf::actor>(own.gateway());
+  caf::scoped_actor self{sys};
   if (!link) {
     caf::anon_send_exit(gw, caf::exit_reason::kill);
-    caf::scoped_actor self{sys};
     self->send_exit(gw, caf::exit_reason::kill);
     self->send_exit(gw, caf::exit_reason::user_shutdown);
     say("exit: sent");
   } else {
-    auto linked = sys.spawn([gw](caf::event_based_actor* self) -> caf::behavior {
-      self->link_to(gw);
-      self->quit(caf::exit_reason::kill);
+    auto linked = sys.spawn([gw](caf::event_based_actor* linker) -> caf::behavior {
+      linker->link_to(gw);
+      linker->quit(caf::exit_reason::kill);
       return {};
     });
-    static_cast<void>(linked);
+    self->wait_for(linked);  // its exit to the gateway is queued on the connection now
     say("link: linked and died");
   }
-  // Let the messages leave before the process goes (the server must survive both).
-  std::this_thread::sleep_for(200ms);
+  // One round trip after them, instead of a sleep: the connection delivers in order, so once the
+  // gateway answers, the exits have reached it (the server must survive both).
+  self->request(own.gateway(), 10s, uma::stats_atom_v)
+      .receive([](uma::remote_stats&) {}, [](caf::error&) {});
   return 0;
 }
 
