@@ -1,0 +1,173 @@
+/* uma's C ABI (C11; usable from C, C++ and any FFI such as Python's ctypes).
+ *
+ * An allocator made here is a uma allocator actor like any other: every block handed out counts
+ * in its stats, quota and region report, and stopping it (uma_destroy) makes what is still out
+ * inert. uma_malloc/uma_free go through a stream-aware caching layer on the caller's thread for
+ * the sizes it serves (no message on the hot path); a block freed on a stream is reused on that
+ * stream at once and on another stream only once an event recorded at the free has completed.
+ *
+ * Errors never abort the process: every call returns a uma_status, and uma_last_error() gives
+ * the message of the calling thread's last failing call. A pointer uma did not hand out (or
+ * handed out and took back) gets UMA_ERR_UNKNOWN_POINTER, not a crash.
+ *
+ * Thread-safety: every function may be called from any thread, concurrently, on one allocator,
+ * except uma_destroy, which must not race other calls on the same allocator.
+ */
+#ifndef UMA_C_UMA_H
+#define UMA_C_UMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define UMA_C_EXPORT
+#else
+#define UMA_C_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* The ABI's version: bumped when a function or a struct changes incompatibly. */
+#define UMA_C_ABI_VERSION 1
+
+/* A CUDA stream, layout-compatible with cudaStream_t (pass one without a cast); NULL is the
+ * legacy default stream. On the host backend any value is a stream token. */
+typedef struct CUstream_st* uma_stream;
+
+/* The device id meaning the host (cudaCpuDeviceId). */
+#define UMA_DEVICE_HOST (-1)
+
+/* Status codes. 1..11 are uma's errc values (sys/error.hpp) and never change. */
+typedef enum uma_status {
+  UMA_OK = 0,
+  UMA_ERR_OUT_OF_MEMORY = 1,
+  UMA_ERR_QUOTA_EXCEEDED = 2,
+  UMA_ERR_INVALID_ARGUMENT = 3,
+  UMA_ERR_ALLOCATOR_STOPPED = 4,
+  UMA_ERR_CAPTURE_IN_PROGRESS = 5,
+  UMA_ERR_NOT_SUPPORTED = 6,
+  UMA_ERR_NO_DEVICE = 7,
+  UMA_ERR_BACKEND = 8,
+  UMA_ERR_OVERFLOW = 9,
+  UMA_ERR_CONTEXT_LOST = 10,
+  UMA_ERR_UNRECOVERABLE = 11,
+  /* C ABI only */
+  UMA_ERR_UNKNOWN_POINTER = 64, /* not a live block of this allocator */
+  UMA_ERR_NULL_ARGUMENT = 65,   /* a required pointer argument was NULL */
+  UMA_ERR_BUFFER_TOO_SMALL = 66 /* uma_stats_json: *needed says how much */
+} uma_status;
+
+typedef enum uma_backend_choice {
+  UMA_BACKEND_AUTO = 0, /* CUDA if a device is usable, else host */
+  UMA_BACKEND_HOST = 1,
+  UMA_BACKEND_CUDA = 2
+} uma_backend_choice;
+
+typedef enum uma_policy {
+  UMA_POLICY_DIRECT = 0, /* every region is its own backend allocation */
+  UMA_POLICY_POOL = 1    /* regions carved from slabs */
+} uma_policy;
+
+/* Same values as uma::advice (sys/advice.hpp). */
+typedef enum uma_advice {
+  UMA_ADVICE_SET_READ_MOSTLY = 1,
+  UMA_ADVICE_UNSET_READ_MOSTLY = 2,
+  UMA_ADVICE_SET_PREFERRED_LOCATION = 3,
+  UMA_ADVICE_UNSET_PREFERRED_LOCATION = 4,
+  UMA_ADVICE_SET_ACCESSED_BY = 5,
+  UMA_ADVICE_UNSET_ACCESSED_BY = 6
+} uma_advice;
+
+/* How an allocator is made. Fill with uma_config_init, then change fields. struct_size lets
+ * the ABI grow: a caller built against an older, smaller struct still works. */
+typedef struct uma_config {
+  uint32_t struct_size;
+  uma_backend_choice backend;
+  uma_policy policy;
+  uint64_t quota_bytes;         /* 0: the backend's default */
+  uint64_t device_budget_bytes; /* resident bytes per device; 0: none (residency work) */
+  uint64_t cache_max_bytes;     /* largest request the caching layer serves; 0: default */
+  uint32_t scheduler_threads;   /* CAF scheduler threads; 0: uma's default */
+} uma_config;
+
+/* An allocator's counters (see docs/cli.md for each figure). */
+typedef struct uma_stats {
+  uint32_t struct_size;
+  uint64_t generation;
+  uint64_t quota_bytes;
+  uint64_t live_bytes;    /* bytes held by the allocator for live regions (slabs included) */
+  uint64_t live_regions;
+  uint64_t peak_bytes;
+  uint64_t allocations;   /* allocations the actor served (slabs, direct regions) */
+  uint64_t releases;
+  uint64_t cache_in_use_bytes; /* caching layer: bytes in blocks handed out */
+  uint64_t cache_free_bytes;   /* caching layer: bytes in blocks waiting for reuse */
+  uint64_t cache_hits;         /* uma_malloc calls served without the actor */
+  uint64_t cache_misses;
+  uint64_t prefetch_bytes;
+  uint64_t discard_bytes;
+} uma_stats;
+
+typedef struct uma_allocator uma_allocator;
+
+/* Fills *config with the defaults (struct_size set). */
+UMA_C_EXPORT void uma_config_init(uma_config* config);
+
+/* Makes an allocator (its own CAF actor system). *out is set only on UMA_OK. */
+UMA_C_EXPORT uma_status uma_create(const uma_config* config, uma_allocator** out);
+
+/* Stops the allocator and frees it. Blocks still out are made inert: what a caller may still
+ * be using is leaked and reported rather than freed under it. NULL is a no-op. */
+UMA_C_EXPORT uma_status uma_destroy(uma_allocator* allocator);
+
+/* size bytes of managed memory for use on `device` (ordered on `stream`). size 0 gives NULL
+ * and UMA_OK. */
+UMA_C_EXPORT uma_status uma_malloc(uma_allocator* allocator, size_t size, int device,
+                                   uma_stream stream, void** out);
+
+/* Gives back a block from uma_malloc. size is checked against the block's size when non-zero;
+ * stream is the stream its last use was ordered on. */
+UMA_C_EXPORT uma_status uma_free(uma_allocator* allocator, void* ptr, size_t size, int device,
+                                 uma_stream stream);
+
+/* Range operations on memory handed out by this allocator (the range must lie inside one
+ * block). device is a device id or UMA_DEVICE_HOST. */
+UMA_C_EXPORT uma_status uma_prefetch(uma_allocator* allocator, const void* ptr, size_t bytes,
+                                     int device, uma_stream stream);
+UMA_C_EXPORT uma_status uma_advise(uma_allocator* allocator, const void* ptr, size_t bytes,
+                                   uma_advice advice, int device);
+UMA_C_EXPORT uma_status uma_discard(uma_allocator* allocator, const void* ptr, size_t bytes,
+                                    uma_stream stream);
+
+/* The counters as a struct (out->struct_size must be set by the caller). */
+UMA_C_EXPORT uma_status uma_get_stats(uma_allocator* allocator, uma_stats* out);
+/* The counters as JSON (the schema of `uma stats --json`), NUL-terminated. With buffer NULL or
+ * capacity too small, returns UMA_ERR_BUFFER_TOO_SMALL and sets *needed (NUL included). */
+UMA_C_EXPORT uma_status uma_stats_json(uma_allocator* allocator, char* buffer, size_t capacity,
+                                       size_t* needed);
+/* Changes the quota (bytes held from the backend); refused below what is held now. */
+UMA_C_EXPORT uma_status uma_set_quota(uma_allocator* allocator, uint64_t quota_bytes);
+
+/* The status's name, e.g. "UMA_ERR_UNKNOWN_POINTER" (never NULL). */
+UMA_C_EXPORT const char* uma_status_string(uma_status status);
+/* The message of this thread's last failing call ("" if none); valid until its next call. */
+UMA_C_EXPORT const char* uma_last_error(void);
+
+/* The process-wide allocator the framework adapters use: made from *config (NULL: defaults
+ * and the UMA_* environment, see docs/c_abi.md) on the first call; later calls return it.
+ * UMA_ERR_INVALID_ARGUMENT if it exists already with another config. */
+UMA_C_EXPORT uma_status uma_default_allocator(const uma_config* config, uma_allocator** out);
+
+/* PyTorch's pluggable-allocator signatures over the default allocator
+ * (torch.cuda.memory.CUDAPluggableAllocator(path, "uma_torch_malloc", "uma_torch_free")).
+ * uma_torch_malloc returns NULL on failure (PyTorch raises its out-of-memory error). */
+UMA_C_EXPORT void* uma_torch_malloc(ptrdiff_t size, int device, uma_stream stream);
+UMA_C_EXPORT void uma_torch_free(void* ptr, ptrdiff_t size, int device, uma_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* UMA_C_UMA_H */
