@@ -85,11 +85,15 @@ int exit_and_link(caf::actor_system& sys, uma::remote_client& own, bool link) {
     self->send_exit(gw, caf::exit_reason::user_shutdown);
     say("exit: sent");
   } else {
-    auto linked = sys.spawn([gw](caf::event_based_actor* linker) -> caf::behavior {
-      linker->link_to(gw);
-      linker->quit(caf::exit_reason::kill);
-      return {};
-    });
+    // The gateway goes in as a spawn argument: CAF 0.17 dereferences a null argument tuple when
+    // a function actor is spawned with none (UBSan stops on it).
+    auto linked = sys.spawn(
+        [](caf::event_based_actor* linker, const caf::actor& target) -> caf::behavior {
+          linker->link_to(target);
+          linker->quit(caf::exit_reason::kill);
+          return {};
+        },
+        gw);
     self->wait_for(linked);  // its exit to the gateway is queued on the connection now
     say("link: linked and died");
   }

@@ -118,6 +118,22 @@ class two_processes : public ::testing::Test {
 
   // -- a child serves --------------------------------------------------------------------------
 
+  /// The shell command that bounds the server's memory. `ulimit -v` where it works; under
+  /// AddressSanitizer (which reserves terabytes of shadow address space, so any `ulimit -v` keeps
+  /// it from starting) ASan's own limits instead: no single allocation above half the bound and
+  /// no more resident memory than the bound, either of which kills the server (and fails the
+  /// test) just as an allocation failure under `ulimit -v` would.
+  static std::string memory_limit_prefix(std::uint64_t kib) {
+#if defined(__SANITIZE_ADDRESS__)
+    const auto mb = std::to_string(kib / 1024);
+    const auto half = std::to_string(kib / 2048);
+    return "export ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}max_allocation_size_mb=" + half +
+           ":hard_rss_limit_mb=" + mb + "\"";
+#else
+    return "ulimit -v " + std::to_string(kib);
+#endif
+  }
+
   /// Starts `uma serve` on a free loopback port and reads the port from its first line; with
   /// `memory_limit_kib`, under `ulimit -v` of that many KiB.
   void serve_in_child(std::vector<std::string> extra = {}, std::uint64_t memory_limit_kib = 0) {
@@ -127,9 +143,8 @@ class two_processes : public ::testing::Test {
                                   key_file()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     if (memory_limit_kib != 0)
-      argv.insert(argv.begin(),
-                  {"/bin/sh", "-c",
-                   "ulimit -v " + std::to_string(memory_limit_kib) + " && exec \"$0\" \"$@\""});
+      argv.insert(argv.begin(), {"/bin/sh", "-c",
+                                 memory_limit_prefix(memory_limit_kib) + " && exec \"$0\" \"$@\""});
     server_ = std::make_unique<child_process>(argv);
     const auto line = server_->read_line(20s);
     ASSERT_TRUE(line) << "uma serve printed no line";
@@ -142,7 +157,9 @@ class two_processes : public ::testing::Test {
     return std::make_unique<remote_client>(sys_, "127.0.0.1", port_, timeout);
   }
 
-  [[nodiscard]] std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  [[nodiscard]] std::string endpoint() const {
+    return "127.0.0.1:" + std::to_string(port_);
+  }
 
   /// Runs `uma ARGS...` to completion (bounded) and returns its stdout; expects exit status 0.
   std::string run_cli(std::vector<std::string> args) {

@@ -175,9 +175,13 @@ TEST_F(supervisor_restart, AnUnsubscribedObserverHearsNothing) {
 TEST_F(supervisor_restart, ADeadObserverIsForgotten) {
   client c(sys_, start());
   caf::scoped_actor self{sys_};
-  auto dead = sys_.spawn([]() -> restart_observer_actor::behavior_type {
-    return {[](restarted_atom, const restart_event&) {}};
-  });
+  // One (unused) spawn argument: CAF 0.17 dereferences a null argument tuple when a function
+  // actor is spawned with none (UBSan stops on it).
+  auto dead = sys_.spawn(
+      [](restart_observer_actor::pointer, int) -> restart_observer_actor::behavior_type {
+        return {[](restarted_atom, const restart_event&) {}};
+      },
+      0);
   EXPECT_EQ(ask<std::uint64_t>(self, subscribe_atom_v, dead), 1u);
   EXPECT_EQ(ask<std::uint64_t>(self, subscribe_atom_v, observer(self)), 1u);
   EXPECT_EQ(query_supervision(sys_, sup_).observers, 2u);

@@ -58,69 +58,78 @@ void metrics_source::fetch(callback done) const {
   auto st = std::make_shared<fetch_state>();
   st->done = std::move(done);
   st->labels = labels_;
-  sys_.spawn([st, allocator = allocator_, supervisor = supervisor_,
-              timeout = timeout_](caf::event_based_actor* self) {
-    self->request(allocator, timeout, stats_atom_v)
-        .then(
-            [=](allocator_stats& s) {
-              st->snapshot.allocator = std::move(s);
-              if (!st->labels) {
-                ask_supervision(self, st, supervisor, timeout);
-                return;
-              }
-              self->request(allocator, timeout, regions_atom_v)
-                  .then(
-                      [=](const std::vector<region_info>& regions) {
-                        st->snapshot.labels = usage_by_label(regions);
-                        ask_supervision(self, st, supervisor, timeout);
-                      },
-                      fail(self, st, "regions"));
-            },
-            fail(self, st, "stats"));
-  });
+  // Everything goes in as spawn arguments, not captures: CAF 0.17 dereferences a null argument
+  // tuple when a function actor is spawned with none (UBSan stops on it).
+  sys_.spawn(
+      [](caf::event_based_actor* self, state_ptr st, managed_allocator_actor allocator,
+         allocator_supervisor_actor supervisor, std::chrono::milliseconds timeout) {
+        self->request(allocator, timeout, stats_atom_v)
+            .then(
+                [=](allocator_stats& s) {
+                  st->snapshot.allocator = std::move(s);
+                  if (!st->labels) {
+                    ask_supervision(self, st, supervisor, timeout);
+                    return;
+                  }
+                  self->request(allocator, timeout, regions_atom_v)
+                      .then(
+                          [=](const std::vector<region_info>& regions) {
+                            st->snapshot.labels = usage_by_label(regions);
+                            ask_supervision(self, st, supervisor, timeout);
+                          },
+                          fail(self, st, "regions"));
+                },
+                fail(self, st, "stats"));
+      },
+      st, allocator_, supervisor_, timeout_);
 }
 
 void metrics_source::probe(callback done) const {
   auto st = std::make_shared<fetch_state>();
   st->done = std::move(done);
-  sys_.spawn([st, allocator = allocator_, supervisor = supervisor_,
-              timeout = timeout_](caf::event_based_actor* self) {
-    auto ask_stats = [=] {
-      self->request(allocator, timeout, stats_atom_v)
-          .then(
-              [st](allocator_stats& s) {
-                st->done({.snapshot = metrics_snapshot{.allocator = s}});
-              },
-              fail(self, st, "stats"));
-    };
-    if (!supervisor) {
-      ask_stats();
-      return;
-    }
-    self->request(supervisor, timeout, supervision_atom_v)
-        .then(
-            [=](const supervision_stats& s) {
-              if (s.state != supervisor_state::running)
-                st->done(
-                    {.error = "the allocator supervisor is " + std::string(to_string(s.state)) +
-                              (s.last_exit_reason.empty() ? "" : " (" + s.last_exit_reason + ")")});
-              else
-                ask_stats();
-            },
-            fail(self, st, "supervision"));
-  });
+  sys_.spawn(
+      [](caf::event_based_actor* self, state_ptr st, managed_allocator_actor allocator,
+         allocator_supervisor_actor supervisor, std::chrono::milliseconds timeout) {
+        auto ask_stats = [=] {
+          self->request(allocator, timeout, stats_atom_v)
+              .then(
+                  [st](allocator_stats& s) {
+                    st->done({.snapshot = metrics_snapshot{.allocator = s}});
+                  },
+                  fail(self, st, "stats"));
+        };
+        if (!supervisor) {
+          ask_stats();
+          return;
+        }
+        self->request(supervisor, timeout, supervision_atom_v)
+            .then(
+                [=](const supervision_stats& s) {
+                  if (s.state != supervisor_state::running)
+                    st->done(
+                        {.error =
+                             "the allocator supervisor is " + std::string(to_string(s.state)) +
+                             (s.last_exit_reason.empty() ? "" : " (" + s.last_exit_reason + ")")});
+                  else
+                    ask_stats();
+                },
+                fail(self, st, "supervision"));
+      },
+      st, allocator_, supervisor_, timeout_);
 }
 
 void metrics_source::snapshot(std::function<void(snapshot_outcome)> done) const {
-  sys_.spawn([done = std::move(done), allocator = allocator_,
-              timeout = timeout_](caf::event_based_actor* self) {
-    self->request(allocator, timeout, snapshot_atom_v)
-        .then([done](allocator_snapshot& s) { done({.snapshot = std::move(s)}); },
-              [self, done](const caf::error& e) {
-                const bool stopped = to_uma_error(e).code() == errc::allocator_stopped;
-                done({.error = self->system().render(e), .stopped = stopped});
-              });
-  });
+  sys_.spawn(
+      [](caf::event_based_actor* self, std::function<void(snapshot_outcome)> done,
+         managed_allocator_actor allocator, std::chrono::milliseconds timeout) {
+        self->request(allocator, timeout, snapshot_atom_v)
+            .then([done](allocator_snapshot& s) { done({.snapshot = std::move(s)}); },
+                  [self, done](const caf::error& e) {
+                    const bool stopped = to_uma_error(e).code() == errc::allocator_stopped;
+                    done({.error = self->system().render(e), .stopped = stopped});
+                  });
+      },
+      std::move(done), allocator_, timeout_);
 }
 
 }  // namespace uma::detail
