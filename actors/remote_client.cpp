@@ -10,6 +10,8 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <uma/actors/detail/remote_checks.hpp>
+
 namespace uma {
 
 namespace {
@@ -70,6 +72,12 @@ class session_relay final : public remote_allocator_actor::base {
         [this](regions_atom a,
                const operator_key& k) -> caf::result<std::vector<remote_region_info>> {
           return relay<std::vector<remote_region_info>>(a, k);
+        },
+        [this](snapshot_atom a) -> caf::result<remote_snapshot> {
+          return relay<remote_snapshot>(a);
+        },
+        [this](snapshot_atom a, const operator_key& k) -> caf::result<remote_snapshot> {
+          return relay<remote_snapshot>(a, k);
         },
         [this](quota_atom a, std::uint64_t bytes) -> caf::result<std::uint64_t> {
           return relay<std::uint64_t>(a, bytes);
@@ -240,6 +248,14 @@ std::vector<remote_region_info> remote_client::regions() {
 
 std::vector<remote_region_info> remote_client::regions(const operator_key& key) {
   return call<std::vector<remote_region_info>>(regions_atom_v, key);
+}
+
+remote_snapshot remote_client::snapshot(const operator_key& key) {
+  auto s = call<remote_snapshot>(snapshot_atom_v, key);
+  if (auto bad = detail::check_snapshot(s))
+    raise(errc::backend_error,
+          "the uma server at " + address_ + " sent a malformed " + bad->message);
+  return s;
 }
 
 std::uint64_t remote_client::quota() {

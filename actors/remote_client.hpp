@@ -80,6 +80,11 @@ class remote_client {
   [[nodiscard]] std::vector<remote_region_info> regions();
   /// The serving node's whole region table; needs its operator key.
   [[nodiscard]] std::vector<remote_region_info> regions(const operator_key& key);
+  /// The serving node's snapshot: every region (with the session leasing it), the counters and
+  /// the event history; needs its operator key. Throws `error(invalid_argument)` for a wrong key,
+  /// `error(allocator_stopped)` when the serving node's allocator stopped, and
+  /// `error(backend_error)` when the server's reply has a value out of range.
+  [[nodiscard]] remote_snapshot snapshot(const operator_key& key);
   /// The quota in force.
   [[nodiscard]] std::uint64_t quota();
   /// Sets the quota (needs the operator key; never above the node's ceiling); returns it.

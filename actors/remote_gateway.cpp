@@ -19,6 +19,7 @@ using detail::lookup_failure;
 using detail::refusal;
 using session_map = std::map<std::uint64_t, detail::session>;
 constexpr auto to_remote_op = [](const op_result& r) { return to_remote(r); };
+constexpr auto identity = [](std::uint64_t x) { return x; };
 
 caf::error to_caf(const refusal& r) {
   return make_caf_error(r.code, r.message);
@@ -78,29 +79,24 @@ class remote_gateway final : public remote_allocator_actor::base {
             return lookup_failure{"regions", k.id, true}.to_error(nullptr);
           return regions(k.id);
         },
-        [this](regions_atom,
-               const operator_key& k) -> caf::result<std::vector<remote_region_info>> {
-          if (!detail::operator_key_matches(config_.operator_secret, k))
-            return detail::operator_refusal("regions");
-          return regions(0);
+        [this](regions_atom, const operator_key& k)
+            -> caf::result<std::vector<remote_region_info>> { return operator_regions(k); },
+        [](snapshot_atom) -> caf::result<remote_snapshot> {
+          return detail::operator_refusal("snapshot");
         },
-        [this](quota_atom a, std::uint64_t bytes) -> caf::result<std::uint64_t> {
-          if (bytes != 0)
-            return detail::operator_refusal("quota: setting the quota to " + std::to_string(bytes) +
-                                            " bytes");
-          return ask<std::uint64_t, std::uint64_t>(
-              0, [](std::uint64_t q) { return q; }, a, bytes);
+        [this](snapshot_atom, const operator_key& k) -> caf::result<remote_snapshot> {
+          return snapshot(k);
+        },
+        [this](quota_atom, std::uint64_t bytes) -> caf::result<std::uint64_t> {
+          return read_quota(bytes);
         },
         [this](quota_atom, const operator_key& k,
                std::uint64_t bytes) -> caf::result<std::uint64_t> { return set_quota(k, bytes); },
         [](restart_atom) -> caf::result<std::uint64_t> {
           return detail::operator_refusal("restart");
         },
-        [this](restart_atom a, const operator_key& k) -> caf::result<std::uint64_t> {
-          if (!detail::operator_key_matches(config_.operator_secret, k))
-            return detail::operator_refusal("restart");
-          return ask<std::uint64_t, std::uint64_t>(
-              0, [](std::uint64_t g) { return g; }, a);
+        [this](restart_atom, const operator_key& k) -> caf::result<std::uint64_t> {
+          return restart(k);
         },
         [this](export_ipc_atom, const session_key& k,
                region_handle h) -> caf::result<std::vector<char>> { return export_ipc(k, h); },
@@ -376,12 +372,19 @@ class remote_gateway final : public remote_allocator_actor::base {
     return rp;
   }
 
+  /// Anyone reads the quota (0); setting it needs the operator key.
+  caf::result<std::uint64_t> read_quota(std::uint64_t bytes) {
+    if (bytes != 0)
+      return detail::operator_refusal("quota: setting the quota to " + std::to_string(bytes) +
+                                      " bytes");
+    return ask<std::uint64_t, std::uint64_t>(0, identity, quota_atom_v, bytes);
+  }
+
   /// The operator sets the quota, never above the ceiling (learnt from the supervisor first if
   /// the gateway was not told it).
   caf::result<std::uint64_t> set_quota(const operator_key& k, std::uint64_t bytes) {
     if (!detail::operator_key_matches(config_.operator_secret, k))
       return detail::operator_refusal("quota");
-    const auto identity = [](std::uint64_t q) { return q; };
     if (bytes == 0 || (ceiling_ != 0 && bytes <= ceiling_))
       return ask<std::uint64_t, std::uint64_t>(0, identity, quota_atom_v, bytes);
     if (ceiling_ != 0)
@@ -417,12 +420,8 @@ class remote_gateway final : public remote_allocator_actor::base {
             [this, rp](allocator_stats& a) mutable {
               remote_stats out;
               out.allocator = std::move(a);
-              out.sessions = sessions_.size();
+              detail::count_leases(out, sessions_);
               out.sessions_lost = sessions_lost_;
-              for (const auto& [sid, s] : sessions_) {
-                out.leases += s.leases.size();
-                out.leased_bytes += s.held_bytes();
-              }
               request(supervisor_, caf::infinite, supervision_atom_v)
                   .then(
                       [rp, out](supervision_stats& sv) mutable {
@@ -443,24 +442,35 @@ class remote_gateway final : public remote_allocator_actor::base {
     request(supervisor_, caf::infinite, regions_atom_v)
         .then(
             [this, rp, only](std::vector<region_info>& rows) mutable {
-              detail::leased_map leased;
-              for (const auto& [sid, s] : sessions_)
-                for (const auto& [h, l] : s.leases)
-                  if (l.ref.valid() && (only == 0 || sid == only))
-                    leased.emplace(h, std::pair(sid, l.ref));
-              auto out = std::make_shared<std::vector<remote_region_info>>();
-              for (auto& row : rows) {
-                auto it = leased.find({row.id, row.generation});
-                if (only != 0 && it == leased.end())
-                  continue;
-                out->push_back({std::move(row)});
-                if (it != leased.end())
-                  out->back().session = it->second.first;
-              }
+              const auto leased = detail::live_leases(sessions_, only);
+              auto out = std::make_shared<std::vector<remote_region_info>>(
+                  detail::report_rows(std::move(rows), leased, only));
               detail::read_attributes(this, supervisor_, rp, out, leased);
             },
             [this, rp](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
     return rp;
+  }
+
+  caf::result<std::uint64_t> restart(const operator_key& k) {
+    if (!detail::operator_key_matches(config_.operator_secret, k))
+      return detail::operator_refusal("restart");
+    return ask<std::uint64_t, std::uint64_t>(0, identity, restart_atom_v);
+  }
+
+  caf::result<std::vector<remote_region_info>> operator_regions(const operator_key& k) {
+    if (!detail::operator_key_matches(config_.operator_secret, k))
+      return detail::operator_refusal("regions");
+    return regions(0);
+  }
+
+  /// The supervisor's snapshot, each leased region with its session (read when the snapshot
+  /// arrives, so a lease taken meanwhile shows).
+  caf::result<remote_snapshot> snapshot(const operator_key& k) {
+    if (!detail::operator_key_matches(config_.operator_secret, k))
+      return detail::operator_refusal("snapshot");
+    return ask<remote_snapshot, allocator_snapshot>(
+        0, [this](const allocator_snapshot& s) { return detail::with_sessions(s, sessions_); },
+        snapshot_atom_v);
   }
 
   void log(const std::string& line) const {

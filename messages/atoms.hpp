@@ -68,9 +68,11 @@ CAF_ADD_TYPE_ID(uma, (uma::block_cache))
 CAF_ADD_TYPE_ID(uma, (uma::restart_event))
 // Local to one allocator: the reply of its own pool-growth job (actors/managed_allocator.cpp).
 CAF_ADD_TYPE_ID(uma, (uma::allocation_handoff))
-// Snapshots (`uma snapshot`): local-only, they carry the event history's strings unserialized.
+// Snapshots (`uma snapshot`): the allocator's reply is local-only (its optional last prefetch
+// has no CAF 0.17 serialization); the remote interface replies its wire form, remote_snapshot.
 CAF_ADD_ATOM(uma, uma, snapshot_atom, "snapshot")
 CAF_ADD_TYPE_ID(uma, (uma::allocator_snapshot))
+CAF_ADD_TYPE_ID(uma, (uma::remote_snapshot))
 
 CAF_END_TYPE_ID_BLOCK(uma)
 

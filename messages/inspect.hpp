@@ -6,6 +6,7 @@
 // `inspect` by argument-dependent lookup at the point where it serializes.
 
 #include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/event_history.hpp>
 #include <uma/memory/region_info.hpp>
 #include <uma/sys/location.hpp>
 
@@ -31,6 +32,12 @@ auto inspect(Inspector& f, allocator_stats& x) {
            x.advises, x.discards, x.discard_bytes, x.inert_refusals, x.pending_jobs,
            x.advice_elided, x.ranges_coalesced, x.reserved_bytes, x.pool_slabs, x.live_leases,
            x.leased_bytes, x.fragmentation, x.failures);
+}
+
+/// One entry of the event history (embedded in the remote interface's `remote_snapshot`).
+template <class Inspector>
+auto inspect(Inspector& f, allocator_event& x) {
+  return f(x.time_ns, x.kind, x.generation, x.region, x.bytes, x.label, x.detail);
 }
 
 }  // namespace uma

@@ -24,6 +24,7 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<remote_attributes>("uma::remote_attributes");
   cfg.add_message_type<remote_region_info>("uma::remote_region_info");
   cfg.add_message_type<remote_stats>("uma::remote_stats");
+  cfg.add_message_type<remote_snapshot>("uma::remote_snapshot");
 }
 
 }  // namespace uma

@@ -28,7 +28,7 @@ namespace uma {
 /// request from another node, is refused with invalid_argument and changes nothing. Tenants act
 /// on their own leases and read their own region rows and the global counters; the operator
 /// (holding the serving node's `operator_key`) sets the quota (never above the ceiling the node
-/// was started with), reads every region and restarts the allocator.
+/// was started with), reads every region, takes snapshots and restarts the allocator.
 ///
 /// Errors are `caf::error`s of the `uma` category, as locally. Region lookups refuse an unknown
 /// id with invalid_argument, and a stale generation (older than the allocator's current one, or
@@ -70,6 +70,13 @@ using remote_allocator_actor = caf::typed_actor<
     /// old generation goes stale (allocator_stopped). invalid_argument for a wrong key, and
     /// nothing restarts
     caf::replies_to<restart_atom, operator_key>::with<std::uint64_t>,
+    /// -> never succeeds: invalid_argument, because a snapshot shows every tenant's regions and
+    /// needs the operator key
+    caf::replies_to<snapshot_atom>::with<remote_snapshot>,
+    /// (operator) -> the allocator's snapshot (regions with policy, advice, last prefetch and the
+    /// session leasing each; counters; event history); invalid_argument for a wrong key, and
+    /// nothing is read; allocator_stopped when the supervisor stopped
+    caf::replies_to<snapshot_atom, operator_key>::with<remote_snapshot>,
     /// (session, region) -> never succeeds: not_supported, because managed memory cannot be
     /// exported over CUDA IPC. The reply type is what a cudaIpcMemHandle_t would have been.
     caf::replies_to<export_ipc_atom, session_key, region_handle>::with<std::vector<char>>>;

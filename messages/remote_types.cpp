@@ -64,4 +64,26 @@ range_attributes to_local(const remote_attributes& a) {
   return out;
 }
 
+remote_snapshot to_remote(const allocator_snapshot& s) {
+  remote_snapshot out{s.taken_at_ns, s.generation,     s.backend,       s.stats, {},
+                      s.events,      s.events_dropped, s.event_capacity};
+  out.regions.reserve(s.regions.size());
+  for (const auto& r : s.regions)
+    out.regions.push_back({r.info, r.policy, r.advice, r.last_prefetch.has_value(),
+                           r.last_prefetch.value_or(location::host()), 0});
+  return out;
+}
+
+allocator_snapshot to_local(const remote_snapshot& s) {
+  allocator_snapshot out{s.taken_at_ns, s.generation,     s.backend,       s.stats, {},
+                         s.events,      s.events_dropped, s.event_capacity};
+  out.regions.reserve(s.regions.size());
+  for (const auto& r : s.regions) {
+    out.regions.push_back({r.info, r.policy, r.advice, std::nullopt});
+    if (r.has_last_prefetch)
+      out.regions.back().last_prefetch = r.last_prefetch;
+  }
+  return out;
+}
+
 }  // namespace uma

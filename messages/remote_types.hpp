@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/region_info.hpp>
 #include <uma/messages/inspect.hpp>
@@ -201,5 +202,47 @@ auto inspect(Inspector& f, remote_stats& x) {
   return f(x.allocator, x.restarts, x.supervisor, x.sessions, x.sessions_lost, x.leases,
            x.leased_bytes);
 }
+
+/// One region of a serving node's snapshot: `region_snapshot` in wire form (the optional last
+/// prefetch travels as a flag and a value) and the session whose lease holds the region.
+struct remote_region_snapshot {
+  region_info info{};
+  region_policy policy = region_policy::direct;
+  std::string advice = "none";
+  bool has_last_prefetch = false;
+  location last_prefetch = location::host();
+  /// The session whose lease holds the region; 0 when it was not allocated through the gateway.
+  std::uint64_t session = 0;
+  friend bool operator==(const remote_region_snapshot&, const remote_region_snapshot&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_region_snapshot& x) {
+  return f(x.info, x.policy, x.advice, x.has_last_prefetch, x.last_prefetch, x.session);
+}
+
+/// The `snapshot` reply of the remote interface (operator only): `allocator_snapshot` in wire
+/// form, each region with the session that leases it.
+struct remote_snapshot {
+  std::int64_t taken_at_ns = 0;
+  std::uint64_t generation = 0;
+  std::string backend{};
+  allocator_stats stats{};
+  std::vector<remote_region_snapshot> regions{};  ///< sorted by id
+  std::vector<allocator_event> events{};          ///< oldest first
+  std::uint64_t events_dropped = 0;
+  std::uint64_t event_capacity = 0;
+  friend bool operator==(const remote_snapshot&, const remote_snapshot&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_snapshot& x) {
+  return f(x.taken_at_ns, x.generation, x.backend, x.stats, x.regions, x.events, x.events_dropped,
+           x.event_capacity);
+}
+
+/// `allocator_snapshot` in wire form (every session 0), and back (the sessions are dropped).
+[[nodiscard]] remote_snapshot to_remote(const allocator_snapshot& s);
+[[nodiscard]] allocator_snapshot to_local(const remote_snapshot& s);
 
 }  // namespace uma

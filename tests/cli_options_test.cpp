@@ -55,6 +55,37 @@ TEST(CliOptions, SnapshotTakesFilesAndRefusesTwoOutputsOnStdout) {
   EXPECT_FALSE(parse({"snapshot", "--prometheus"}).parsed);
 }
 
+TEST(CliOptions, SnapshotConnectNeedsAPortAndTheOperatorKeyAndNoLocalOptions) {
+  const auto r = parse({"snapshot", "--connect", "[::1]:4242", "--operator-key-file", "op.key",
+                        "--html", "s.html", "--tls-ca", "ca.pem"});
+  ASSERT_TRUE(r.parsed) << r.error;
+  EXPECT_TRUE(r.parsed->connect);
+  EXPECT_EQ(r.parsed->connect_host, "::1");
+  EXPECT_EQ(r.parsed->connect_port, 4242);
+  EXPECT_EQ(r.parsed->snapshot_html, "s.html");
+  EXPECT_EQ(r.parsed->hardening.size(), 2u);
+  EXPECT_EQ(parse({"snapshot", "--connect", "127.0.0.1"}).error,
+            "uma snapshot: --connect needs HOST:PORT with a port from 1 to 65535, not "
+            "'127.0.0.1'");
+  EXPECT_EQ(parse({"snapshot", "--connect", "127.0.0.1:4242"}).error,
+            "uma snapshot: --connect needs --operator-key-file PATH: a serving node's snapshot "
+            "shows every tenant's regions, which only its operator reads (the file `uma serve "
+            "--operator-key-file` wrote)");
+  EXPECT_EQ(
+      parse({"snapshot", "--connect", "h:1", "--operator-key-file", "k", "--workload", "none"})
+          .error,
+      "uma snapshot: --workload runs on a local allocator; it does not go with --connect");
+  EXPECT_EQ(
+      parse({"snapshot", "--connect", "h:1", "--operator-key-file", "k", "--backend", "host"})
+          .error,
+      "uma snapshot: --backend chooses a local allocator's backend; the server at --connect has "
+      "its own");
+  EXPECT_EQ(parse({"snapshot", "--operator-key-file", "k"}).error,
+            "uma snapshot: --operator-key-file is for a serving node's snapshot; it goes with "
+            "--connect");
+  EXPECT_FALSE(parse({"snapshot", "--connect", "h:1", "--tenant-quota", "5"}).parsed);
+}
+
 TEST(CliOptions, HelpForACommandEitherWay) {
   for (const auto& args : {std::vector<std::string_view>{"stats", "--help"},
                            std::vector<std::string_view>{"help", "stats"}}) {

@@ -324,6 +324,89 @@ TEST_F(gateway, ATenantSeesOnlyItsOwnRegionsAndTheOperatorSeesAll) {
   caf::anon_send_exit(other_peer, caf::exit_reason::user_shutdown);
 }
 
+/// The events of `s` for region `id` of generation `gen`, as "kind label" strings.
+std::vector<std::string> events_of(const remote_snapshot& s, std::uint64_t id, std::uint64_t gen) {
+  std::vector<std::string> out;
+  for (const auto& e : s.events)
+    if (e.region == id && e.generation == gen)
+      out.push_back(std::string(to_string(e.kind)) + " " + e.label);
+  return out;
+}
+
+TEST_F(gateway, TheOperatorsSnapshotShowsEveryTenantsRegionsWithTheirSessionsAndHistory) {
+  const auto mine = allocate(4096, "weights");
+  static_cast<void>(prefetch(mine, location::host()));
+  static_cast<void>(ask<remote_op_result>(advise_atom_v, session_,
+                                          remote_advise_request{{mine}, advice::set_read_mostly}));
+  auto other_peer = sys_.spawn(idle_peer, 0);
+  const auto other = ask<session_key>(open_session_atom_v, other_peer);
+  const auto theirs = ask<region_handle>(allocate_atom_v, other,
+                                         remote_allocate_request{8192, 0, attach_flag::host, "kv"});
+  auto local_ref = local().allocate<float>(16, {.label = "local"});
+  const auto gone = allocate(64, "scratch");
+  EXPECT_EQ(ask<std::uint64_t>(release_atom_v, session_, gone), 64u);
+  EXPECT_EQ(await_live_bytes(baseline_ + 4096 + 8192 + 64), baseline_ + 4096 + 8192 + 64);
+
+  const auto s = ask<remote_snapshot>(snapshot_atom_v, operator_);
+  EXPECT_EQ(s.generation, 1u);
+  EXPECT_EQ(s.backend, "host");
+  EXPECT_EQ(s.stats.live_regions, 3u);
+  EXPECT_EQ(s.stats.live_bytes, baseline_ + 4096 + 8192 + 64);
+  ASSERT_EQ(s.regions.size(), 3u);  // sorted by id: weights, kv, local (scratch was released)
+  EXPECT_EQ(s.regions[0].info.id, mine.id);
+  EXPECT_EQ(s.regions[0].info.label, "weights");
+  EXPECT_EQ(s.regions[0].session, session_.id);
+  EXPECT_EQ(s.regions[0].advice, "read_mostly");
+  EXPECT_TRUE(s.regions[0].has_last_prefetch);
+  EXPECT_EQ(s.regions[0].last_prefetch, location::host());
+  EXPECT_EQ(s.regions[1].info.id, theirs.id);
+  EXPECT_EQ(s.regions[1].info.bytes, 8192u);
+  EXPECT_EQ(s.regions[1].info.attach, attach_flag::host);
+  EXPECT_EQ(s.regions[1].session, other.id);
+  EXPECT_FALSE(s.regions[1].has_last_prefetch);
+  EXPECT_EQ(s.regions[2].info.label, "local");
+  EXPECT_EQ(s.regions[2].session, 0u);  // not a lease of any session
+  EXPECT_EQ(events_of(s, mine.id, 1),
+            (std::vector<std::string>{"allocate weights", "prefetch weights", "advise weights"}));
+  EXPECT_EQ(events_of(s, theirs.id, 1), (std::vector<std::string>{"allocate kv"}));
+  EXPECT_EQ(events_of(s, gone.id, 1),
+            (std::vector<std::string>{"allocate scratch", "release scratch"}));
+  EXPECT_FALSE(detail::check_snapshot(s));
+  caf::anon_send_exit(other_peer, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(gateway, ASnapshotWithoutTheOperatorKeyIsRefusedAndNothingChanges) {
+  const auto h = allocate(4096, "mine");
+  const auto before = local().flush();
+  UMA_EXPECT_ERROR(ask<remote_snapshot>(snapshot_atom_v), errc::invalid_argument,
+                   "snapshot needs the serving node's operator key");
+  for (const auto& wrong : {operator_key{}, operator_key{1, 2},
+                            operator_key{operator_.secret_hi, operator_.secret_lo ^ 1}})
+    UMA_EXPECT_ERROR(ask<remote_snapshot>(snapshot_atom_v, wrong), errc::invalid_argument,
+                     "snapshot needs the serving node's operator key");
+  const auto after = local().flush();
+  EXPECT_EQ(after.live_bytes, before.live_bytes);
+  EXPECT_EQ(after.allocations, before.allocations);
+  const auto gs = ask<remote_stats>(stats_atom_v);
+  EXPECT_EQ(gs.sessions, 1u);
+  EXPECT_EQ(gs.leases, 1u);
+  EXPECT_EQ(prefetch(h).ranges, 1u);  // the session and its lease still work
+}
+
+TEST_F(gateway, ASnapshotOfAStoppedAllocatorSaysSo) {
+  const auto h = allocate(4096);
+  faults_->inject({backend_op::advise, 1, errc::unrecoverable});
+  UMA_EXPECT_ERRC(ask<remote_op_result>(advise_atom_v, session_,
+                                        remote_advise_request{{h}, advice::set_read_mostly}),
+                  errc::unrecoverable);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (query_supervision(sys_, sup_).state != supervisor_state::stopped &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(query_supervision(sys_, sup_).state, supervisor_state::stopped);
+  UMA_EXPECT_ERRC(ask<remote_snapshot>(snapshot_atom_v, operator_), errc::allocator_stopped);
+}
+
 TEST_F(gateway, ATenantCannotSetTheQuotaAndNoRequestLiftsTheCeiling) {
   const auto initial = ask<std::uint64_t>(quota_atom_v, std::uint64_t{0});
   static_cast<void>(allocate(4096));

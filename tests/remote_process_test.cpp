@@ -15,12 +15,18 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
+
+#include <boost/json/parse.hpp>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -169,6 +175,21 @@ class two_processes : public ::testing::Test {
     const auto status = cli.wait(20s);
     EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << out;
     return out;
+  }
+
+  /// Runs `uma ARGS...` to completion (bounded); its exit status (-1 when it did not exit) and
+  /// what it wrote to stdout and stderr.
+  std::pair<int, std::string> run_cli_status(std::vector<std::string> args) {
+    args.insert(args.begin(), {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", cli_path()});
+    child_process cli(args);
+    auto out = cli.read_all(20s);
+    const auto status = cli.wait(20s);
+    return {status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1, out};
+  }
+
+  /// A file of the test's private directory (the one the operator key goes to).
+  std::string private_file(const std::string& name) {
+    return std::filesystem::path(key_file()).parent_path() / name;
   }
 
   /// Starts the helper client: it allocates `regions` x `bytes` (and with `advise` prefetches
@@ -424,6 +445,154 @@ TEST_F(two_processes, ARemoteClientAllocatesPrefetchesAndAdvisesById) {
   EXPECT_NE(json.find("\"last_prefetch_location\": \"host\""), std::string::npos) << json;
   EXPECT_EQ(c->release(h), std::uint64_t{1} << 16);
   EXPECT_EQ(await_live_bytes(0, [&] { return c->stats().allocator.live_bytes; }), 0u);
+}
+
+// -- `uma snapshot --connect` ---------------------------------------------------------------------
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// The kinds of the events of `region` (generation 1) in a snapshot's JSON, oldest first.
+std::vector<std::string> event_kinds(const boost::json::object& snap, std::uint64_t region) {
+  std::vector<std::string> out;
+  for (const auto& e : snap.at("events").as_array())
+    if (e.at("region").to_number<std::uint64_t>() == region &&
+        e.at("generation").to_number<std::uint64_t>() == 1)
+      out.emplace_back(e.at("kind").as_string());
+  return out;
+}
+
+TEST_F(two_processes, SnapshotConnectWritesTheServersRegionsAndHistoryAsJsonAndAPage) {
+  serve_in_child();
+  auto c = connect();
+  const auto h = c->allocate(1 << 16, "weights");
+  static_cast<void>(c->prefetch({h}, {location::host()}));
+  static_cast<void>(c->advise({h}, advice::set_read_mostly));
+  const auto before = c->stats();
+  const auto json_file = private_file("snap.json");
+  const auto html_file = private_file("snap.html");
+  run_cli({"snapshot", "--connect", endpoint(), "--operator-key-file", key_file(), "--json",
+           json_file, "--html", html_file});
+  const auto snap = boost::json::parse(read_text(json_file)).as_object();
+  EXPECT_EQ(snap.at("server").as_string(), endpoint());
+  EXPECT_EQ(snap.at("generation").to_number<std::uint64_t>(), 1u);
+  EXPECT_EQ(snap.at("stats").at("live_regions").to_number<std::uint64_t>(), 1u);
+  const auto& regions = snap.at("regions").as_array();
+  ASSERT_EQ(regions.size(), 1u) << read_text(json_file);
+  const auto& r = regions[0].as_object();
+  EXPECT_EQ(r.at("id").to_number<std::uint64_t>(), h.id);
+  EXPECT_EQ(r.at("label").as_string(), "weights");
+  EXPECT_EQ(r.at("bytes").to_number<std::uint64_t>(), std::uint64_t{1} << 16);
+  EXPECT_EQ(r.at("session").to_number<std::uint64_t>(), c->session());
+  EXPECT_EQ(r.at("advice").as_string(), "read_mostly");
+  EXPECT_EQ(r.at("last_prefetch").as_string(), "host");
+  EXPECT_EQ(event_kinds(snap, h.id), (std::vector<std::string>{"allocate", "prefetch", "advise"}));
+  const auto page = read_text(html_file);
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(page.find("\"server\":\"" + endpoint() + "\""), std::string::npos);
+  EXPECT_NE(page.find("\"session\":" + std::to_string(c->session())), std::string::npos);
+  EXPECT_NE(page.find("</html>"), std::string::npos);
+  // With neither file named, the JSON goes to stdout; taking snapshots changed nothing.
+  const auto out = boost::json::parse(
+      run_cli({"snapshot", "--connect", endpoint(), "--operator-key-file", key_file()}));
+  EXPECT_EQ(out.at("regions").as_array().size(), 1u);
+  const auto after = c->stats();
+  EXPECT_EQ(after.allocator.live_bytes, before.allocator.live_bytes);
+  EXPECT_EQ(after.allocator.allocations, before.allocator.allocations);
+  EXPECT_EQ(after.leases, 1u);
+}
+
+TEST_F(two_processes, ChromiumShowsTheSessionColumnOfARemoteSnapshotPage) {
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "chromium is not installed (tools/setup.sh installs it): the page cannot be "
+                    "rendered";
+  serve_in_child();
+  auto c = connect();
+  static_cast<void>(c->allocate(4096, "remote-weights"));
+  const auto page = private_file("snap.html");
+  run_cli({"snapshot", "--connect", endpoint(), "--operator-key-file", key_file(), "--html", page});
+  child_process chromium({"/bin/sh", "-c",
+                          "exec chromium --headless --no-sandbox --disable-gpu "
+                          "--virtual-time-budget=5000 --dump-dom \"file://$0\" 2>/dev/null",
+                          page});
+  const auto dom = chromium.read_all(60s);
+  static_cast<void>(chromium.wait(20s));
+  EXPECT_NE(dom.find("<th data-key=\"session\""), std::string::npos) << dom.substr(0, 4000);
+  EXPECT_NE(dom.find("<td>remote-weights</td>"), std::string::npos);
+  EXPECT_NE(dom.find("server " + endpoint()), std::string::npos) << "the summary names no server";
+}
+
+TEST_F(two_processes, SnapshotConnectWithoutTheOperatorKeyFailsAndChangesNothing) {
+  serve_in_child();
+  auto c = connect();
+  const auto h = c->allocate(4096, "mine");
+  const auto before = c->stats();
+  const auto wrong = private_file("wrong.key");
+  std::ofstream(wrong) << to_hex(make_operator_key()) << "\n";
+  const auto json_file = private_file("refused.json");
+  auto [code, out] = run_cli_status(
+      {"snapshot", "--connect", endpoint(), "--operator-key-file", wrong, "--json", json_file});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("uma: invalid_argument: snapshot needs the serving node's operator key"),
+            std::string::npos)
+      << out;
+  EXPECT_FALSE(std::filesystem::exists(json_file)) << "a refused snapshot wrote its file";
+  std::tie(code, out) = run_cli_status(
+      {"snapshot", "--connect", endpoint(), "--operator-key-file", private_file("none.key")});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--operator-key-file " + private_file("none.key") + ": no operator key"),
+            std::string::npos)
+      << out;
+  std::tie(code, out) = run_cli_status({"snapshot", "--connect", endpoint()});
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("uma snapshot: --connect needs --operator-key-file PATH"), std::string::npos)
+      << out;
+  const auto after = c->stats();
+  EXPECT_EQ(after.allocator.live_bytes, before.allocator.live_bytes);
+  EXPECT_EQ(after.allocator.allocations, before.allocator.allocations);
+  EXPECT_EQ(after.sessions, before.sessions);
+  EXPECT_EQ(after.leases, 1u);
+  EXPECT_EQ(c->release(h), 4096u);
+}
+
+TEST_F(two_processes, SnapshotConnectOfAStoppedAllocatorSaysSo) {
+  serve_in_child({"--inject-fault", "advise:1:unrecoverable"});
+  auto c = connect();
+  const auto h = c->allocate(4096);
+  UMA_EXPECT_ERRC(c->advise({h}, advice::set_read_mostly), errc::unrecoverable);
+  // A stopped supervisor answers every request of the allocator's with allocator_stopped.
+  const auto stopped = [&] {
+    try {
+      static_cast<void>(c->stats());
+      return false;
+    } catch (const error& e) {
+      return e.code() == errc::allocator_stopped;
+    }
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!stopped() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(stopped());
+  const auto [code, out] =
+      run_cli_status({"snapshot", "--connect", endpoint(), "--operator-key-file", key_file()});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("uma snapshot: the allocator is stopped"), std::string::npos) << out;
+}
+
+TEST_F(two_processes, SnapshotConnectWhereNothingServesNamesTheAddress) {
+  serve_in_child();
+  server_->signal(SIGKILL);
+  ASSERT_TRUE(server_->wait(10s));
+  const auto [code, out] =
+      run_cli_status({"snapshot", "--connect", endpoint(), "--operator-key-file", key_file()});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("uma: backend_error: cannot reach the uma server at " + endpoint()),
+            std::string::npos)
+      << out;
 }
 
 TEST_F(two_processes, StaleGenerationIdsAreRefusedAcrossTheWire) {

@@ -13,6 +13,7 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/message.hpp>
 
+#include <uma/actors/detail/remote_checks.hpp>
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/messages/register_types.hpp>
@@ -78,6 +79,24 @@ class remote_types : public ::testing::Test {
     return s;
   }
 
+  /// A snapshot with a region of each kind of last prefetch (none, one) and two events.
+  static remote_snapshot sample_snapshot() {
+    remote_snapshot s;
+    s.taken_at_ns = 1'700'000'000'000'000'000;
+    s.generation = 2;
+    s.backend = "host";
+    s.stats = sample_stats().allocator;
+    s.regions = {{region_info{1, 2, 4096, "weights", attach_flag::global, 1, 0, 12},
+                  region_policy::pooled, "read_mostly", true, location::device(1), 3},
+                 {region_info{2, 2, 64, "", attach_flag::host, 2, 1, 0}, region_policy::direct,
+                  "none", false, location::host(), 0}};
+    s.events = {{100, event_kind::allocate, 2, 1, 4096, "weights", ""},
+                {200, event_kind::restart, 2, 0, 0, "", "generation 1 -> 2"}};
+    s.events_dropped = 5;
+    s.event_capacity = 4096;
+    return s;
+  }
+
   test::uma_config cfg_;
   caf::actor_system sys_{cfg_};
 };
@@ -107,6 +126,7 @@ TEST_F(remote_types, EveryFieldSurvivesSerialization) {
   row.attributes_known = true;
   row.attributes = sample_attributes();
   EXPECT_EQ(round_trip(row), row);
+  EXPECT_EQ(round_trip(sample_snapshot()), sample_snapshot());
 }
 
 TEST_F(remote_types, MessagesDeserializeByTheirRegisteredNames) {
@@ -117,6 +137,9 @@ TEST_F(remote_types, MessagesDeserializeByTheirRegisteredNames) {
   const auto table = message_round_trip(rows);
   ASSERT_TRUE(table.match_element<std::vector<remote_region_info>>(0));
   EXPECT_EQ(table.get_as<std::vector<remote_region_info>>(0).size(), 2u);
+  const auto snap = message_round_trip(sample_snapshot());
+  ASSERT_TRUE(snap.match_element<remote_snapshot>(0));
+  EXPECT_EQ(snap.get_as<remote_snapshot>(0), sample_snapshot());
   const auto request = message_round_trip(remote_advise_request{{{4, 1}}, advice::set_read_mostly});
   ASSERT_TRUE(request.match_element<remote_advise_request>(0));
   EXPECT_EQ(request.get_as<remote_advise_request>(0).regions.front(), (region_handle{4, 1}));
@@ -152,6 +175,9 @@ TEST_F(remote_types, TheInterfaceNamesOnlyRegisteredTypes) {
   }
   EXPECT_NE(all.find("caf::replies_to<stats>::with<uma::remote_stats>"), std::string::npos) << all;
   EXPECT_NE(all.find("std::vector<uma::remote_region_info>"), std::string::npos) << all;
+  EXPECT_NE(all.find("caf::replies_to<snapshot,uma::operator_key>::with<uma::remote_snapshot>"),
+            std::string::npos)
+      << all;
 }
 
 TEST_F(remote_types, AttributesConvertBothWays) {
@@ -161,6 +187,43 @@ TEST_F(remote_types, AttributesConvertBothWays) {
   local.accessed_by = {location::device(1)};
   EXPECT_EQ(to_local(to_remote(local)), local);
   EXPECT_FALSE(to_remote(local).has_last_prefetch_location);
+}
+
+TEST_F(remote_types, SnapshotsConvertBothWaysAndKeepTheLastPrefetch) {
+  allocator_snapshot local = to_local(sample_snapshot());
+  ASSERT_EQ(local.regions.size(), 2u);
+  EXPECT_EQ(local.regions[0].last_prefetch, location::device(1));
+  EXPECT_FALSE(local.regions[1].last_prefetch);
+  EXPECT_EQ(local.regions[0].policy, region_policy::pooled);
+  EXPECT_EQ(local.events, sample_snapshot().events);
+  EXPECT_EQ(local.events_dropped, 5u);
+  // Back to the wire: everything but the sessions, which a local snapshot does not know.
+  auto expected = sample_snapshot();
+  expected.regions[0].session = 0;
+  EXPECT_EQ(to_remote(local), expected);
+}
+
+TEST_F(remote_types, ASnapshotWithAValueOutOfRangeIsRefusedNamingIt) {
+  EXPECT_FALSE(detail::check_snapshot(sample_snapshot()));
+  const auto refused = [](remote_snapshot s) {
+    const auto r = detail::check_snapshot(s);
+    return r ? r->message : std::string("accepted");
+  };
+  auto s = sample_snapshot();
+  s.regions[1].policy = static_cast<region_policy>(7);
+  EXPECT_EQ(refused(s), "snapshot: region 2 has policy 7, out of range (0 to 2)");
+  s = sample_snapshot();
+  s.regions[0].info.attach = static_cast<attach_flag>(0);
+  EXPECT_EQ(refused(s), "snapshot: region 1 has attach flag 0, out of range (1: global, 2: host)");
+  s = sample_snapshot();
+  s.regions[0].last_prefetch = location{static_cast<location::kind>(9), 0};
+  EXPECT_EQ(refused(s),
+            "snapshot: region 1 has a last prefetch location of kind 9, out of range (1 to 4)");
+  s.regions[0].has_last_prefetch = false;  // a value that is not there is not looked at
+  EXPECT_EQ(refused(s), "accepted");
+  s = sample_snapshot();
+  s.events[1].kind = static_cast<event_kind>(200);
+  EXPECT_EQ(refused(s), "snapshot: event 1 has kind 200, out of range (0 to 6)");
 }
 
 }  // namespace

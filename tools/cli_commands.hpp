@@ -54,7 +54,8 @@ void configure(caf::actor_system_config& cfg, const options& o);
 [[nodiscard]] int run_regions(const options& o);
 
 /// `uma snapshot`: a short workload on a fresh allocator (two regions left live), then its
-/// snapshot as JSON and/or a self-contained HTML page.
+/// snapshot as JSON and/or a self-contained HTML page; with --connect (and the operator key),
+/// the snapshot of a serving node's allocator, each region with the session leasing it.
 [[nodiscard]] int run_snapshot(const options& o);
 
 }  // namespace uma::cli

@@ -78,6 +78,7 @@ class command_line {
   void add_backend(CLI::App& s);
   void add_faults(CLI::App& s);
   void add_hardening(CLI::App& s, command c);
+  void add_connect(CLI::App& s, const char* what);
   void add_demo();
   void add_stats_and_regions();
   void add_snapshot();
@@ -165,9 +166,11 @@ void command_line::add_hardening(CLI::App& s, command c) {
   if (c == command::stats)
     return;
   pass("--operator-key-file", "PATH",
-       c == command::serve
-           ? "write the operator key there (mode 0600): quota changes and every region need it"
-           : "the serving node's operator key: every session's regions, not only this one's");
+       c == command::serve      ? "write the operator key there (mode 0600): quota changes, "
+                                  "every region and snapshots need it"
+       : c == command::snapshot ? "the serving node's operator key (required with --connect)"
+                                : "the serving node's operator key: every session's regions, "
+                                  "not only this one's");
   if (c != command::serve)
     return;
   pass("--tenant-quota", "BYTES", "bytes (regions plus labels) one peer node may hold");
@@ -196,24 +199,25 @@ void command_line::add_demo() {
   add_faults(s);
 }
 
+void command_line::add_connect(CLI::App& s, const char* what) {
+  s.add_option_function<std::string>(
+       "--connect",
+       [this](const std::string& v) {
+         const auto endpoint = parse_endpoint(v);
+         if (!endpoint)
+           throw CLI::ValidationError(
+               "--connect needs HOST:PORT with a port from 1 to 65535, "
+               "not '" +
+               v + "'");
+         o.connect = true;
+         o.connect_host = endpoint->first;
+         o.connect_port = endpoint->second;
+       },
+       what)
+      ->type_name("HOST:PORT");
+}
+
 void command_line::add_stats_and_regions() {
-  const auto connect = [this](CLI::App& s, const char* what) {
-    s.add_option_function<std::string>(
-         "--connect",
-         [this](const std::string& v) {
-           const auto endpoint = parse_endpoint(v);
-           if (!endpoint)
-             throw CLI::ValidationError(
-                 "--connect needs HOST:PORT with a port from 1 to 65535, "
-                 "not '" +
-                 v + "'");
-           o.connect = true;
-           o.connect_host = endpoint->first;
-           o.connect_port = endpoint->second;
-         },
-         what)
-        ->type_name("HOST:PORT");
-  };
   auto& stats = add(command::stats);
   stats.add_flag("--json", json, "one JSON object, keys named as the allocator_stats fields")
       ->disable_flag_override();
@@ -233,10 +237,10 @@ void command_line::add_stats_and_regions() {
           "the workload above (default), or none: a fresh allocator's counters")
       ->type_name("short|none");
   add_backend(stats);
-  connect(stats, "print the counters of the allocator a `uma serve` runs there");
+  add_connect(stats, "print the counters of the allocator a `uma serve` runs there");
   add_hardening(stats, command::stats);
   auto& regions = add(command::regions);
-  connect(regions, "the serving node ([::1]:PORT for IPv6); required");
+  add_connect(regions, "the serving node ([::1]:PORT for IPv6); required");
   regions.add_flag("--json", json, "one JSON array, one object per region")
       ->disable_flag_override();
   add_hardening(regions, command::regions);
@@ -263,10 +267,13 @@ void command_line::add_snapshot() {
          if (v != "short" && v != "none")
            throw CLI::ValidationError("unknown workload '" + v + "' (expected short or none)");
          o.workload = v == "short";
+         o.workload_given = true;
        },
        "the workload above (default), or none: a fresh allocator")
       ->type_name("short|none");
   add_backend(s);
+  add_connect(s, "the snapshot of a `uma serve` there instead (with --operator-key-file)");
+  add_hardening(s, command::snapshot);
 }
 
 void command_line::add_serve() {
@@ -341,6 +348,27 @@ void command_line::add_serve() {
   return {};
 }
 
+/// `uma snapshot`: one of its forms to stdout at most; a local allocator's options, or a
+/// serving node's (--connect with the operator key, TLS), not both.
+[[nodiscard]] std::string check_snapshot(const options& o) {
+  if (o.snapshot_json == "-" && o.snapshot_html == "-")
+    return "--json - and --html - cannot both write to stdout";
+  if (!o.connect)
+    return o.hardening.empty() ? ""
+                               : o.hardening.front().first +
+                                     " is for a serving node's snapshot; it goes with --connect";
+  if (o.workload_given)
+    return "--workload runs on a local allocator; it does not go with --connect";
+  if (o.backend_given)
+    return "--backend chooses a local allocator's backend; the server at --connect has its own";
+  for (const auto& [flag, value] : o.hardening)
+    if (flag == "--operator-key-file")
+      return {};
+  return "--connect needs --operator-key-file PATH: a serving node's snapshot shows every "
+         "tenant's regions, which only its operator reads (the file `uma serve "
+         "--operator-key-file` wrote)";
+}
+
 /// What no single option shows: required options, and options that exclude each other.
 [[nodiscard]] std::string check_combination(const options& o, bool json, bool prometheus) {
   if (o.help)
@@ -351,9 +379,7 @@ void command_line::add_serve() {
     case command::regions:
       return o.connect ? "" : "--connect HOST:PORT is required (the address of a `uma serve`)";
     case command::snapshot:
-      return o.snapshot_json == "-" && o.snapshot_html == "-"
-                 ? "--json - and --html - cannot both write to stdout"
-                 : "";
+      return check_snapshot(o);
     case command::stats:
       if (json && prometheus)
         return "--json and --prometheus exclude each other";

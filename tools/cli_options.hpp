@@ -51,7 +51,7 @@ struct options {
   std::vector<fault> faults;   ///< `demo --inject-fault`, `serve --inject-fault`, in order
   bool backend_given = false;  ///< --backend appeared (refused together with --connect)
   bool workload_given = false;
-  // stats, regions: query a serving node (`uma serve`) instead of a local allocator
+  // stats, regions, snapshot: query a serving node (`uma serve`) instead of a local allocator
   bool connect = false;
   std::string connect_host{};
   std::uint16_t connect_port = 0;
@@ -65,9 +65,10 @@ struct options {
   std::optional<std::pair<std::string, std::uint16_t>> metrics{};
   bool metrics_labels = false;  ///< serve --metrics-labels: the per-label families too
   /// `--caf.KEY=VALUE` options, in order, for CAF's actor_system_config::parse (the commands
-  /// that run an actor system: demo, stats, serve, regions).
+  /// that run an actor system: demo, stats, serve, regions, snapshot).
   std::vector<std::string> caf_args{};
-  /// serve/regions hardening flags in order (name, value); tools/cli_hardening.cpp reads them.
+  /// serve/regions/snapshot hardening flags in order (name, value); tools/cli_hardening.cpp
+  /// reads them.
   std::vector<std::pair<std::string, std::string>> hardening{};
 };
 

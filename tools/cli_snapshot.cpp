@@ -1,7 +1,8 @@
-// `uma snapshot`: a short workload on a fresh allocator, then its snapshot as JSON and/or a
-// self-contained HTML page.
+// `uma snapshot`: a short workload on a fresh allocator, or a serving node's allocator
+// (--connect, with its operator key), then the snapshot as JSON and/or a self-contained HTML page.
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -11,7 +12,10 @@
 #include <caf/actor_system.hpp>
 
 #include <uma/actors/client.hpp>
+#include <uma/actors/remote_client.hpp>
 #include "tools/cli_commands.hpp"
+#include "tools/cli_hardening.hpp"
+#include "tools/json_print.hpp"
 #include "tools/snapshot_json.hpp"
 #include "tools/snapshot_page.hpp"
 
@@ -59,9 +63,21 @@ void write_file(const std::string& path, const std::string& text) {
           std::string("could not write '").append(path).append("': ").append(std::strerror(errno)));
 }
 
-}  // namespace
+/// Writes the forms asked for: JSON (to stdout when neither was named) and the page.
+int write_forms(const options& o, const boost::json::object& data) {
+  if (!o.snapshot_json.empty() || o.snapshot_html.empty())
+    write_file(o.snapshot_json.empty() ? "-" : o.snapshot_json, pretty_json(data, 2));
+  if (!o.snapshot_html.empty())
+    write_file(o.snapshot_html, snapshot_page(data));
+  return exit_ok;
+}
 
-int run_snapshot(const options& o) {
+int stopped(const error& e) {
+  std::fprintf(stderr, "uma snapshot: the allocator is stopped (%s)\n", e.what());
+  return exit_failure;
+}
+
+int run_local(const options& o) {
   const auto backend = make_backend(o.backend);
   actor_config cfg;
   configure(cfg, o);
@@ -76,14 +92,40 @@ int run_snapshot(const options& o) {
   } catch (const error& e) {
     if (e.code() != errc::allocator_stopped)
       throw;
-    std::fprintf(stderr, "uma snapshot: the allocator is stopped (%s)\n", e.what());
-    return exit_failure;
+    return stopped(e);
   }
-  if (!o.snapshot_json.empty() || o.snapshot_html.empty())
-    write_file(o.snapshot_json.empty() ? "-" : o.snapshot_json, to_json(snap));
-  if (!o.snapshot_html.empty())
-    write_file(o.snapshot_html, snapshot_page(snap));
-  return exit_ok;
+  return write_forms(o, to_json_object(snap));
+}
+
+/// The snapshot of the allocator a `uma serve` runs at --connect: the local form plus "server"
+/// and each region's "session" (0: not leased through the gateway).
+int run_remote(const options& o) {
+  const auto hardening = parse_hardening(o);
+  const auto key = read_operator_key(hardening.operator_key_file);  // before connecting
+  remote_actor_config cfg{hardening.tls};
+  configure(cfg, o);
+  caf::actor_system sys{cfg};
+  remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));
+  remote_snapshot snap;
+  try {
+    snap = server.snapshot(key);
+  } catch (const error& e) {
+    if (e.code() != errc::allocator_stopped)
+      throw;
+    return stopped(e);
+  }
+  auto data = to_json_object(to_local(snap));
+  data["server"] = server.address();
+  auto& rows = data["regions"].as_array();
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    rows[i].as_object()["session"] = snap.regions[i].session;
+  return write_forms(o, data);
+}
+
+}  // namespace
+
+int run_snapshot(const options& o) {
+  return o.connect ? run_remote(o) : run_local(o);
 }
 
 }  // namespace uma::cli

@@ -49,7 +49,9 @@ call has run.
 )"},
     {command::snapshot, "an allocator's regions and event history as JSON or an HTML page",
      "uma snapshot [--json FILE] [--html FILE] [--workload short|none]\n"
-     "                    [--backend auto|cuda|host]",
+     "                    [--backend auto|cuda|host]\n"
+     "       uma snapshot --connect HOST:PORT --operator-key-file PATH [--json FILE]\n"
+     "                    [--html FILE] [--tls-cert PATH --tls-key PATH --tls-ca PATH]",
      R"(
 Runs a short workload on a fresh allocator ("weights", prefetched and advised read-mostly,
 and "activations", discarded, stay live while four "scratch" regions come and go), then takes a
@@ -58,14 +60,18 @@ prefetch location, pins, age), the counters and the event history (allocate, rel
 prefetch, advise, discard, stop, restart with timestamps). --json writes it as JSON (- or no
 option at all: to stdout); --html writes one self-contained page (no network: its script is
 inlined) with live bytes over time stacked by label and a sortable, filterable region table.
-Exits 1, saying so, when the allocator is stopped or a file cannot be written.
+With --connect, the snapshot of the allocator a `uma serve` runs at HOST:PORT instead (no
+workload): every tenant's regions, each with the session whose lease holds it, so it needs the
+serving node's operator key (--operator-key-file, the file `uma serve --operator-key-file`
+wrote). Exits 1, saying so, when the allocator is stopped, the server cannot be reached, the key
+is not the server's or a file cannot be written.
 )"},
     {command::serve, "a supervised allocator behind a port (and a /metrics endpoint)",
      "uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT [--metrics-labels]]\n"
      "                 [--for SECONDS] [--quota BYTES] [--backend auto|cuda|host]\n"
      "                 [--inject-fault SPEC]...",
      R"(
-Other processes (`uma stats --connect`, `uma regions --connect`, uma::remote_client) allocate,
+Other processes (`uma stats|regions|snapshot --connect`, uma::remote_client) allocate,
 prefetch, advise, discard and release regions by id; a peer's regions are leases of its
 session, released when it says so or when its connection drops. Prints `uma serve: listening
 on ADDRESS:PORT ...` once published (and `uma serve: metrics on http://...` with --metrics),

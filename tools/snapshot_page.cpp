@@ -58,7 +58,8 @@ function svg(tag, attrs) {
 }
 function summary() {
   const s = snap.stats, when = new Date(snap.taken_at_ns / 1e6).toISOString();
-  document.getElementById("summary").textContent = "taken " + when + " \u00b7 backend " +
+  document.getElementById("summary").textContent =
+    (snap.server ? "server " + snap.server + " \u00b7 " : "") + "taken " + when + " \u00b7 backend " +
     snap.backend + " \u00b7 generation " + snap.generation + " \u00b7 " + s.live_regions +
     " live regions, " + fmtBytes(s.live_bytes) + " live, peak " + fmtBytes(s.peak_bytes) +
     " \u00b7 " + snap.events.length + " events (" + snap.events_dropped + " dropped, capacity " +
@@ -164,11 +165,14 @@ function table(id, columns, rows, filterBox) {
 }
 summary();
 drawChart();
-table("regions", [["id", "id", null, true], ["generation", "gen", null, true], ["label", "label"],
-  ["bytes", "bytes", fmtBytes, true], ["policy", "policy"], ["attach", "attach"],
-  ["advice", "advice"], ["last_prefetch", "last prefetch"], ["refs", "refs", null, true],
-  ["pins", "pins", null, true], ["age_ms", "age (ms)", null, true]],
-  snap.regions, document.getElementById("filter"));
+const regionColumns = [["id", "id", null, true], ["generation", "gen", null, true],
+  ["label", "label"], ["bytes", "bytes", fmtBytes, true], ["policy", "policy"],
+  ["attach", "attach"], ["advice", "advice"], ["last_prefetch", "last prefetch"],
+  ["refs", "refs", null, true], ["pins", "pins", null, true], ["age_ms", "age (ms)", null, true]];
+// A serving node's snapshot names the session leasing each region (0: not leased).
+if (snap.regions.some(r => "session" in r))
+  regionColumns.splice(3, 0, ["session", "session", null, true]);
+table("regions", regionColumns, snap.regions, document.getElementById("filter"));
 const first = snap.events.length ? snap.events[0].time_ns : 0;
 const events = snap.events.map((e, i) =>
   Object.assign({seq: i, at_ms: +((e.time_ns - first) / 1e6).toFixed(3)}, e));
@@ -198,11 +202,15 @@ std::string script_safe(std::string_view json) {
   return out;
 }
 
-std::string snapshot_page(const allocator_snapshot& s) {
+std::string snapshot_page(const boost::json::object& data) {
   std::string out(page_head);
-  out.append(script_safe(boost::json::serialize(to_json_object(s))));
+  out.append(script_safe(boost::json::serialize(data)));
   out.append(page_script_data).append(page_script_chart).append(page_script_tables);
   return out;
+}
+
+std::string snapshot_page(const allocator_snapshot& s) {
+  return snapshot_page(to_json_object(s));
 }
 
 }  // namespace uma::cli

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include <boost/json/object.hpp>
+
 #include <uma/memory/allocator_snapshot.hpp>
 
 namespace uma::cli {
@@ -18,5 +20,10 @@ namespace uma::cli {
 /// The page: a summary header, live bytes over time stacked by label (an SVG drawn from the
 /// event history), the region table (click a header to sort, type to filter) and the events.
 [[nodiscard]] std::string snapshot_page(const allocator_snapshot& s);
+
+/// The page for snapshot data as `to_json_object` makes it. A serving node's snapshot (`uma
+/// snapshot --connect`) adds "server", which the summary names, and each region's "session",
+/// which becomes a column of the region table.
+[[nodiscard]] std::string snapshot_page(const boost::json::object& data);
 
 }  // namespace uma::cli

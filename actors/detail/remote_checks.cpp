@@ -64,6 +64,28 @@ std::optional<refusal> check_advise(const remote_advise_request& r) {
   return check_locations("advise", {r.where});
 }
 
+std::optional<refusal> check_snapshot(const remote_snapshot& s) {
+  const auto bad = [](std::string what) {
+    return refusal{errc::invalid_argument, "snapshot: " + what};
+  };
+  for (const auto& r : s.regions) {
+    const auto row = "region " + std::to_string(r.info.id) + " has ";
+    if (static_cast<unsigned>(r.policy) > static_cast<unsigned>(region_policy::leased))
+      return bad(row + "policy " + number(r.policy) + ", out of range (0 to 2)");
+    if (r.info.attach != attach_flag::global && r.info.attach != attach_flag::host)
+      return bad(row + "attach flag " + number(r.info.attach) +
+                 ", out of range (1: global, 2: host)");
+    if (r.has_last_prefetch && check_locations("snapshot", {r.last_prefetch}))
+      return bad(row + "a last prefetch location of kind " + number(r.last_prefetch.type) +
+                 ", out of range (1 to 4)");
+  }
+  for (std::size_t i = 0; i < s.events.size(); ++i)
+    if (static_cast<unsigned>(s.events[i].kind) > static_cast<unsigned>(event_kind::restart))
+      return bad("event " + std::to_string(i) + " has kind " + number(s.events[i].kind) +
+                 ", out of range (0 to 6)");
+  return std::nullopt;
+}
+
 std::optional<std::uint64_t> checked_add(std::uint64_t a, std::uint64_t b) {
   std::uint64_t sum = 0;
   if (__builtin_add_overflow(a, b, &sum))

@@ -34,6 +34,11 @@ struct refusal {
 /// The advice value and its location.
 [[nodiscard]] std::optional<refusal> check_advise(const remote_advise_request& r);
 
+/// What a client checks of a snapshot a server sent before rendering it: every region's policy,
+/// attach flag and last prefetch location kind, and every event's kind, in range. The error
+/// names the region or event and the value.
+[[nodiscard]] std::optional<refusal> check_snapshot(const remote_snapshot& s);
+
 /// `a + b`, or an overflow refusal naming `what` and both operands.
 [[nodiscard]] std::optional<std::uint64_t> checked_add(std::uint64_t a, std::uint64_t b);
 [[nodiscard]] refusal overflow_refusal(std::string_view what, std::uint64_t a, std::uint64_t b);

@@ -10,14 +10,12 @@
 
 #include <caf/typed_response_promise.hpp>
 
+#include <uma/actors/detail/remote_sessions.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/messages/interface.hpp>
 #include <uma/messages/remote_types.hpp>
 
 namespace uma::detail {
-
-/// Leased regions: their session and a ref to read their attributes with.
-using leased_map = std::map<region_handle, std::pair<std::uint64_t, byte_ref>>;
 
 /// Asks the supervisor for the attributes of every row of `out` that a session leases (its ref
 /// is in `leased`) and delivers `out` through `rp` when all have answered; a region freed

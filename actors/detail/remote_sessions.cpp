@@ -168,6 +168,47 @@ std::optional<std::string> refused_system_message(const caf::mailbox_element& x,
   return std::nullopt;
 }
 
+leased_map live_leases(const std::map<std::uint64_t, session>& sessions, std::uint64_t only) {
+  leased_map out;
+  for (const auto& [sid, s] : sessions)
+    for (const auto& [h, l] : s.leases)
+      if (l.ref.valid() && (only == 0 || sid == only))
+        out.emplace(h, std::pair(sid, l.ref));
+  return out;
+}
+
+std::vector<remote_region_info> report_rows(std::vector<region_info> rows, const leased_map& leased,
+                                            std::uint64_t only) {
+  std::vector<remote_region_info> out;
+  for (auto& row : rows) {
+    auto it = leased.find({row.id, row.generation});
+    if (only != 0 && it == leased.end())
+      continue;
+    out.push_back({std::move(row)});
+    if (it != leased.end())
+      out.back().session = it->second.first;
+  }
+  return out;
+}
+
+void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& sessions) {
+  out.sessions = sessions.size();
+  for (const auto& [sid, s] : sessions) {
+    out.leases += s.leases.size();
+    out.leased_bytes += s.held_bytes();
+  }
+}
+
+remote_snapshot with_sessions(const allocator_snapshot& s,
+                              const std::map<std::uint64_t, session>& sessions) {
+  const auto leased = live_leases(sessions, 0);
+  auto out = to_remote(s);
+  for (auto& r : out.regions)
+    if (auto it = leased.find({r.info.id, r.info.generation}); it != leased.end())
+      r.session = it->second.first;
+  return out;
+}
+
 caf::error operator_refusal(const std::string& what) {
   return make_caf_error(errc::invalid_argument,
                         what +

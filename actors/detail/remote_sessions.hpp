@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <caf/actor_addr.hpp>
 #include <caf/error.hpp>
@@ -67,6 +69,27 @@ void random_secret(std::uint64_t& hi, std::uint64_t& lo);
 [[nodiscard]] std::optional<std::string> refused_system_message(const caf::mailbox_element& x,
                                                                 const caf::node_id& here,
                                                                 caf::actor_system& sys);
+
+/// Leased regions: their session and a ref to read their attributes with.
+using leased_map = std::map<region_handle, std::pair<std::uint64_t, byte_ref>>;
+
+/// The live leases of `sessions` (only session `only`'s, unless it is 0).
+[[nodiscard]] leased_map live_leases(const std::map<std::uint64_t, session>& sessions,
+                                     std::uint64_t only);
+
+/// The region report's rows as the remote interface sends them: each leased one (in `leased`)
+/// with its session; with `only` (not 0) the leased rows alone.
+[[nodiscard]] std::vector<remote_region_info> report_rows(std::vector<region_info> rows,
+                                                          const leased_map& leased,
+                                                          std::uint64_t only);
+
+/// Sets the sessions, leases and leased bytes of `out` from `sessions`.
+void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& sessions);
+
+/// `s` in wire form, each region that a session leases (a live lease in `sessions`) with that
+/// session's id; the others keep session 0.
+[[nodiscard]] remote_snapshot with_sessions(const allocator_snapshot& s,
+                                            const std::map<std::uint64_t, session>& sessions);
 
 /// The refusal of an operator's request (`what`) made without the operator key.
 [[nodiscard]] caf::error operator_refusal(const std::string& what);
