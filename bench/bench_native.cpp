@@ -85,7 +85,7 @@ row measure(const std::string& name, int threads, int pairs, const std::function
   std::vector<double> all;
   for (auto& v : per)
     all.insert(all.end(), v.begin(), v.end());
-  row r{name, threads};
+  row r{name, threads, 0, 0, 0, {}};
   r.median_ns = percentile(all, 0.5);
   r.p99_ns = percentile(all, 0.99);
   const double s = std::chrono::duration<double>(end - start).count();
@@ -179,7 +179,7 @@ row baseline_host(int pairs) {
 }
 
 row from_samples(const std::string& name, int threads, std::vector<double> ns) {
-  row r{name, threads};
+  row r{name, threads, 0, 0, 0, {}};
   r.median_ns = percentile(ns, 0.5);
   r.p99_ns = percentile(ns, 0.99);
   double total = 0;
