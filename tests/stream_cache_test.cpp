@@ -224,6 +224,9 @@ TEST_F(stream_cache_test, AfterARestartTheFacadeServesBlocksOfTheNewGeneration) 
   EXPECT_EQ(fresh.generation(), 2u);
   EXPECT_EQ(c.cache_stats().misses, 2u);  // a lease from each generation
   EXPECT_EQ(c.cache_stats().leases, 1u);  // the old one let go
+  old_ref.reset();                        // an inert block leaves the counters
+  EXPECT_EQ(c.cache_stats().blocks_in_use, 1u);
+  EXPECT_EQ(c.cache_stats().requested_bytes, 4000u);
 }
 
 }  // namespace

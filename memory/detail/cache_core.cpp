@@ -263,6 +263,14 @@ void cache_core::put(cache_block* b, int device, void* stream) noexcept {
   }
 }
 
+void cache_core::uncount(const cache_block* b) noexcept {
+  auto& s = my_shard();
+  std::lock_guard lock(s.mutex);
+  s.in_use -= static_cast<std::int64_t>(b->slab->block_bytes());
+  s.requested -= static_cast<std::int64_t>(b->requested);
+  --s.blocks;
+}
+
 void cache_core::give_to_lease(cache_block* b) noexcept {
   if (b->event != nullptr)
     b->slab->events().destroy_event(std::exchange(b->event, nullptr));
