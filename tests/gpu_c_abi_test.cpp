@@ -29,8 +29,9 @@ class gpu_c_abi : public ::testing::Test {
   void TearDown() override {
     test::destroy_stream(a_);
     test::destroy_stream(b_);
-    if (alloc_ != nullptr)
+    if (alloc_ != nullptr) {
       EXPECT_EQ(uma_destroy(alloc_), UMA_OK);
+    }
   }
 
   uma_allocator* alloc_ = nullptr;
