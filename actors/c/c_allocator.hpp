@@ -7,11 +7,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -59,6 +61,15 @@ struct uma_allocator {
 };
 
 namespace uma::c {
+
+/// The value a caller passed for a C enum, read without loading it as the enum: a C caller may
+/// pass any int, and loading a value outside the enumerators' range is undefined in C++.
+template <class E>
+[[nodiscard]] long long raw(const E& e) noexcept {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &e, sizeof v);
+  return static_cast<long long>(v);
+}
 
 /// A failure with a C status (UMA_ERR_UNKNOWN_POINTER, UMA_ERR_NULL_ARGUMENT, ...).
 struct status_error : std::exception {

@@ -68,13 +68,14 @@ void validate(const uma_config& config) {
     throw status_error(UMA_ERR_INVALID_ARGUMENT,
                        "uma_config: struct_size " + std::to_string(config.struct_size) +
                            " is too small (fill it with uma_config_init)");
-  if (config.backend < UMA_BACKEND_AUTO || config.backend > UMA_BACKEND_CUDA)
+  const auto backend = raw(config.backend);
+  if (backend < UMA_BACKEND_AUTO || backend > UMA_BACKEND_CUDA)
+    throw status_error(UMA_ERR_INVALID_ARGUMENT, "uma_config: backend " + std::to_string(backend) +
+                                                     " is not UMA_BACKEND_AUTO, _HOST or _CUDA");
+  const auto policy = raw(config.policy);
+  if (policy != UMA_POLICY_DIRECT && policy != UMA_POLICY_POOL)
     throw status_error(UMA_ERR_INVALID_ARGUMENT,
-                       "uma_config: backend " + std::to_string(static_cast<int>(config.backend)) +
-                           " is not UMA_BACKEND_AUTO, _HOST or _CUDA");
-  if (config.policy != UMA_POLICY_DIRECT && config.policy != UMA_POLICY_POOL)
-    throw status_error(UMA_ERR_INVALID_ARGUMENT,
-                       "uma_config: policy " + std::to_string(static_cast<int>(config.policy)) +
+                       "uma_config: policy " + std::to_string(policy) +
                            " is not UMA_POLICY_DIRECT or UMA_POLICY_POOL");
   if (config.device_budget_bytes != 0)
     throw status_error(UMA_ERR_NOT_SUPPORTED,

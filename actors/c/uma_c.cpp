@@ -165,15 +165,15 @@ uma_status uma_advise(uma_allocator* allocator, const void* ptr, size_t bytes, u
   return guarded([&] {
     require(allocator, "uma_advise: allocator");
     require(ptr, "uma_advise: ptr");
-    if (advice < UMA_ADVICE_SET_READ_MOSTLY || advice > UMA_ADVICE_UNSET_ACCESSED_BY)
-      throw status_error(UMA_ERR_INVALID_ARGUMENT, "uma_advise: advice " +
-                                                       std::to_string(static_cast<int>(advice)) +
+    const auto what = uma::c::raw(advice);
+    if (what < UMA_ADVICE_SET_READ_MOSTLY || what > UMA_ADVICE_UNSET_ACCESSED_BY)
+      throw status_error(UMA_ERR_INVALID_ARGUMENT, "uma_advise: advice " + std::to_string(what) +
                                                        " is not a uma_advice value");
     allocator->check_device(device, "uma_advise");
     auto ref = allocator->ref_of(ptr, bytes);
     const auto loc =
         device == UMA_DEVICE_HOST ? uma::location::host() : uma::location::device(device);
-    (void)allocator->client->advise({std::move(ref)}, static_cast<uma::advice>(advice), loc);
+    (void)allocator->client->advise({std::move(ref)}, static_cast<uma::advice>(what), loc);
     return UMA_OK;
   });
 }
@@ -230,7 +230,7 @@ uma_status uma_set_quota(uma_allocator* allocator, uint64_t quota_bytes) {
 }
 
 const char* uma_status_string(uma_status status) {
-  switch (status) {
+  switch (uma::c::raw(status)) {
 #define UMA_C_NAME(s) \
   case s:             \
     return #s;
