@@ -1,6 +1,7 @@
 """uma_cupy.install() against a stand-in CuPy (fakes/cupy) and the real libuma_c.so."""
 
 import os
+import textwrap
 import unittest
 
 from support import library_path, run_fresh
@@ -8,10 +9,8 @@ from support import library_path, run_fresh
 
 def fresh(code, fakes=True):
     os.environ["UMA_LIBRARY"] = library_path()
-    return run_fresh("""
-        import gc, json, os, sys
-        import uma_c, uma_cupy
-    """ + code, fakes=fakes)[0]
+    prelude = "import gc, json, os, sys\nimport uma_c, uma_cupy\n"
+    return run_fresh(prelude + textwrap.dedent(code), fakes=fakes)[0]
 
 
 class UmaCupyTest(unittest.TestCase):

@@ -2,6 +2,7 @@
 records what install() asks of it and resolves the hooks from the real libuma_c.so."""
 
 import os
+import textwrap
 import unittest
 
 from support import MiB, library_path, run_fresh
@@ -17,7 +18,7 @@ def fresh(code, fakes=True, **env):
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     try:
-        return run_fresh(PRELUDE + code, fakes=fakes)[0]
+        return run_fresh(textwrap.dedent(PRELUDE) + textwrap.dedent(code), fakes=fakes)[0]
     finally:
         for key, value in saved.items():
             if value is None:
