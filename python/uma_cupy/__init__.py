@@ -39,10 +39,15 @@ class _Block:
         self.device, self.stream = device, stream
 
     def __del__(self):
-        # An exception here is reported by Python ("Exception ignored in ...") and never
-        # propagates; a closed allocator (interpreter exit) has made the block inert already.
-        if self.ptr and not self.allocator.closed:
+        # A stopped allocator (process exit) has made the block inert already: nothing to give
+        # back. Any other failure is reported by Python ("Exception ignored in ...").
+        if not self.ptr or self.allocator.closed:
+            return
+        try:
             self.allocator.free(self.ptr, self.size, self.device, self.stream)
+        except UmaError as error:
+            if error.status_name != "UMA_ERR_ALLOCATOR_STOPPED":
+                raise
 
 
 def _import_cupy():
