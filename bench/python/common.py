@@ -76,6 +76,8 @@ def add_common_arguments(parser, allocators):
     parser.add_argument("--uma-option", action="append", metavar="KEY=VALUE",
                         help="uma config for the uma run (uma_c.CONFIG_FIELDS), repeatable")
     parser.add_argument("--child-timeout", type=float, default=300.0, metavar="SECONDS")
+    parser.add_argument("--report-from", metavar="JSON",
+                        help="print the table of a saved --json file instead of running")
 
 
 def checked_allocators(text, known):
@@ -94,6 +96,17 @@ def require_libraries(names):
             require_library("uma")
         elif name in PLUGGABLE:
             require_library(PLUGGABLE[name][0])
+
+
+def collect(script, names, args):
+    """(names, results): from the children of this run, or from --report-from's file."""
+    if args.report_from:
+        with open(args.report_from) as saved:
+            results = json.load(saved)["results"]
+        return [name for name in names if name in results] or list(results), results
+    if not args.dry_run:
+        require_libraries(names)
+    return names, run_children(os.path.abspath(script), names, sys.argv[1:], args.child_timeout)
 
 
 def emit(result):

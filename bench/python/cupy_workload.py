@@ -85,10 +85,7 @@ def main():
         common.checked_allocators(args.child, ALLOCATORS)
         return child(args)
     names = common.checked_allocators(args.allocators, ALLOCATORS)
-    if not args.dry_run:
-        common.require_libraries(names)
-    results = common.run_children(os.path.abspath(__file__), names, sys.argv[1:],
-                                  args.child_timeout)
+    names, results = common.collect(__file__, names, args)
     print(f"\n== CuPy workload ({args.rounds} rounds over {len(SIZES)} sizes + 2 matmuls per "
           "iteration)")
     baseline = results[names[0]].get("ms", {}).get("median")

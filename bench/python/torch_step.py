@@ -148,13 +148,15 @@ def managed_cell(result, group):
 
 def report(names, results):
     baseline = results.get(names[0], {}).get("step_ms")
-    header = ["allocator", "step ms (median)", f"x {names[0]}", "steps", "loss",
-              "managed params", "grads", "opt states"]
+    cache = results.get("naive_cache", {}).get("step_ms")
+    header = ["allocator", "step ms (median)", f"x {names[0]}", "x naive_cache", "steps",
+              "loss", "managed params", "grads", "opt states"]
     rows = []
     for name in names:
         result = results[name]
         rows.append([name, common.fmt(result.get("step_ms")),
                      common.fmt(common.ratio(result.get("step_ms"), baseline), 3),
+                     common.fmt(common.ratio(result.get("step_ms"), cache), 3),
                      common.fmt(result.get("steps")), common.fmt(result.get("loss"), 4),
                      managed_cell(result, "parameters"), managed_cell(result, "gradients"),
                      managed_cell(result, "optimizer_states")])
@@ -181,8 +183,8 @@ def accounting_line(name, verify):
     stats = verify.get("uma_stats")
     if stats:
         in_use = stats["cache_in_use_bytes"]
-        line += (f"; uma in use {in_use / mib:.1f} MiB (+{(in_use - visible) / mib:.1f}, "
-                 f"x{in_use / visible:.4f} of visible), uma live {stats['live_bytes'] / mib:.1f}"
+        line += (f"; uma in use {in_use / mib:.1f} MiB ({in_use - visible:+d} bytes, "
+                 f"x{common.fmt(common.ratio(in_use, visible), 4)} of visible), uma live {stats['live_bytes'] / mib:.1f}"
                  f" MiB, cache free {stats['cache_free_bytes'] / mib:.1f} MiB, hits "
                  f"{stats['cache_hits']} misses {stats['cache_misses']}")
     return line
@@ -208,11 +210,7 @@ def main():
         common.checked_allocators(args.child, ALLOCATORS)
         return child(args)
     names = common.checked_allocators(args.allocators, ALLOCATORS)
-    if not args.dry_run:
-        common.require_libraries(names)
-    forwarded = sys.argv[1:]
-    results = common.run_children(os.path.abspath(__file__), names, forwarded,
-                                  args.child_timeout)
+    names, results = common.collect(__file__, names, args)
     print(f"\n== PyTorch training step: GPT-2 {args.layers} layers x {args.width}, batch "
           f"{args.batch} x {args.seq}, AdamW, bf16 autocast")
     report(names, results)

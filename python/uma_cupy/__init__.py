@@ -87,7 +87,7 @@ def install(library=None, **options):
         path, lib = uma_c.library(library)
         uma_c.make_config(lib, **options)  # validates every option before any state changes
         allocator = uma_c.Allocator.default(path, **options)
-        previous = cupy.cuda.get_allocator()
+        previous = cupy.cuda.memory.get_allocator()
         cupy.cuda.set_allocator(_make_malloc(cupy, allocator))
         _state.update(allocator=allocator, options=dict(options), previous=previous, path=path)
         return allocator

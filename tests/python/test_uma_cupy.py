@@ -29,12 +29,12 @@ class UmaCupyTest(unittest.TestCase):
     def test_blocks_come_from_uma_on_the_current_device_and_stream_and_go_back_when_dropped(self):
         result = fresh("""
             import cupy
-            previous = cupy.cuda.get_allocator()
+            previous = cupy.cuda.memory.get_allocator()
             uma_cupy.install(backend="host", quota_bytes=64 << 20)
             cupy.cuda.runtime.device = 0
             cupy.cuda.current_stream = cupy.cuda.Stream(0xABC0)
             before = uma_cupy.stats()["cache_in_use_bytes"]
-            pointer = cupy.cuda.get_allocator()(1 << 20)
+            pointer = cupy.cuda.memory.get_allocator()(1 << 20)
             owner = pointer.mem._owner
             during = uma_cupy.stats()["cache_in_use_bytes"]
             seen = dict(ptr=pointer.ptr == pointer.mem.ptr != 0, size=pointer.mem.size,
@@ -44,7 +44,7 @@ class UmaCupyTest(unittest.TestCase):
             after = uma_cupy.stats()["cache_in_use_bytes"]
             uma_cupy.uninstall()
             print(json.dumps(dict(seen=seen, grew=during - before, after=after, before=before,
-                                  restored=cupy.cuda.get_allocator() is previous,
+                                  restored=cupy.cuda.memory.get_allocator() is previous,
                                   installed=uma_cupy.is_installed())))
             """)
         self.assertEqual(result["seen"], dict(ptr=True, size=1 << 20, device=0, stream=0xABC0))
@@ -58,7 +58,7 @@ class UmaCupyTest(unittest.TestCase):
             import cupy
             uma_cupy.install(backend="host", quota_bytes=4 << 20, policy="direct")
             try:
-                cupy.cuda.get_allocator()(64 << 20)
+                cupy.cuda.memory.get_allocator()(64 << 20)
                 outcome = "allocated"
             except MemoryError as error:
                 outcome = error.status_name

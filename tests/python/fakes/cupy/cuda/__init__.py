@@ -1,6 +1,7 @@
-"""cupy.cuda stand-in: the current device and stream, set_allocator/get_allocator."""
+"""cupy.cuda stand-in: the current device and stream, set_allocator (CuPy exports it here)."""
 
 from . import memory, runtime  # noqa: F401
+from .memory import get_allocator, set_allocator  # noqa: F401
 
 
 class Stream:
@@ -9,17 +10,7 @@ class Stream:
 
 
 current_stream = Stream(0x5151)
-_allocator = memory.default_pool_malloc
 
 
 def get_current_stream():
     return current_stream
-
-
-def set_allocator(allocator=None):
-    global _allocator
-    _allocator = memory.default_pool_malloc if allocator is None else allocator
-
-
-def get_allocator():
-    return _allocator

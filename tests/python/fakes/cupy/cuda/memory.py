@@ -13,3 +13,15 @@ class MemoryPointer:
 
 def default_pool_malloc(size):
     raise AssertionError("the fake CuPy's own pool was used")
+
+
+_allocator = default_pool_malloc
+
+
+def set_allocator(allocator=None):
+    global _allocator
+    _allocator = default_pool_malloc if allocator is None else allocator
+
+
+def get_allocator():
+    return _allocator
