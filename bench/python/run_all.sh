@@ -6,7 +6,8 @@
 # Libraries: UMA_BUNDLE (a ../shared/tools/gpu-bundle folder: the three .so in bin/, their
 # dependencies in lib/), or UMA_BENCH_LIB_DIR holding libuma_c.so, libuma_naive_managed.so and
 # libuma_naive_cache.so (or UMA_LIBRARY, UMA_NAIVE_MANAGED_LIBRARY, UMA_NAIVE_CACHE_LIBRARY one
-# by one). Parts (default: torch_step torch_alloc cupy; "big" adds the 24 x 1024 model):
+# by one). Parts (default: tests torch_step torch_alloc cupy; "big" adds the 24 x 1024 model):
+#   tests        tests/python/gpu_frameworks.py: uma_torch and uma_cupy on the GPU (~30 s)
 #   torch_step   PyTorch GPT-2 step: native, naive_managed, naive_cache, uma   (~2-3 min)
 #   torch_alloc  64 KiB torch.empty + del from Python: native, uma, baselines  (~1 min)
 #   cupy         CuPy workload: CuPy's pool vs uma                             (~1 min)
@@ -27,7 +28,7 @@ fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 read -r -a extra <<<"${UMA_BENCH_ARGS:-}"
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(torch_step torch_alloc cupy)
+[ ${#parts[@]} -gt 0 ] || parts=(tests torch_step torch_alloc cupy)
 
 {
   date -u
@@ -51,6 +52,12 @@ run() {  # run PART SCRIPT ARGS...
 }
 for part in "${parts[@]}"; do
   case $part in
+    tests)
+      echo "=== tests: tests/python/gpu_frameworks.py"
+      UMA_LIBRARY="${UMA_LIBRARY:-$UMA_BENCH_LIB_DIR/libuma_c.so}" \
+        python3 "$here/../../tests/python/gpu_frameworks.py" -v 2>&1 | tee "$OUT/tests.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "=== tests FAILED"; rc=1; }
+      ;;
     torch_step) run torch_step torch_step.py ;;
     torch_alloc) run torch_alloc torch_alloc.py ;;
     cupy) run cupy cupy_workload.py ;;
@@ -60,7 +67,7 @@ for part in "${parts[@]}"; do
       run dry_torch_alloc torch_alloc.py --dry-run
       run dry_cupy cupy_workload.py --dry-run
       ;;
-    *) echo "run_all.sh: unknown part '$part' (torch_step torch_alloc cupy big dry)"; rc=2 ;;
+    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big dry)"; rc=2 ;;
   esac
 done
 exit $rc
