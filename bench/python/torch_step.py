@@ -163,13 +163,38 @@ def report(names, results):
     common.print_table(header, rows)
     print("managed x/N: storages whose pointer is managed memory, per checker (a|b when the "
           "checkers disagree)")
+    verified = True
     for name in names:
         verify = results[name].get("verify")
         if verify:
+            ok, line = managed_verdict(name, verify)
+            verified = verified and ok
+            print(line)
             print(accounting_line(name, verify))
+    return verified
     for name in names:
         if "error" in results[name]:
             print(f"{name}: FAILED: {results[name]['error'].splitlines()[0]}")
+
+
+def managed_verdict(name, verify):
+    """(ok, line): whether every parameter, gradient and optimizer-state storage is managed
+    memory by every checker (for native: whether none is, which shows the checkers work)."""
+    kinds = verify.get("pointer_kinds", {})
+    expected_none = name == "native"
+    problems, total = [], 0
+    for group, kind in kinds.items():
+        total += kind["tensors"]
+        if not kind["managed"]:
+            problems.append(f"{group}: no pointer checker available")
+        for checker, count in kind["managed"].items():
+            want = 0 if expected_none else kind["tensors"]
+            if count != want:
+                problems.append(f"{group}: {count} of {kind['tensors']} managed by {checker}")
+    what = "none is managed memory" if expected_none else "every one is managed memory"
+    if problems:
+        return False, f"{name}: NOT VERIFIED that {what}: " + "; ".join(problems)
+    return True, f"{name}: verified, {total} parameter/gradient/optimizer-state storages: {what}"
 
 
 def accounting_line(name, verify):
@@ -213,11 +238,11 @@ def main():
     names, results = common.collect(__file__, names, args)
     print(f"\n== PyTorch training step: GPT-2 {args.layers} layers x {args.width}, batch "
           f"{args.batch} x {args.seq}, AdamW, bf16 autocast")
-    report(names, results)
+    verified = report(names, results)
     common.write_json(args.json, {"benchmark": "torch_step", "args": vars(args),
                                   "environment": common.environment_report(),
                                   "results": results})
-    return 0 if all("error" not in r for r in results.values()) else 1
+    return 0 if verified and all("error" not in r for r in results.values()) else 1
 
 
 if __name__ == "__main__":
