@@ -58,7 +58,14 @@ void lease_state::push(std::uint32_t index) noexcept {
 }
 
 void lease_state::give_back(region* r) noexcept {
-  push(static_cast<std::uint32_t>(r->id - first_id_));
+  if (sink_ != nullptr)
+    sink_->returned(r);
+  else
+    return_block(r);
+}
+
+void lease_state::return_block(region* r) noexcept {
+  push(index_of(r));
   release();
 }
 

@@ -98,6 +98,8 @@ class block_cache {
 namespace detail {
 
 struct cache_access {
+  /// The lease behind a handle (null for an empty one): the caching layer carves it.
+  [[nodiscard]] static lease_state* state(const block_cache& c) noexcept { return c.state_; }
   [[nodiscard]] static block_cache adopt(lease_state* s) noexcept {
     block_cache c;
     c.state_ = s;

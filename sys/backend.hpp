@@ -123,6 +123,19 @@ class backend {
   virtual void wait_stream(stream_view stream) = 0;
   /// Waits for all work on every device.
   virtual void synchronize() = 0;
+
+  /// Makes an event for stream-order checks (CUDA: `cudaEventCreateWithFlags(
+  /// cudaEventDisableTiming)`); never null. Streams of this base are synchronous, so its events
+  /// are tokens that are always complete (the host backend). Throws the runtime's error.
+  [[nodiscard]] virtual void* create_event();
+  /// Records `event` on `stream`: it completes once the stream has run what was queued on it so
+  /// far (CUDA: `cudaEventRecord`). Any stream value is a token here (synchronous streams).
+  virtual void record_event(void* event, stream_view stream);
+  /// True once the work `event` was last recorded after has finished (CUDA: `cudaEventQuery`);
+  /// an event never recorded is complete. Throws the runtime's error (not `cudaErrorNotReady`).
+  [[nodiscard]] virtual bool event_done(void* event);
+  /// Destroys an event from create_event. Never throws.
+  virtual void destroy_event(void* event) noexcept;
   /// Readies the calling thread for backend calls; each of the allocator's worker threads calls
   /// it once before its first job. CUDA: makes device 0 current, which binds the primary context
   /// (some runtime calls, cudaMemRangeGetAttribute among them, fail with

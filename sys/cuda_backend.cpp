@@ -235,6 +235,30 @@ void cuda_backend::wait_stream(stream_view stream) {
   UMA_CUDA_CHECK(waited, "waiting for " + describe_stream(stream));
 }
 
+void* cuda_backend::create_event() {
+  cudaEvent_t event = nullptr;
+  UMA_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                 "event for the caching layer");
+  return event;
+}
+
+void cuda_backend::record_event(void* event, stream_view stream) {
+  UMA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), to_cuda(stream)),
+                 "recording an event on " + describe_stream(stream));
+}
+
+bool cuda_backend::event_done(void* event) {
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (status == cudaErrorNotReady)
+    return false;
+  UMA_CUDA_CHECK(status, "querying an event of the caching layer");
+  return true;
+}
+
+void cuda_backend::destroy_event(void* event) noexcept {
+  static_cast<void>(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
+}
+
 void cuda_backend::prepare_thread() noexcept {
   if (const cudaError_t status = cudaSetDevice(0); status != cudaSuccess)
     log(log_level::error, std::string("a worker thread could not make device 0 current: ") +

@@ -127,6 +127,10 @@ class cuda_backend final : public backend {
   [[nodiscard]] bool is_capturing(stream_view stream) override;
   void launch_host_func(stream_view stream, void (*fn)(void*), void* arg) override;
   void wait_stream(stream_view stream) override;
+  [[nodiscard]] void* create_event() override;
+  void record_event(void* event, stream_view stream) override;
+  [[nodiscard]] bool event_done(void* event) override;
+  void destroy_event(void* event) noexcept override;
   void prepare_thread() noexcept override;
   void synchronize() override;
   [[nodiscard]] backend_counters counters() const noexcept override;

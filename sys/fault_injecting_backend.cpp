@@ -217,4 +217,64 @@ backend_counters fault_injecting_backend::counters() const noexcept {
   return c;
 }
 
+// -- the fake stream model ----------------------------------------------------------------------
+
+namespace {
+
+std::uint64_t& mark_of(std::vector<std::pair<void*, std::uint64_t>>& marks, void* stream) {
+  for (auto& [s, mark] : marks)
+    if (s == stream)
+      return mark;
+  return marks.emplace_back(stream, 0).second;
+}
+
+}  // namespace
+
+void fault_injecting_backend::manual_events() {
+  std::lock_guard lock(mutex_);
+  manual_events_ = true;
+}
+
+void fault_injecting_backend::complete_stream(stream_view stream) {
+  std::lock_guard lock(mutex_);
+  mark_of(completed_marks_, stream.handle) = mark_of(recorded_marks_, stream.handle);
+}
+
+std::uint64_t fault_injecting_backend::events_recorded() const {
+  std::lock_guard lock(mutex_);
+  return events_recorded_;
+}
+
+void* fault_injecting_backend::create_event() {
+  std::lock_guard lock(mutex_);
+  if (!manual_events_)
+    return inner_->create_event();
+  return new manual_event{};
+}
+
+void fault_injecting_backend::record_event(void* event, stream_view stream) {
+  std::lock_guard lock(mutex_);
+  if (!manual_events_)
+    return inner_->record_event(event, stream);
+  auto* e = static_cast<manual_event*>(event);
+  e->stream = stream.handle;
+  e->mark = ++mark_of(recorded_marks_, stream.handle);
+  ++events_recorded_;
+}
+
+bool fault_injecting_backend::event_done(void* event) {
+  std::lock_guard lock(mutex_);
+  if (!manual_events_)
+    return inner_->event_done(event);
+  const auto* e = static_cast<const manual_event*>(event);
+  return e->mark == 0 || mark_of(completed_marks_, e->stream) >= e->mark;
+}
+
+void fault_injecting_backend::destroy_event(void* event) noexcept {
+  std::lock_guard lock(mutex_);
+  if (!manual_events_)
+    return inner_->destroy_event(event);
+  delete static_cast<manual_event*>(event);
+}
+
 }  // namespace uma

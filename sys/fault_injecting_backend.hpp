@@ -76,6 +76,16 @@ class fault_injecting_backend final : public backend {
   /// The wrapped backend.
   [[nodiscard]] backend& inner() const noexcept { return *inner_; }
 
+  /// A fake stream model for tests of stream-ordered reuse: from now on events are this
+  /// decorator's own, and an event recorded on a stream completes only once the test calls
+  /// `complete_stream` for that stream after the recording (the wrapped backend's streams are
+  /// synchronous and would complete every event at once).
+  void manual_events();
+  /// Completes every event recorded on `stream` so far (manual events).
+  void complete_stream(stream_view stream);
+  /// Events recorded so far (manual events).
+  [[nodiscard]] std::uint64_t events_recorded() const;
+
   [[nodiscard]] backend_kind kind() const noexcept override { return inner_->kind(); }
   [[nodiscard]] std::string description() const override;
   [[nodiscard]] int device_count() const noexcept override { return inner_->device_count(); }
@@ -103,6 +113,10 @@ class fault_injecting_backend final : public backend {
   void synchronize() override;
   /// Counts as a launch_host_func call: both are how a stream's completion is awaited.
   void wait_stream(stream_view stream) override;
+  [[nodiscard]] void* create_event() override;
+  void record_event(void* event, stream_view stream) override;
+  [[nodiscard]] bool event_done(void* event) override;
+  void destroy_event(void* event) noexcept override;
   void prepare_thread() noexcept override { inner_->prepare_thread(); }
   [[nodiscard]] backend_counters counters() const noexcept override;
 
@@ -127,6 +141,16 @@ class fault_injecting_backend final : public backend {
   std::condition_variable hold_changed_;
   std::optional<backend_op> holding_;
   std::size_t held_ = 0;
+  // The fake stream model (under mutex_): an event is done once its stream's completed mark
+  // reaches the mark it was recorded at.
+  struct manual_event {
+    void* stream = nullptr;
+    std::uint64_t mark = 0;  // 0: never recorded
+  };
+  bool manual_events_ = false;
+  std::vector<std::pair<void*, std::uint64_t>> recorded_marks_;   // per stream
+  std::vector<std::pair<void*, std::uint64_t>> completed_marks_;  // per stream
+  std::uint64_t events_recorded_ = 0;
 };
 
 }  // namespace uma

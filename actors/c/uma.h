@@ -97,10 +97,10 @@ typedef struct uma_stats {
   uint32_t struct_size;
   uint64_t generation;
   uint64_t quota_bytes;
-  uint64_t live_bytes;    /* bytes held by the allocator for live regions (slabs included) */
+  uint64_t live_bytes; /* bytes held by the allocator for live regions (slabs included) */
   uint64_t live_regions;
   uint64_t peak_bytes;
-  uint64_t allocations;   /* allocations the actor served (slabs, direct regions) */
+  uint64_t allocations; /* allocations the actor served (slabs, direct regions) */
   uint64_t releases;
   uint64_t cache_in_use_bytes; /* caching layer: bytes in blocks handed out */
   uint64_t cache_free_bytes;   /* caching layer: bytes in blocks waiting for reuse */
@@ -108,7 +108,21 @@ typedef struct uma_stats {
   uint64_t cache_misses;
   uint64_t prefetch_bytes;
   uint64_t discard_bytes;
+  /* Added in the first implementation (struct_size tells whether a caller has it): */
+  uint64_t cache_requested_bytes; /* bytes asked for, of the blocks handed out; what a framework
+                                     holds (cache_in_use_bytes minus it is the rounding) */
+  uint64_t cache_blocks_in_use;
 } uma_stats;
+
+/* What uma_destroy_with_report's stop did. */
+typedef struct uma_stop_report {
+  uint32_t struct_size;
+  uint64_t regions_freed;
+  uint64_t bytes_freed;
+  uint64_t regions_leaked; /* still handed out at the stop: leaked on purpose, never freed */
+  uint64_t bytes_leaked;
+  uint64_t blocks_outstanding; /* blocks of uma_malloc not given back before the stop */
+} uma_stop_report;
 
 typedef struct uma_allocator uma_allocator;
 
@@ -121,6 +135,9 @@ UMA_C_EXPORT uma_status uma_create(const uma_config* config, uma_allocator** out
 /* Stops the allocator and frees it. Blocks still out are made inert: what a caller may still
  * be using is leaked and reported rather than freed under it. NULL is a no-op. */
 UMA_C_EXPORT uma_status uma_destroy(uma_allocator* allocator);
+/* uma_destroy that also says what the stop did (out may be NULL; out->struct_size must be
+ * set). The allocator is destroyed whatever the status. */
+UMA_C_EXPORT uma_status uma_destroy_with_report(uma_allocator* allocator, uma_stop_report* out);
 
 /* size bytes of managed memory for use on `device` (ordered on `stream`). size 0 gives NULL
  * and UMA_OK. */

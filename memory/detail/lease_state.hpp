@@ -11,6 +11,21 @@
 
 namespace uma::detail {
 
+/// Who takes a leased block back instead of the lease's own free list: the caching layer
+/// (memory/stream_cache.hpp), which keeps blocks per stream. Set once, before any block of the
+/// lease is handed out; the lease tells it when it ends.
+class block_sink {
+ public:
+  /// A block's last drop (or the allocator's advice reset) gives it back; the block still holds
+  /// its holder count of the lease.
+  virtual void returned(region* r) noexcept = 0;
+  /// The lease state is being deleted (no handle and no block is left).
+  virtual void lease_ended() noexcept = 0;
+
+ protected:
+  ~block_sink() = default;
+};
+
 /// The shared state of one block lease: `blocks` equal blocks carved from one backing region
 /// that the allocator owns (an ordinary entry of its table), each with a reusable region record,
 /// and a lock-free free list of the blocks not handed out.
@@ -33,8 +48,18 @@ class lease_state {
   /// block is handed out.
   [[nodiscard]] region* take() noexcept;
   /// Returns a block whose last ref was dropped (or whose advice the allocator reset) to the
-  /// free list and lets go of its holder count; may delete the state.
+  /// sink when there is one, else to the free list (letting go of its holder count; may delete
+  /// the state).
   void give_back(region* r) noexcept;
+  /// Returns a block to the free list whatever the sink, and lets go of its holder count; may
+  /// delete the state.
+  void return_block(region* r) noexcept;
+  /// Routes the blocks' returns to `sink` (before any block is handed out).
+  void set_sink(block_sink* sink) noexcept { sink_ = sink; }
+  /// The index of block `r` in the lease, 0 to capacity() - 1.
+  [[nodiscard]] std::uint32_t index_of(const region* r) const noexcept {
+    return static_cast<std::uint32_t>(r->id - first_id_);
+  }
 
   void retain() noexcept { holders_.fetch_add(1, std::memory_order_relaxed); }
   /// Drops a holder count; the last one deletes the state.
@@ -57,7 +82,11 @@ class lease_state {
   }
 
  private:
-  ~lease_state() { live_.fetch_sub(1, std::memory_order_acq_rel); }
+  ~lease_state() {
+    if (sink_ != nullptr)
+      sink_->lease_ended();
+    live_.fetch_sub(1, std::memory_order_acq_rel);
+  }
 
   void push(std::uint32_t index) noexcept;
 
@@ -70,6 +99,7 @@ class lease_state {
   std::atomic<std::uint64_t> head_;               // (tag << 32) | index; the tag defeats ABA
   std::atomic<std::uint32_t> available_;
   std::atomic<std::int64_t> holders_{1};
+  block_sink* sink_ = nullptr;
   static inline std::atomic<std::int64_t> live_{0};
 };
 

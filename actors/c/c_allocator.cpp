@@ -1,0 +1,170 @@
+#include <uma/actors/c/c_allocator.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+#include <uma/messages/register_types.hpp>
+#include <uma/sys/detail/format.hpp>
+#include <uma/sys/log.hpp>
+
+namespace {
+
+uma::allocator_config allocator_config_of(const uma_config& c,
+                                          std::shared_ptr<uma::backend> backend) {
+  uma::allocator_config out;
+  out.backend = std::move(backend);
+  out.quota_bytes = c.quota_bytes;
+  out.policy =
+      c.policy == UMA_POLICY_POOL ? uma::allocation_policy::pool : uma::allocation_policy::direct;
+  // Only this allocator's own slabs and large blocks can be pinned, and no caller can give one
+  // back while uma_destroy runs: waiting would change nothing. What is pinned is leaked at once.
+  out.drain_timeout = std::chrono::milliseconds{0};
+  // Its own thread: a miss or a range operation is answered without waiting for a scheduler
+  // worker to wake up.
+  out.detached = true;
+  return out;
+}
+
+uma::backend_choice choice_of(uma_backend_choice b) {
+  switch (b) {
+    case UMA_BACKEND_HOST:
+      return uma::backend_choice::host;
+    case UMA_BACKEND_CUDA:
+      return uma::backend_choice::cuda;
+    default:
+      return uma::backend_choice::automatic;
+  }
+}
+
+}  // namespace
+
+uma_allocator::uma_allocator(const uma_config& c) : config(c) {
+  backend = uma::make_backend(choice_of(c.backend));
+  caf_config = std::make_unique<caf::actor_system_config>();
+  uma::register_types(*caf_config);
+  const auto threads = c.scheduler_threads == 0 ? 2u : c.scheduler_threads;
+  caf_config->set("scheduler.max-threads", static_cast<caf::config_value::integer>(threads));
+  system = std::make_unique<caf::actor_system>(*caf_config);
+  client = std::make_unique<uma::client>(*system, allocator_config_of(c, backend));
+  uma::stream_cache_config cc;
+  cc.mode = uma::cache_mode::raw;
+  if (c.cache_max_bytes != 0)
+    cc.max_bytes = c.cache_max_bytes;
+  cc.label = "c abi cache";
+  cache = std::make_unique<uma::stream_cache>(
+      [cl = client.get()](std::size_t block, std::size_t blocks, std::string label) {
+        return cl->lease(block, blocks, std::move(label));
+      },
+      cc);
+}
+
+uma_allocator::~uma_allocator() {
+  stop(nullptr);
+}
+
+void uma_allocator::check_device(int device, const char* what) const {
+  const int devices = std::max(1, backend->device_count());
+  if (device < UMA_DEVICE_HOST || device >= devices)
+    throw uma::c::status_error(UMA_ERR_INVALID_ARGUMENT,
+                               std::string(what) + ": device " + std::to_string(device) +
+                                   " is not -1 (the host) or a device 0 to " +
+                                   std::to_string(devices - 1) + " of the " +
+                                   std::string(uma::to_string(backend->kind())) + " backend");
+}
+
+uma::stream_view uma_allocator::stream_of(uma_stream stream) const noexcept {
+  if (backend->kind() == uma::backend_kind::host)
+    return {};
+  return {static_cast<void*>(stream)};
+}
+
+void* uma_allocator::allocate(std::size_t size, int device, uma_stream stream) {
+  if (cache->serves(size))
+    return cache->allocate_raw(size, device, {static_cast<void*>(stream)});
+  auto ref = client->allocate<std::byte>(size);
+  auto pin = ref.pin();
+  void* p = pin.data();
+  std::lock_guard lock(large_mutex_);
+  large_.emplace(reinterpret_cast<std::uintptr_t>(p), large_block{std::move(pin), size});
+  return p;
+}
+
+uma_status uma_allocator::release(void* ptr, std::size_t size, int device, uma_stream stream) {
+  switch (cache->release_raw(ptr, size, device, {static_cast<void*>(stream)})) {
+    case uma::raw_release::ok:
+      return UMA_OK;
+    case uma::raw_release::size_mismatch:
+      throw uma::c::status_error(UMA_ERR_INVALID_ARGUMENT,
+                                 "uma_free: size " + std::to_string(size) +
+                                     " is not the size the block was allocated with");
+    case uma::raw_release::unknown_pointer:
+      break;
+  }
+  std::optional<uma::Pin<std::byte>> dropped;  // released outside the lock
+  {
+    std::lock_guard lock(large_mutex_);
+    auto it = large_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == large_.end())
+      throw uma::c::status_error(UMA_ERR_UNKNOWN_POINTER,
+                                 "uma_free: " + uma::detail::hex(ptr) +
+                                     " is not a live block of this allocator (never handed "
+                                     "out, freed already, or not its start)");
+    if (size != 0 && size != it->second.requested)
+      throw uma::c::status_error(UMA_ERR_INVALID_ARGUMENT,
+                                 "uma_free: size " + std::to_string(size) + " but the block has " +
+                                     std::to_string(it->second.requested) + " bytes");
+    dropped.emplace(std::move(it->second.pin));
+    large_.erase(it);
+  }
+  return UMA_OK;
+}
+
+uma::byte_ref uma_allocator::ref_of(const void* ptr, std::size_t bytes) {
+  if (auto ref = cache->ref_of(ptr, bytes); !ref.empty())
+    return ref;
+  const auto a = reinterpret_cast<std::uintptr_t>(ptr);
+  std::lock_guard lock(large_mutex_);
+  auto it = large_.upper_bound(a);
+  if (it != large_.begin()) {
+    --it;
+    const auto& ref = it->second.pin.ref();
+    const auto off = a - it->first;
+    if (off < ref.bytes() && bytes <= ref.bytes() - off)
+      return ref.subview(off, bytes);
+  }
+  throw uma::c::status_error(UMA_ERR_UNKNOWN_POINTER,
+                             "range [" + uma::detail::hex(ptr) + ", +" + std::to_string(bytes) +
+                                 ") does not lie inside one live block of this allocator");
+}
+
+void uma_allocator::stop(uma_stop_report* out) noexcept {
+  if (stopped_)
+    return;
+  stopped_ = true;
+  std::uint64_t outstanding = 0;
+  try {
+    outstanding = cache->stats().blocks_in_use + large_.size();
+    cache->prepare_stop();  // idle slabs unpinned: post_stop frees them
+    auto report = client->stop();
+    cache.reset();   // after the stop: blocks still out are given up, their memory was leaked
+    large_.clear();  // the pins of leaked large blocks
+    if (out != nullptr && report) {
+      uma_stop_report r{};
+      r.struct_size = out->struct_size;
+      r.regions_freed = report->stop.regions_freed;
+      r.bytes_freed = report->stop.bytes_freed;
+      r.regions_leaked = report->stop.regions_leaked;
+      r.bytes_leaked = report->stop.bytes_leaked;
+      r.blocks_outstanding = outstanding;
+      std::memcpy(out, &r, std::min<std::size_t>(out->struct_size, sizeof r));
+    }
+    client.reset();
+    system.reset();
+  } catch (const std::exception& e) {
+    uma::log(uma::log_level::error, std::string("uma_destroy: ") + e.what());
+  }
+  if (outstanding != 0)
+    uma::log(uma::log_level::warning,
+             "uma_destroy: " + std::to_string(outstanding) +
+                 " block(s) were still handed out; their memory is leaked, not freed");
+}

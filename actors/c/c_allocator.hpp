@@ -1,0 +1,77 @@
+#pragma once
+
+// The C ABI's allocator object (the C++ side of `uma_allocator`, actors/c/uma.h): an actor
+// system of its own, an allocator actor behind a client facade, and the caching layer in raw
+// mode. Requests above the cache's largest size take the message path and are kept, pinned, in
+// a table of their own. Internal to libuma_c; not installed.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include <uma/c/uma.h>
+#include <uma/actors/client.hpp>
+#include <uma/memory/stream_cache.hpp>
+
+struct uma_allocator {
+  /// Makes the allocator from a validated config; throws uma::error.
+  explicit uma_allocator(const uma_config& config);
+  ~uma_allocator();
+  uma_allocator(const uma_allocator&) = delete;
+  uma_allocator& operator=(const uma_allocator&) = delete;
+
+  [[nodiscard]] void* allocate(std::size_t size, int device, uma_stream stream);
+  [[nodiscard]] uma_status release(void* ptr, std::size_t size, int device, uma_stream stream);
+  /// The block (cached or large) holding [ptr, ptr + bytes) as a ref; throws
+  /// invalid_argument-like statuses through `uma_status_error`.
+  [[nodiscard]] uma::byte_ref ref_of(const void* ptr, std::size_t bytes);
+  [[nodiscard]] uma_stats stats();
+  [[nodiscard]] std::string stats_json();
+  /// Stops the allocator (once) and gives everything back; fills `out` when given.
+  void stop(uma_stop_report* out) noexcept;
+  /// Validates `device` for this backend: -1 (host) or 0 to max(1, devices) - 1.
+  void check_device(int device, const char* what) const;
+  /// The stream as the backend may see it (the host backend has none: every token is null).
+  [[nodiscard]] uma::stream_view stream_of(uma_stream stream) const noexcept;
+
+  const uma_config config;
+  std::shared_ptr<uma::backend> backend;
+  std::unique_ptr<caf::actor_system_config> caf_config;
+  std::unique_ptr<caf::actor_system> system;
+  std::unique_ptr<uma::client> client;
+  std::unique_ptr<uma::stream_cache> cache;
+
+ private:
+  struct large_block {
+    uma::Pin<std::byte> pin;  // keeps the region from post_stop while the caller has it
+    std::size_t requested;
+  };
+  std::mutex large_mutex_;
+  std::map<std::uintptr_t, large_block> large_;  // by address
+  bool stopped_ = false;
+};
+
+namespace uma::c {
+
+/// A failure with a C status (UMA_ERR_UNKNOWN_POINTER, UMA_ERR_NULL_ARGUMENT, ...).
+struct status_error : std::exception {
+  status_error(uma_status s, std::string m) : status(s), message(std::move(m)) {}
+  [[nodiscard]] const char* what() const noexcept override { return message.c_str(); }
+  uma_status status;
+  std::string message;
+};
+
+/// Fills `config` from the UMA_* environment (docs/c_abi.md); throws status_error naming the
+/// variable and its value when one is malformed.
+void config_from_environment(uma_config& config);
+/// Throws status_error for a config uma cannot honour (bad enum values, device budgets).
+void validate(const uma_config& config);
+
+}  // namespace uma::c

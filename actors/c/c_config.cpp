@@ -1,0 +1,93 @@
+#include <uma/actors/c/c_allocator.hpp>
+
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+
+namespace uma::c {
+
+namespace {
+
+std::uint64_t number(const char* name, std::string_view text) {
+  std::uint64_t value = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc{} || ptr != end)
+    throw status_error(UMA_ERR_INVALID_ARGUMENT, std::string(name) + "='" + std::string(text) +
+                                                     "' is not a non-negative integer");
+  return value;
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+}  // namespace
+
+void config_from_environment(uma_config& config) {
+  if (const char* v = env("UMA_BACKEND")) {
+    const std::string_view s(v);
+    if (s == "auto")
+      config.backend = UMA_BACKEND_AUTO;
+    else if (s == "host")
+      config.backend = UMA_BACKEND_HOST;
+    else if (s == "cuda")
+      config.backend = UMA_BACKEND_CUDA;
+    else
+      throw status_error(UMA_ERR_INVALID_ARGUMENT,
+                         "UMA_BACKEND='" + std::string(s) + "' is not auto, host or cuda");
+  }
+  if (const char* v = env("UMA_POLICY")) {
+    const std::string_view s(v);
+    if (s == "direct")
+      config.policy = UMA_POLICY_DIRECT;
+    else if (s == "pool")
+      config.policy = UMA_POLICY_POOL;
+    else
+      throw status_error(UMA_ERR_INVALID_ARGUMENT,
+                         "UMA_POLICY='" + std::string(s) + "' is not direct or pool");
+  }
+  if (const char* v = env("UMA_QUOTA_BYTES"))
+    config.quota_bytes = number("UMA_QUOTA_BYTES", v);
+  if (const char* v = env("UMA_DEVICE_BUDGET_BYTES"))
+    config.device_budget_bytes = number("UMA_DEVICE_BUDGET_BYTES", v);
+  if (const char* v = env("UMA_CACHE_MAX_BYTES"))
+    config.cache_max_bytes = number("UMA_CACHE_MAX_BYTES", v);
+  if (const char* v = env("UMA_SCHEDULER_THREADS")) {
+    const auto n = number("UMA_SCHEDULER_THREADS", v);
+    if (n > 1024)
+      throw status_error(UMA_ERR_INVALID_ARGUMENT,
+                         "UMA_SCHEDULER_THREADS=" + std::to_string(n) + " is over 1024");
+    config.scheduler_threads = static_cast<std::uint32_t>(n);
+  }
+}
+
+void validate(const uma_config& config) {
+  if (config.struct_size < sizeof(std::uint32_t))
+    throw status_error(UMA_ERR_INVALID_ARGUMENT,
+                       "uma_config: struct_size " + std::to_string(config.struct_size) +
+                           " is too small (fill it with uma_config_init)");
+  if (config.backend < UMA_BACKEND_AUTO || config.backend > UMA_BACKEND_CUDA)
+    throw status_error(UMA_ERR_INVALID_ARGUMENT,
+                       "uma_config: backend " + std::to_string(static_cast<int>(config.backend)) +
+                           " is not UMA_BACKEND_AUTO, _HOST or _CUDA");
+  if (config.policy != UMA_POLICY_DIRECT && config.policy != UMA_POLICY_POOL)
+    throw status_error(UMA_ERR_INVALID_ARGUMENT,
+                       "uma_config: policy " + std::to_string(static_cast<int>(config.policy)) +
+                           " is not UMA_POLICY_DIRECT or UMA_POLICY_POOL");
+  if (config.device_budget_bytes != 0)
+    throw status_error(UMA_ERR_NOT_SUPPORTED,
+                       "uma_config: device_budget_bytes needs the residency actor, which this "
+                       "build of uma does not have; leave it 0");
+  if (config.cache_max_bytes > (std::uint64_t{1} << 40))
+    throw status_error(
+        UMA_ERR_INVALID_ARGUMENT,
+        "uma_config: cache_max_bytes " + std::to_string(config.cache_max_bytes) + " is over 1 TiB");
+  if (config.scheduler_threads > 1024)
+    throw status_error(UMA_ERR_INVALID_ARGUMENT, "uma_config: scheduler_threads " +
+                                                     std::to_string(config.scheduler_threads) +
+                                                     " is over 1024");
+}
+
+}  // namespace uma::c
