@@ -207,11 +207,17 @@ def accounting_line(name, verify):
                 " not held by a visible tensor: cuBLAS workspaces etc.)"
     stats = verify.get("uma_stats")
     if stats:
-        in_use = stats["cache_in_use_bytes"]
-        line += (f"; uma in use {in_use / mib:.1f} MiB ({in_use - visible:+d} bytes, "
-                 f"x{common.fmt(common.ratio(in_use, visible), 4)} of visible), uma live {stats['live_bytes'] / mib:.1f}"
-                 f" MiB, cache free {stats['cache_free_bytes'] / mib:.1f} MiB, hits "
-                 f"{stats['cache_hits']} misses {stats['cache_misses']}")
+        requested, in_use = stats.get("cache_requested_bytes"), stats["cache_in_use_bytes"]
+        if requested is not None:
+            line += (f"; uma requested (what PyTorch holds) {requested / mib:.1f} MiB "
+                     f"({requested - visible:+d} bytes against visible)")
+        rounding = "" if requested is None else \
+            f", rounding {in_use - requested} bytes in {stats['cache_blocks_in_use']} blocks"
+        line += (f"; uma in use {in_use / mib:.1f} MiB (x"
+                 f"{common.fmt(common.ratio(in_use, visible), 4)} of visible{rounding}); live "
+                 f"{stats['live_bytes'] / mib:.1f} MiB, cache free "
+                 f"{stats['cache_free_bytes'] / mib:.1f} MiB, hits {stats['cache_hits']} misses "
+                 f"{stats['cache_misses']}")
     return line
 
 

@@ -8,9 +8,10 @@
 
 from .allocator import CONFIG_FIELDS, Allocator, library, make_config
 from .binding import (ABI_VERSION, ADVICE, DEVICE_HOST, STATS_FIELDS, STATUS, STATUS_NAMES,
-                      LibraryNotFound, find_library)
+                      STOP_REPORT_FIELDS, LibraryNotFound, find_library)
 from .errors import UmaError, UmaMemoryError
 
 __all__ = ["ABI_VERSION", "ADVICE", "Allocator", "CONFIG_FIELDS", "DEVICE_HOST",
-           "LibraryNotFound", "STATS_FIELDS", "STATUS", "STATUS_NAMES", "UmaError",
+           "LibraryNotFound", "STATS_FIELDS", "STATUS", "STATUS_NAMES", "STOP_REPORT_FIELDS",
+           "UmaError",
            "UmaMemoryError", "find_library", "library", "make_config"]

@@ -203,13 +203,19 @@ class Allocator:
         return self._handle is None
 
     def close(self):
-        """Stops an allocator made by create(); blocks still out become inert (leaked and
-        reported, never freed under a user). The default allocator cannot be closed."""
+        """Stops an allocator made by create() and returns what the stop did (uma_stop_report
+        as a dict; None if it was closed already). Blocks still out become inert: leaked and
+        reported, never freed under a user. The default allocator cannot be closed."""
         if not self.owned:
             raise ValueError("uma: the process-wide default allocator is not closed from Python")
-        if self._handle is not None:
-            handle, self._handle = self._handle, None
-            _check(self._lib, "uma_destroy", self._lib.uma_destroy(handle))
+        if self._handle is None:
+            return None
+        handle, self._handle = self._handle, None
+        report = binding.StopReport()
+        report.struct_size = ctypes.sizeof(binding.StopReport)
+        status = self._lib.uma_destroy_with_report(handle, ctypes.byref(report))
+        _check(self._lib, "uma_destroy_with_report", status)
+        return {name: getattr(report, name) for name in binding.STOP_REPORT_FIELDS}
 
     def __enter__(self):
         return self

@@ -74,10 +74,26 @@ class Stats(ctypes.Structure):
         ("cache_misses", ctypes.c_uint64),
         ("prefetch_bytes", ctypes.c_uint64),
         ("discard_bytes", ctypes.c_uint64),
+        ("cache_requested_bytes", ctypes.c_uint64),
+        ("cache_blocks_in_use", ctypes.c_uint64),
+    ]
+
+
+class StopReport(ctypes.Structure):
+    """struct uma_stop_report."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("regions_freed", ctypes.c_uint64),
+        ("bytes_freed", ctypes.c_uint64),
+        ("regions_leaked", ctypes.c_uint64),
+        ("bytes_leaked", ctypes.c_uint64),
+        ("blocks_outstanding", ctypes.c_uint64),
     ]
 
 
 STATS_FIELDS = tuple(name for name, _ in Stats._fields_ if name != "struct_size")
+STOP_REPORT_FIELDS = tuple(name for name, _ in StopReport._fields_ if name != "struct_size")
 
 _vp = ctypes.c_void_p
 _st = ctypes.c_int  # uma_status
@@ -86,6 +102,7 @@ PROTOTYPES = {
     "uma_config_init": (None, [ctypes.POINTER(Config)]),
     "uma_create": (_st, [ctypes.POINTER(Config), ctypes.POINTER(_vp)]),
     "uma_destroy": (_st, [_vp]),
+    "uma_destroy_with_report": (_st, [_vp, ctypes.POINTER(StopReport)]),
     "uma_malloc": (_st, [_vp, ctypes.c_size_t, ctypes.c_int, _vp, ctypes.POINTER(_vp)]),
     "uma_free": (_st, [_vp, _vp, ctypes.c_size_t, ctypes.c_int, _vp]),
     "uma_prefetch": (_st, [_vp, _vp, ctypes.c_size_t, ctypes.c_int, _vp]),

@@ -66,11 +66,13 @@ class MallocFreeTest(unittest.TestCase):
         requested = threads * sum(sizes)
         self.assertEqual(len(set(pointers)), threads * per_thread, "every block is distinct")
         self.assertNotIn(0, pointers)
+        self.assertEqual(during["cache_requested_bytes"], requested)
+        self.assertEqual(during["cache_blocks_in_use"], threads * per_thread)
         self.assertGreaterEqual(during["cache_in_use_bytes"], requested)
-        self.assertLessEqual(during["cache_in_use_bytes"], 2 * requested)
         self.assertGreaterEqual(during["live_bytes"], during["cache_in_use_bytes"])
         self.assertEqual(during["cache_hits"] + during["cache_misses"], threads * per_thread)
-        self.assertEqual(after["cache_in_use_bytes"], 0)
+        for counter in ("cache_in_use_bytes", "cache_requested_bytes", "cache_blocks_in_use"):
+            self.assertEqual(after[counter], 0, counter)
 
     def test_a_block_is_writable_over_its_whole_size(self):
         with host_allocator() as allocator:
@@ -189,7 +191,18 @@ class ErrorTest(unittest.TestCase):
         allocator.close()
         with self.assertRaisesRegex(ValueError, "closed"):
             allocator.malloc(64)
-        allocator.close()  # a second close is a no-op
+        self.assertIsNone(allocator.close(), "a second close is a no-op")
+
+    def test_close_reports_blocks_still_out_as_leaked_not_freed(self):
+        allocator = host_allocator()
+        kept = allocator.malloc(65536)
+        given_back = allocator.malloc(4096)
+        allocator.free(given_back, 4096)
+        report = allocator.close()
+        self.assertEqual(set(report), set(uma_c.STOP_REPORT_FIELDS))
+        self.assertEqual(report["blocks_outstanding"], 1, report)
+        self.assertGreaterEqual(report["bytes_leaked"], 65536, report)
+        self.assertNotEqual(kept, 0)
 
     def test_a_missing_library_is_named_in_the_error(self):
         with self.assertRaisesRegex(uma_c.LibraryNotFound, "/nonexistent/libuma_c.so"):
