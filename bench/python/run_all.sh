@@ -12,6 +12,8 @@
 #   torch_alloc  64 KiB torch.empty + del from Python: native, uma, baselines  (~1 min)
 #   cupy         CuPy workload: CuPy's pool vs uma                             (~1 min)
 #   big          torch_step with 24 layers x 1024                              (~3 min)
+#                (more memory: naive_cache's power-of-two bins may pass ../shared/GPU.md's
+#                16 GiB total; run it only where the larger figure is wanted)
 #   dry          every script with --dry-run (no GPU, no torch: the plumbing)
 # Extra arguments for every script: UMA_BENCH_ARGS (e.g. "--uma-option quota_bytes=34359738368").
 # Each part writes $OUT/<part>.txt and $OUT/<part>.json; exit status 1 if any part failed.
