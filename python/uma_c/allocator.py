@@ -152,6 +152,29 @@ class Allocator:
                                     _stream(stream))
         _check(self._lib, "uma_free", status)
 
+    def unchecked_calls(self):
+        """(malloc(size, device, stream) -> address, free(ptr, size, device, stream)) for an
+        adapter's hot path: plain ints straight to the C calls, without the argument checks of
+        malloc/free (the framework hands valid ints). A failing status still raises UmaError.
+        Valid while this Allocator is open."""
+        lib, handle = self._lib, self._live()
+        c_malloc, c_free, byref, void_p = lib.uma_malloc, lib.uma_free, ctypes.byref, \
+            ctypes.c_void_p
+
+        def malloc(size, device, stream):
+            out = void_p()
+            status = c_malloc(handle, size, device, stream, byref(out))
+            if status:
+                _check(lib, "uma_malloc", status)
+            return out.value or 0
+
+        def free(ptr, size, device, stream):
+            status = c_free(handle, ptr, size, device, stream)
+            if status:
+                _check(lib, "uma_free", status)
+
+        return malloc, free
+
     def prefetch(self, ptr, nbytes, device, stream=None):
         """Migrates [ptr, ptr+nbytes) to `device` (DEVICE_HOST: the host) on `stream`."""
         status = self._lib.uma_prefetch(self._live(), _pointer(ptr), _size(nbytes, "nbytes"),

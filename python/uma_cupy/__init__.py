@@ -32,10 +32,10 @@ class _Block:
     """Owner of one uma block inside a cupy.cuda.UnownedMemory: gives it back when CuPy drops
     the memory, on the stream it was allocated on."""
 
-    __slots__ = ("allocator", "ptr", "size", "device", "stream")
+    __slots__ = ("allocator", "free", "ptr", "size", "device", "stream")
 
-    def __init__(self, allocator, ptr, size, device, stream):
-        self.allocator, self.ptr, self.size = allocator, ptr, size
+    def __init__(self, allocator, free, ptr, size, device, stream):
+        self.allocator, self.free, self.ptr, self.size = allocator, free, ptr, size
         self.device, self.stream = device, stream
 
     def __del__(self):
@@ -44,7 +44,7 @@ class _Block:
         if not self.ptr or self.allocator.closed:
             return
         try:
-            self.allocator.free(self.ptr, self.size, self.device, self.stream)
+            self.free(self.ptr, self.size, self.device, self.stream)
         except UmaError as error:
             if error.status_name != "UMA_ERR_ALLOCATOR_STOPPED":
                 raise
@@ -59,14 +59,16 @@ def _import_cupy():
 
 
 def _make_malloc(cupy, allocator):
-    runtime, memory = cupy.cuda.runtime, cupy.cuda.memory
+    get_device, get_stream = cupy.cuda.runtime.getDevice, cupy.cuda.get_current_stream
+    memory_pointer, unowned = cupy.cuda.memory.MemoryPointer, cupy.cuda.memory.UnownedMemory
+    malloc, free = allocator.unchecked_calls()  # CuPy hands valid ints: no checks per block
 
     def uma_cupy_malloc(size):
-        device = runtime.getDevice()
-        stream = cupy.cuda.get_current_stream().ptr
-        ptr = allocator.malloc(size, device, stream)
-        owner = _Block(allocator, ptr, size, device, stream)
-        return memory.MemoryPointer(memory.UnownedMemory(ptr, size, owner, device), 0)
+        device = get_device()
+        stream = get_stream().ptr
+        ptr = malloc(size, device, stream)
+        owner = _Block(allocator, free, ptr, size, device, stream)
+        return memory_pointer(unowned(ptr, size, owner, device), 0)
 
     return uma_cupy_malloc
 

@@ -128,6 +128,18 @@ class ErrorTest(unittest.TestCase):
                 allocator.free(BOGUS_POINTER, 64)
             self.assertStatus(context, "UMA_ERR_UNKNOWN_POINTER")
 
+    def test_the_unchecked_calls_still_raise_on_a_failing_status(self):
+        with host_allocator(quota_bytes=4 * MiB, policy="direct") as allocator:
+            malloc, free = allocator.unchecked_calls()
+            ptr = malloc(4096, 0, 0x77)
+            free(ptr, 4096, 0, 0x77)
+            with self.assertRaises(uma_c.UmaError) as context:
+                free(ptr, 4096, 0, 0x77)
+            self.assertStatus(context, "UMA_ERR_UNKNOWN_POINTER")
+            with self.assertRaises(uma_c.UmaMemoryError) as context:
+                malloc(16 * MiB, 0, 0x77)
+            self.assertStatus(context, "UMA_ERR_QUOTA_EXCEEDED")
+
     def test_a_double_free_raises_unknown_pointer(self):
         with host_allocator() as allocator:
             ptr = allocator.malloc(4096)
