@@ -23,6 +23,18 @@ client::client(caf::actor_system& sys, supervisor_config config) : sys_(sys), ow
   allocator_ = caf::actor_cast<managed_allocator_actor>(*supervisor_);
 }
 
+std::unique_ptr<stream_cache> client::make_cache() {
+  stream_cache_config c;
+  c.mode = cache_mode::refs;
+  c.max_bytes = std::size_t{16} << 20;
+  c.label = "client cache";
+  return std::make_unique<stream_cache>(
+      [this](std::size_t block, std::size_t blocks, std::string label) {
+        return lease(block, blocks, std::move(label));
+      },
+      std::move(c));
+}
+
 client::~client() {
   if (owns_)
     (void)stop();

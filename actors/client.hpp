@@ -14,6 +14,7 @@
 
 #include <uma/actors/allocator_supervisor.hpp>
 #include <uma/actors/managed_allocator.hpp>
+#include <uma/memory/stream_cache.hpp>
 #include <uma/messages/error_category.hpp>
 
 namespace uma {
@@ -65,13 +66,29 @@ class client {
   /// `error(backend_error)` naming the timeout.
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
 
-  /// Allocates `count` elements of T.
+  /// Allocates `count` elements of T. Requests up to `cache_max_bytes()` without a label or a
+  /// stream, with global attachment and at most page alignment are served by the caching layer on
+  /// the calling thread (memory/stream_cache.hpp: blocks of block leases, no message); the rest,
+  /// and a request the cache cannot serve (its lease refused), is a request to the allocator.
   template <class T>
   [[nodiscard]] ManagedRef<T> allocate(std::size_t count, allocate_options options = {}) {
+    if (cacheable(count, sizeof(T), options))
+      if (auto ref = try_cached<T>(count, options.stream))
+        return std::move(*ref);
     allocate_request r{count,          sizeof(T),      std::max(options.alignment, alignof(T)),
                        options.attach, options.stream, std::move(options.label)};
     return call<byte_ref>(allocate_atom_v, std::move(r)).template as<T>();
   }
+
+  /// The largest request the caching layer serves (0: the fast path is off).
+  [[nodiscard]] std::size_t cache_max_bytes() const noexcept { return cache_max_; }
+  /// Sets it (0 turns the fast path off; at most the cache's own limit, 16 MiB by default).
+  /// Not thread-safe against concurrent allocate calls: set it before sharing the client.
+  void set_cache_max_bytes(std::size_t bytes) noexcept {
+    cache_max_ = std::min(bytes, cache_->max_bytes());
+  }
+  /// The caching layer's counters.
+  [[nodiscard]] stream_cache_stats cache_stats() const { return cache_->stats(); }
 
   /// Prefetches `refs` to one location (broadcast) or one per ref.
   op_result prefetch(std::vector<byte_ref> refs, std::vector<location> locations,
@@ -146,6 +163,28 @@ class client {
   template <class R, class... Ts>
   R call(Ts&&... xs);
 
+  [[nodiscard]] bool cacheable(std::size_t count, std::size_t size,
+                               const allocate_options& o) const noexcept {
+    // A stream goes to the allocator, which validates it (the host backend has none; a
+    // capturing CUDA stream is refused).
+    return count != 0 && count <= cache_max_ / size && o.alignment <= cache_alignment &&
+           o.attach == attach_flag::global && o.label.empty() && o.stream.handle == nullptr;
+  }
+  /// The caching layer's block, or nullopt when it could not get a lease (the allocator then
+  /// answers the request itself, with its own error if it has one).
+  template <class T>
+  [[nodiscard]] std::optional<ManagedRef<T>> try_cached(std::size_t count, stream_view stream) {
+    try {
+      return cache_->allocate_n<T>(count, 0, stream);
+    } catch (const error&) {
+      return std::nullopt;
+    }
+  }
+  [[nodiscard]] std::unique_ptr<stream_cache> make_cache();
+
+  /// Blocks are page-aligned (the host's smallest page; CUDA's allocations are at least that).
+  static constexpr std::size_t cache_alignment = 4096;
+
   /// Written by the spawned allocator's post_stop (its thread), read by stop().
   struct stop_slot {
     std::mutex mutex;
@@ -163,6 +202,10 @@ class client {
   bool owns_;
   std::optional<final_report> report_;
   std::chrono::milliseconds timeout_{60000};
+  // Last: destroyed first, after the destructor stopped the allocator (its leases are inert
+  // then) or, for an allocator this client does not own, giving its leases back.
+  std::unique_ptr<stream_cache> cache_ = make_cache();
+  std::size_t cache_max_ = cache_->max_bytes();
 };
 
 template <class R, class... Ts>

@@ -229,6 +229,8 @@ void run_alloc_latency(context& ctx, section& s) {
     if (!ctx.opt.measures(pooled ? "pool" : "direct"))
       continue;
     client owner(ctx.sys, ctx.config(policy));
+    owner.set_cache_max_bytes(
+        0);  // these rows measure the message path; uma_native_bench the caching layer
     for (const auto size : sizes) {
       auto chain = run_chain<byte_ref>(
           ctx.sys, owner.handle(),
@@ -249,6 +251,8 @@ void run_alloc_latency(context& ctx, section& s) {
 
   if (ctx.opt.measures("pool")) {
     client owner(ctx.sys, ctx.config(allocation_policy::pool));
+    owner.set_cache_max_bytes(
+        0);  // these rows measure the message path; uma_native_bench the caching layer
     for (const auto size : sizes) {
       auto cache = owner.lease(size, 4, "bench");
       auto ns = lease_pairs(cache, size, warmup, samples, limit);
@@ -329,6 +333,8 @@ void run_throughput(context& ctx, section& s) {
       continue;
     const std::string variant = pooled ? pool_actor : direct_actor;
     client owner(ctx.sys, ctx.config(policy));
+    owner.set_cache_max_bytes(
+        0);  // these rows measure the message path; uma_native_bench the caching layer
     // Warm-up: the pool's first slab, CAF's workers.
     auto warm = run_chain<byte_ref>(ctx.sys, owner.handle(),
                                     chain_limits{0, static_cast<std::size_t>(ctx.opt.warmups())},
@@ -372,6 +378,8 @@ void run_throughput(context& ctx, section& s) {
   if (ctx.opt.measures("pool")) {
     const std::string variant = "uma lease (fast path, actors)";
     client owner(ctx.sys, ctx.config(allocation_policy::pool));
+    owner.set_cache_max_bytes(
+        0);  // these rows measure the message path; uma_native_bench the caching layer
     for (const int n : counts) {
       std::atomic<bool> stop{false};
       std::atomic<std::uint64_t> pairs{0}, misses{0};

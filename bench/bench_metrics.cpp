@@ -99,6 +99,7 @@ int run(const shape& s) {
   config cfg;
   caf::actor_system sys{cfg};
   client uma(sys, allocator_config{.choice = s.backend, .policy = allocation_policy::pool});
+  uma.set_cache_max_bytes(0);  // the allocate latency of the message path
   std::vector<ManagedRef<float>> live;
   live.reserve(s.live_regions);
   for (std::size_t i = 0; i < s.live_regions; ++i)

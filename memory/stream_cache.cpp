@@ -120,12 +120,20 @@ namespace {
 
 }  // namespace
 
-byte_ref stream_cache::allocate(std::size_t bytes, int device, stream_view stream) {
+detail::region* stream_cache::take_ref(std::size_t bytes, int device, stream_view stream) {
   if (!serves(bytes) || core_->config().mode != cache_mode::refs)
     refuse("stream_cache::allocate (refs mode)", bytes, core_->config().max_bytes);
   auto* b = core_->take(core_->class_of(bytes), bytes, device, stream.handle);
   b->rec->refs.fetch_add(1, std::memory_order_relaxed);
-  return detail::adopt_ref(b->rec, 0, bytes);
+  return b->rec;
+}
+
+byte_ref stream_cache::allocate(std::size_t bytes, int device, stream_view stream) {
+  return detail::adopt_ref(take_ref(bytes, device, stream), 0, bytes);
+}
+
+std::size_t stream_cache::max_bytes() const noexcept {
+  return core_->config().max_bytes;
 }
 
 void* stream_cache::allocate_raw(std::size_t bytes, int device, stream_view stream) {

@@ -5,6 +5,8 @@
 #include <functional>
 #include <string>
 
+#include <uma/memory/managed_ref.hpp>
+
 #include <uma/memory/block_cache.hpp>
 
 namespace uma {
@@ -82,6 +84,15 @@ class stream_cache {
   /// A block of at least `bytes` for use on (`device`, `stream`), as a ref (refs mode). Throws
   /// `invalid_argument` for a size it does not serve, or what the lease source throws.
   [[nodiscard]] byte_ref allocate(std::size_t bytes, int device, stream_view stream);
+  /// `count` elements of T in one block for (`device`, `stream`) (refs mode; alignment: a page).
+  /// Throws `overflow` when count * sizeof(T) overflows, else as `allocate`.
+  template <class T>
+  [[nodiscard]] ManagedRef<T> allocate_n(std::size_t count, int device, stream_view stream) {
+    if (count > SIZE_MAX / sizeof(T))
+      raise(errc::overflow, "stream_cache: " + std::to_string(count) + " elements of " +
+                                std::to_string(sizeof(T)) + " bytes overflow size_t");
+    return detail::adopt_ref<T>(take_ref(count * sizeof(T), device, stream), 0, count);
+  }
   /// The same as a raw pointer (raw mode).
   [[nodiscard]] void* allocate_raw(std::size_t bytes, int device, stream_view stream);
   /// Takes back a block from allocate_raw, last used on `stream`; checks `bytes` when non-zero.
@@ -95,8 +106,13 @@ class stream_cache {
   void prepare_stop() noexcept;
   /// The counters.
   [[nodiscard]] stream_cache_stats stats() const;
+  /// The largest request served.
+  [[nodiscard]] std::size_t max_bytes() const noexcept;
 
  private:
+  /// A block's record with one user count taken (refs mode).
+  [[nodiscard]] detail::region* take_ref(std::size_t bytes, int device, stream_view stream);
+
   detail::cache_core* core_;
 };
 

@@ -76,6 +76,8 @@ class supervisor_restart : public test::actor_fixture {
 
 TEST_F(supervisor_restart, ARestartRequestReplacesTheIncarnationAndRepliesItsGeneration) {
   client c(sys_, start());
+  c.set_cache_max_bytes(
+      0);  // the message path: one region per request, quota set below any cache lease
   caf::scoped_actor self{sys_};
   auto old_ref = c.allocate<float>(64);
   EXPECT_EQ(c.quota(1 << 20), 1u << 20);
@@ -108,6 +110,8 @@ TEST_F(supervisor_restart, RequestedRestartsDoNotCountAgainstTheRestartIntensity
   supervisor_config cfg;
   cfg.max_restarts = 1;
   client c(sys_, start(cfg));
+  c.set_cache_max_bytes(
+      0);  // the message path: one region per request, quota set below any cache lease
   caf::scoped_actor self{sys_};
   for (std::uint64_t gen = 2; gen <= 5; ++gen)
     EXPECT_EQ(ask<std::uint64_t>(self, restart_atom_v), gen);
@@ -125,6 +129,8 @@ TEST_F(supervisor_restart, RequestedRestartsDoNotCountAgainstTheRestartIntensity
 
 TEST_F(supervisor_restart, AnObserverHearsExactlyOneEventPerRestart) {
   client c(sys_, start());
+  c.set_cache_max_bytes(
+      0);  // the message path: one region per request, quota set below any cache lease
   caf::scoped_actor self{sys_};
   EXPECT_EQ(ask<std::uint64_t>(self, subscribe_atom_v, observer(self)), 1u);
   EXPECT_EQ(ask<std::uint64_t>(self, subscribe_atom_v, observer(self)), 1u);  // idempotent
@@ -161,6 +167,8 @@ TEST_F(supervisor_restart, AnObserverHearsExactlyOneEventPerRestart) {
 
 TEST_F(supervisor_restart, AnUnsubscribedObserverHearsNothing) {
   client c(sys_, start());
+  c.set_cache_max_bytes(
+      0);  // the message path: one region per request, quota set below any cache lease
   caf::scoped_actor self{sys_};
   EXPECT_EQ(ask<std::uint64_t>(self, subscribe_atom_v, observer(self)), 1u);
   EXPECT_TRUE(ask<bool>(self, unsubscribe_atom_v, observer(self)));
@@ -174,6 +182,8 @@ TEST_F(supervisor_restart, AnUnsubscribedObserverHearsNothing) {
 
 TEST_F(supervisor_restart, ADeadObserverIsForgotten) {
   client c(sys_, start());
+  c.set_cache_max_bytes(
+      0);  // the message path: one region per request, quota set below any cache lease
   caf::scoped_actor self{sys_};
   auto dead = sys_.spawn([]() -> restart_observer_actor::behavior_type {
     return {[](restarted_atom, const restart_event&) {}};
@@ -202,6 +212,8 @@ TEST_F(supervisor_restart, ADeadObserverIsForgotten) {
 
 TEST_F(supervisor_restart, AStoppedSupervisorRefusesRestartsAndSubscriptions) {
   client c(sys_, start());
+  c.set_cache_max_bytes(
+      0);  // the message path: one region per request, quota set below any cache lease
   caf::scoped_actor self{sys_};
   EXPECT_EQ(ask<std::uint64_t>(self, subscribe_atom_v, observer(self)), 1u);
   faults_->inject({backend_op::allocate, 1, errc::unrecoverable, false, true});

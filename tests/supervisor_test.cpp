@@ -44,6 +44,8 @@ class supervisor : public test::actor_fixture {
 
 TEST_F(supervisor, ForwardsTheAllocatorInterfaceToGeneration1) {
   client c(sys_, start());
+  c.set_cache_max_bytes(
+      0);  // the message path: faults hit backend allocations, quota and region counts per request
   auto ref = c.allocate<float>(64);
   EXPECT_EQ(ref.generation(), 1u);
   c.prefetch(ref, location::host());
@@ -57,6 +59,8 @@ TEST_F(supervisor, ForwardsTheAllocatorInterfaceToGeneration1) {
 
 TEST_F(supervisor, ContextLostRestartsAndOldRefsGoInert) {
   client c(sys_, start());
+  c.set_cache_max_bytes(
+      0);  // the message path: faults hit backend allocations, quota and region counts per request
   auto old_ref = c.allocate<float>(64);
   faults_->inject({backend_op::prefetch, 1, errc::context_lost});
   UMA_EXPECT_ERRC(c.prefetch(old_ref, location::host()), errc::context_lost);
@@ -85,6 +89,8 @@ TEST_F(supervisor, ContextLostRestartsAndOldRefsGoInert) {
 
 TEST_F(supervisor, OutOfMemoryIsResumedWithoutARestart) {
   client c(sys_, start());
+  c.set_cache_max_bytes(
+      0);  // the message path: faults hit backend allocations, quota and region counts per request
   faults_->inject({backend_op::allocate, 1, errc::out_of_memory});
   UMA_EXPECT_ERRC((void)c.allocate<float>(64), errc::out_of_memory);
   auto ref = c.allocate<float>(64);  // same incarnation keeps serving
@@ -98,6 +104,8 @@ TEST_F(supervisor, OutOfMemoryIsResumedWithoutARestart) {
 
 TEST_F(supervisor, UnrecoverableStopsTheAllocatorForGood) {
   client c(sys_, start());
+  c.set_cache_max_bytes(
+      0);  // the message path: faults hit backend allocations, quota and region counts per request
   auto ref = c.allocate<float>(64);
   faults_->inject({backend_op::advise, 1, errc::unrecoverable});
   UMA_EXPECT_ERRC(c.advise(ref, advice::set_read_mostly), errc::unrecoverable);
@@ -112,6 +120,8 @@ TEST_F(supervisor, AnyOtherFatalFailureEscalates) {
   auto sup = start();
   self->monitor(sup);
   client c(sys_, sup);
+  c.set_cache_max_bytes(
+      0);  // the message path: faults hit backend allocations, quota and region counts per request
   faults_->inject({backend_op::allocate, 1, errc::backend_error, false, true});
   UMA_EXPECT_ERRC((void)c.allocate<float>(8), errc::backend_error);
   caf::error reason;
@@ -122,6 +132,8 @@ TEST_F(supervisor, AnyOtherFatalFailureEscalates) {
 
 TEST_F(supervisor, StoppingTheSupervisorWaitsForTheIncarnationsPostStop) {
   client c(sys_, start());
+  c.set_cache_max_bytes(
+      0);  // the message path: faults hit backend allocations, quota and region counts per request
   auto ref = c.allocate<float>(64);
   c.stop();
   EXPECT_FALSE(ref.valid());
@@ -140,6 +152,8 @@ TEST_F(supervisor, EightClientsSurvive200CrashesWithEveryRequestAnswered) {
   for (int t = 0; t < 8; ++t)
     clients.emplace_back([&] {
       client c(sys_, sup);
+      c.set_cache_max_bytes(0);  // the message path: faults hit backend allocations, quota and
+                                 // region counts per request
       c.set_timeout(30s);
       while (!done) {
         try {

@@ -155,19 +155,24 @@ cache_block* cache_core::take(std::uint32_t cls, std::size_t requested, int devi
       b = pop_same(s, cls, device, stream);
       if (b == nullptr)
         b = pop_other(s, cls, device, stream);
+      if (b != nullptr && b->slab->alive()) {
+        hand_out(s, b, requested, device, stream);
+        ++s.hits;
+        return b;
+      }
     }
-    if (b == nullptr)
+    if (b == nullptr) {
       b = steal(s, cls, device, stream);
-    if (b == nullptr)
-      return grow(s, cls, requested, device, stream);
-    if (!b->slab->alive()) {  // a block of a stopped generation is never handed out
-      discard(b);
-      continue;
+      if (b == nullptr)
+        return grow(s, cls, requested, device, stream);
+      if (b->slab->alive()) {
+        std::lock_guard lock(s.mutex);
+        hand_out(s, b, requested, device, stream);
+        ++s.hits;
+        return b;
+      }
     }
-    std::lock_guard lock(s.mutex);
-    hand_out(s, b, requested, device, stream);
-    ++s.hits;
-    return b;
+    discard(b);  // a block of a stopped generation is never handed out
   }
 }
 
@@ -256,6 +261,14 @@ void cache_core::put(cache_block* b, int device, void* stream) noexcept {
     lock.unlock();
     discard(b);
   }
+}
+
+void cache_core::uncount(const cache_block* b) noexcept {
+  auto& s = my_shard();
+  std::lock_guard lock(s.mutex);
+  s.in_use -= static_cast<std::int64_t>(b->slab->block_bytes());
+  s.requested -= static_cast<std::int64_t>(b->requested);
+  --s.blocks;
 }
 
 void cache_core::give_to_lease(cache_block* b) noexcept {

@@ -37,6 +37,8 @@ class cache_core {
   /// throws.
   [[nodiscard]] cache_block* take(std::uint32_t cls, std::size_t requested, int device,
                                   void* stream);
+  /// Takes a block that was handed out off the counters (it leaves the cache).
+  void uncount(const cache_block* b) noexcept;
   /// A block that came back from (`device`, `stream`): into this thread's shard.
   void put(cache_block* b, int device, void* stream) noexcept;
   /// The raw block starting at `p` and handed out, or null.

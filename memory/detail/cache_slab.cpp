@@ -35,6 +35,8 @@ void cache_slab::returned(region* r) noexcept {
   if (raw_ || core_.closed() || !alive()) {
     // Raw mode's blocks come here only when the cache gives them up (their refs never drop
     // otherwise); a closed cache or a stopped generation keeps nothing.
+    if (!raw_ && !core_.closed())
+      core_.uncount(&b);  // it was in use: the counters forget it
     core_.give_to_lease(&b);
     return;
   }

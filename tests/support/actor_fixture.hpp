@@ -28,11 +28,16 @@ class basic_actor_fixture : public ::testing::Test {
     return c;
   }
 
-  /// A fresh allocator on the fixture's backend.
+  /// A fresh allocator on the fixture's backend. Its facade sends every allocation to the
+  /// allocator (the caching layer off): the suites on this fixture test the allocator's message
+  /// path and count its regions; tests/stream_cache_test.cpp and the parameterized lifetime and
+  /// client suites run the facade with the caching layer on.
   std::unique_ptr<client> make_client(allocator_config c) {
     if (!c.backend)
       c.backend = backend_;
-    return std::make_unique<client>(sys_, std::move(c));
+    auto out = std::make_unique<client>(sys_, std::move(c));
+    out->set_cache_max_bytes(0);
+    return out;
   }
 
   std::shared_ptr<host_backend> backend_ = std::make_shared<host_backend>();

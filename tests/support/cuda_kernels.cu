@@ -44,6 +44,17 @@ __global__ void add_kernel(float* data, std::size_t n, float delta) {
   }
 }
 
+__global__ void spin_then_fill_kernel(float* data, std::size_t n, float value,
+                                      long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(blockDim.x) * gridDim.x) {
+    data[i] = value;
+  }
+}
+
 __global__ void sum_kernel(const float* data, std::size_t n, double* out) {
   double local = 0.0;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
@@ -57,6 +68,13 @@ __global__ void sum_kernel(const float* data, std::size_t n, double* out) {
 
 void fill_on_device(float* data, std::size_t n, float value, void* stream) {
   fill_kernel<<<grid_for(n), block_size, 0, as_stream(stream)>>>(data, n, value);
+  UMA_TEST_CUDA(cudaGetLastError());
+}
+
+void spin_then_fill_on_device(float* data, std::size_t n, float value, long long cycles,
+                              void* stream) {
+  spin_then_fill_kernel<<<grid_for(n), block_size, 0, as_stream(stream)>>>(data, n, value,
+                                                                           cycles);
   UMA_TEST_CUDA(cudaGetLastError());
 }
 

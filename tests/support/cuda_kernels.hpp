@@ -11,6 +11,10 @@ namespace uma::test {
 
 /// Enqueues a kernel setting `data[0, n)` to `value` on `stream`.
 void fill_on_device(float* data, std::size_t n, float value, void* stream);
+/// Enqueues a kernel that spins for `cycles` GPU clock cycles, then sets `data[0, n)` to
+/// `value` on `stream`: work that keeps a block in use on a stream for a while.
+void spin_then_fill_on_device(float* data, std::size_t n, float value, long long cycles,
+                              void* stream);
 /// Enqueues a kernel adding `delta` to every element of `data[0, n)` on `stream`.
 void add_on_device(float* data, std::size_t n, float delta, void* stream);
 /// Sums `data[0, n)` on the device (legacy default stream) and waits for the result.
