@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The framework benchmarks of issue 13 on the GPU machine, in one go; output under $OUT.
+#
+#   OUT=/path UMA_BUNDLE=.gpu bash bench/python/run_all.sh [torch_step] [torch_alloc] [cupy] [big]
+#
+# Libraries: UMA_BUNDLE (a ../shared/tools/gpu-bundle folder: the three .so in bin/, their
+# dependencies in lib/), or UMA_BENCH_LIB_DIR holding libuma_c.so, libuma_naive_managed.so and
+# libuma_naive_cache.so (or UMA_LIBRARY, UMA_NAIVE_MANAGED_LIBRARY, UMA_NAIVE_CACHE_LIBRARY one
+# by one). Parts (default: tests torch_step torch_alloc cupy; "big" adds the 24 x 1024 model):
+#   tests        tests/python/gpu_frameworks.py: uma_torch and uma_cupy on the GPU (~30 s)
+#   torch_step   PyTorch GPT-2 step: native, naive_managed, naive_cache, uma   (~2-3 min)
+#   torch_alloc  64 KiB torch.empty + del from Python: native, uma, baselines  (~1 min)
+#   cupy         CuPy workload: CuPy's pool vs uma                             (~1 min)
+#   big          torch_step with 24 layers x 1024                              (~3 min)
+#                (more memory: naive_cache's power-of-two bins may pass ../shared/GPU.md's
+#                16 GiB total; run it only where the issue's larger figure is wanted)
+#   dry          every script with --dry-run (no GPU, no torch: the plumbing)
+# Extra arguments for every script: UMA_BENCH_ARGS (e.g. "--uma-option quota_bytes=34359738368").
+# Each part writes $OUT/<part>.txt and $OUT/<part>.json; exit status 1 if any part failed.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+: "${OUT:?set OUT to the folder for the results}"
+mkdir -p "$OUT"
+if [ -n "${UMA_BUNDLE:-}" ]; then
+  bundle=$(cd "$UMA_BUNDLE" && pwd)
+  export UMA_BENCH_LIB_DIR="$bundle/bin"
+  export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+# Nothing is downloaded on the GPU machine: models come from configs.
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+read -r -a extra <<<"${UMA_BENCH_ARGS:-}"
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(tests torch_step torch_alloc cupy)
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader \
+    || echo "nvidia-smi: unavailable"
+  python3 -c 'import sys; sys.path.insert(0, "'"$here"'"); import common, json; print(json.dumps(common.environment_report()))'
+  for key in UMA_BENCH_LIB_DIR UMA_LIBRARY UMA_NAIVE_MANAGED_LIBRARY UMA_NAIVE_CACHE_LIBRARY; do
+    echo "$key=${!key:-}"
+  done
+} >"$OUT/environment.txt" 2>&1
+cat "$OUT/environment.txt"
+
+rc=0
+run() {  # run PART SCRIPT ARGS...
+  local part=$1 script=$2
+  shift 2
+  echo "=== $part: $script $*"
+  python3 "$here/$script" --json "$OUT/$part.json" "$@" "${extra[@]}" 2>&1 | tee "$OUT/$part.txt"
+  local status=${PIPESTATUS[0]}
+  [ "$status" -eq 0 ] || { echo "=== $part FAILED (exit $status)"; rc=1; }
+}
+for part in "${parts[@]}"; do
+  case $part in
+    tests)
+      echo "=== tests: tests/python/gpu_frameworks.py"
+      UMA_LIBRARY="${UMA_LIBRARY:-$UMA_BENCH_LIB_DIR/libuma_c.so}" \
+        python3 "$here/../../tests/python/gpu_frameworks.py" -v 2>&1 | tee "$OUT/tests.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "=== tests FAILED"; rc=1; }
+      ;;
+    torch_step) run torch_step torch_step.py ;;
+    torch_alloc) run torch_alloc torch_alloc.py ;;
+    cupy) run cupy cupy_workload.py ;;
+    big) run torch_step_big torch_step.py --layers 24 --width 1024 --heads 16 --steps 10 ;;
+    dry)
+      run dry_torch_step torch_step.py --dry-run
+      run dry_torch_alloc torch_alloc.py --dry-run
+      run dry_cupy cupy_workload.py --dry-run
+      ;;
+    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big dry)"; rc=2 ;;
+  esac
+done
+exit $rc

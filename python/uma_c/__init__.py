@@ -1,0 +1,17 @@
+"""uma's C ABI (<uma/c/uma.h>) through ctypes: the binding both framework adapters share.
+
+    from uma_c import Allocator
+    with Allocator.create(backend="host", quota_bytes=1 << 30) as a:
+        p = a.malloc(65536)
+        a.free(p, 65536)
+"""
+
+from .allocator import CONFIG_FIELDS, Allocator, library, make_config
+from .binding import (ABI_VERSION, ADVICE, DEVICE_HOST, STATS_FIELDS, STATUS, STATUS_NAMES,
+                      STOP_REPORT_FIELDS, LibraryNotFound, find_library)
+from .errors import UmaError, UmaMemoryError
+
+__all__ = ["ABI_VERSION", "ADVICE", "Allocator", "CONFIG_FIELDS", "DEVICE_HOST",
+           "LibraryNotFound", "STATS_FIELDS", "STATUS", "STATUS_NAMES", "STOP_REPORT_FIELDS",
+           "UmaError",
+           "UmaMemoryError", "find_library", "library", "make_config"]

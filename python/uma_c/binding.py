@@ -1,0 +1,169 @@
+"""ctypes declarations of <uma/c/uma.h> (ABI version 1), declared once for every adapter.
+
+Only this module knows the C layout: the structs, the enums and each function's prototype.
+"""
+
+import ctypes
+import os
+
+ABI_VERSION = 1
+DEVICE_HOST = -1
+LIBRARY_NAME = "libuma_c.so"
+
+# uma_status: 1..11 are uma's errc values, 64.. the C ABI's own.
+STATUS_NAMES = {
+    0: "UMA_OK",
+    1: "UMA_ERR_OUT_OF_MEMORY",
+    2: "UMA_ERR_QUOTA_EXCEEDED",
+    3: "UMA_ERR_INVALID_ARGUMENT",
+    4: "UMA_ERR_ALLOCATOR_STOPPED",
+    5: "UMA_ERR_CAPTURE_IN_PROGRESS",
+    6: "UMA_ERR_NOT_SUPPORTED",
+    7: "UMA_ERR_NO_DEVICE",
+    8: "UMA_ERR_BACKEND",
+    9: "UMA_ERR_OVERFLOW",
+    10: "UMA_ERR_CONTEXT_LOST",
+    11: "UMA_ERR_UNRECOVERABLE",
+    64: "UMA_ERR_UNKNOWN_POINTER",
+    65: "UMA_ERR_NULL_ARGUMENT",
+    66: "UMA_ERR_BUFFER_TOO_SMALL",
+}
+STATUS = {name: value for value, name in STATUS_NAMES.items()}
+
+BACKENDS = {"auto": 0, "host": 1, "cuda": 2}
+POLICIES = {"direct": 0, "pool": 1}
+ADVICE = {
+    "set_read_mostly": 1,
+    "unset_read_mostly": 2,
+    "set_preferred_location": 3,
+    "unset_preferred_location": 4,
+    "set_accessed_by": 5,
+    "unset_accessed_by": 6,
+}
+
+
+class Config(ctypes.Structure):
+    """struct uma_config."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("backend", ctypes.c_int),
+        ("policy", ctypes.c_int),
+        ("quota_bytes", ctypes.c_uint64),
+        ("device_budget_bytes", ctypes.c_uint64),
+        ("cache_max_bytes", ctypes.c_uint64),
+        ("scheduler_threads", ctypes.c_uint32),
+    ]
+
+
+class Stats(ctypes.Structure):
+    """struct uma_stats."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("generation", ctypes.c_uint64),
+        ("quota_bytes", ctypes.c_uint64),
+        ("live_bytes", ctypes.c_uint64),
+        ("live_regions", ctypes.c_uint64),
+        ("peak_bytes", ctypes.c_uint64),
+        ("allocations", ctypes.c_uint64),
+        ("releases", ctypes.c_uint64),
+        ("cache_in_use_bytes", ctypes.c_uint64),
+        ("cache_free_bytes", ctypes.c_uint64),
+        ("cache_hits", ctypes.c_uint64),
+        ("cache_misses", ctypes.c_uint64),
+        ("prefetch_bytes", ctypes.c_uint64),
+        ("discard_bytes", ctypes.c_uint64),
+        ("cache_requested_bytes", ctypes.c_uint64),
+        ("cache_blocks_in_use", ctypes.c_uint64),
+    ]
+
+
+class StopReport(ctypes.Structure):
+    """struct uma_stop_report."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("regions_freed", ctypes.c_uint64),
+        ("bytes_freed", ctypes.c_uint64),
+        ("regions_leaked", ctypes.c_uint64),
+        ("bytes_leaked", ctypes.c_uint64),
+        ("blocks_outstanding", ctypes.c_uint64),
+    ]
+
+
+STATS_FIELDS = tuple(name for name, _ in Stats._fields_ if name != "struct_size")
+STOP_REPORT_FIELDS = tuple(name for name, _ in StopReport._fields_ if name != "struct_size")
+
+_vp = ctypes.c_void_p
+_st = ctypes.c_int  # uma_status
+# name: (restype, argtypes)
+PROTOTYPES = {
+    "uma_config_init": (None, [ctypes.POINTER(Config)]),
+    "uma_create": (_st, [ctypes.POINTER(Config), ctypes.POINTER(_vp)]),
+    "uma_destroy": (_st, [_vp]),
+    "uma_destroy_with_report": (_st, [_vp, ctypes.POINTER(StopReport)]),
+    "uma_malloc": (_st, [_vp, ctypes.c_size_t, ctypes.c_int, _vp, ctypes.POINTER(_vp)]),
+    "uma_free": (_st, [_vp, _vp, ctypes.c_size_t, ctypes.c_int, _vp]),
+    "uma_prefetch": (_st, [_vp, _vp, ctypes.c_size_t, ctypes.c_int, _vp]),
+    "uma_advise": (_st, [_vp, _vp, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]),
+    "uma_discard": (_st, [_vp, _vp, ctypes.c_size_t, _vp]),
+    "uma_get_stats": (_st, [_vp, ctypes.POINTER(Stats)]),
+    "uma_stats_json": (_st, [_vp, ctypes.c_char_p, ctypes.c_size_t,
+                             ctypes.POINTER(ctypes.c_size_t)]),
+    "uma_set_quota": (_st, [_vp, ctypes.c_uint64]),
+    "uma_status_string": (ctypes.c_char_p, [ctypes.c_int]),
+    "uma_last_error": (ctypes.c_char_p, []),
+    "uma_default_allocator": (_st, [ctypes.POINTER(Config), ctypes.POINTER(_vp)]),
+    "uma_torch_malloc": (_vp, [ctypes.c_ssize_t, ctypes.c_int, _vp]),
+    "uma_torch_free": (None, [_vp, ctypes.c_ssize_t, ctypes.c_int, _vp]),
+}
+
+
+class LibraryNotFound(OSError):
+    """libuma_c.so could not be found or loaded; the message lists where uma looked."""
+
+
+def _candidates():
+    """Where libuma_c.so may be, in the order searched (see find_library)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    places = [here, os.path.dirname(here)]
+    places += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    return [os.path.join(p, LIBRARY_NAME) for p in places]
+
+
+def find_library(path=None):
+    """The path of libuma_c.so: `path` if given, else $UMA_LIBRARY, else the first of: beside
+    this package, its parent folder, each folder of $LD_LIBRARY_PATH. Raises LibraryNotFound
+    naming what was tried."""
+    explicit = path if path is not None else os.environ.get("UMA_LIBRARY")
+    if explicit:
+        if not os.path.isfile(explicit):
+            origin = "path argument" if path is not None else "UMA_LIBRARY"
+            raise LibraryNotFound(f"uma: {origin} names {explicit!r}, which is not a file")
+        return os.path.abspath(explicit)
+    tried = _candidates()
+    for candidate in tried:
+        if os.path.isfile(candidate):
+            return candidate
+    raise LibraryNotFound(
+        f"uma: {LIBRARY_NAME} not found; set UMA_LIBRARY to its path (tried: {', '.join(tried)})")
+
+
+def load(path):
+    """Loads the library at `path` (an absolute path from find_library) with every prototype
+    declared. The same path gives the same handle as the dlopen PyTorch makes, so both see one
+    process-wide default allocator."""
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as error:
+        raise LibraryNotFound(f"uma: cannot load {path}: {error}") from error
+    missing = [name for name in PROTOTYPES if not hasattr(lib, name)]
+    if missing:
+        raise LibraryNotFound(f"uma: {path} lacks {', '.join(missing)}: not a uma C ABI "
+                              f"v{ABI_VERSION} library")
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        function = getattr(lib, name)
+        function.restype = restype
+        function.argtypes = argtypes
+    return lib

@@ -1,0 +1,28 @@
+"""uma's errors as Python exceptions: the status name and uma_last_error()'s message."""
+
+from . import binding
+
+_MEMORY_STATUSES = ("UMA_ERR_OUT_OF_MEMORY", "UMA_ERR_QUOTA_EXCEEDED")
+
+
+class UmaError(RuntimeError):
+    """A C ABI call failed. `status` is the uma_status value, `status_name` its name (e.g.
+    "UMA_ERR_UNKNOWN_POINTER"), `function` the C function, `message` uma_last_error()."""
+
+    def __init__(self, function, status, message):
+        self.function = function
+        self.status = status
+        self.status_name = binding.STATUS_NAMES.get(status, f"uma_status({status})")
+        self.message = message
+        super().__init__(f"{function}: {self.status_name}: {message or '(no message)'}")
+
+
+class UmaMemoryError(UmaError, MemoryError):
+    """Out of memory or over the quota: a UmaError that `except MemoryError` also catches."""
+
+
+def error_for(function, status, message):
+    """The exception for a failed call (UmaMemoryError for the two memory statuses)."""
+    name = binding.STATUS_NAMES.get(status, "")
+    kind = UmaMemoryError if name in _MEMORY_STATUSES else UmaError
+    return kind(function, status, message)

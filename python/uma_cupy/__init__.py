@@ -1,0 +1,150 @@
+"""uma as CuPy's allocator (pure Python, no build step).
+
+    import uma_cupy
+    uma_cupy.install(quota_bytes=40 << 30)
+    x = cupy.ones(1 << 20)          # uma-owned managed memory
+    print(uma_cupy.stats())
+
+install() calls cupy.cuda.set_allocator with a function that takes each block from uma_malloc
+on CuPy's current device and stream, wraps it in cupy.cuda.UnownedMemory (the owner gives the
+block back through uma_free on that stream when CuPy drops the memory) and returns a
+cupy.cuda.MemoryPointer. The allocator is uma's process-wide default allocator, shared with
+uma_torch in the same process. See docs/frameworks.md.
+"""
+
+import threading
+
+import uma_c
+from uma_c import UmaError, UmaMemoryError
+
+__all__ = ["InstallError", "UmaError", "UmaMemoryError", "allocator", "install", "is_installed",
+           "prefetch", "quota", "set_quota", "stats", "stats_json", "uninstall"]
+
+_lock = threading.Lock()
+_state = {}  # "allocator", "options", "previous", "path" while installed
+
+
+class InstallError(RuntimeError):
+    """install() refused (CuPy missing, or installed already with other options)."""
+
+
+class _Block:
+    """Owner of one uma block inside a cupy.cuda.UnownedMemory: gives it back when CuPy drops
+    the memory, on the stream it was allocated on."""
+
+    __slots__ = ("allocator", "free", "ptr", "size", "device", "stream")
+
+    def __init__(self, allocator, free, ptr, size, device, stream):
+        self.allocator, self.free, self.ptr, self.size = allocator, free, ptr, size
+        self.device, self.stream = device, stream
+
+    def __del__(self):
+        # A stopped allocator (process exit) has made the block inert already: nothing to give
+        # back. Any other failure is reported by Python ("Exception ignored in ...").
+        if not self.ptr or self.allocator.closed:
+            return
+        try:
+            self.free(self.ptr, self.size, self.device, self.stream)
+        except UmaError as error:
+            if error.status_name != "UMA_ERR_ALLOCATOR_STOPPED":
+                raise
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError as error:
+        raise InstallError(f"uma_cupy.install: CuPy is not importable ({error})") from error
+    return cupy
+
+
+def _make_malloc(cupy, allocator):
+    get_device, get_stream = cupy.cuda.runtime.getDevice, cupy.cuda.get_current_stream
+    memory_pointer, unowned = cupy.cuda.memory.MemoryPointer, cupy.cuda.memory.UnownedMemory
+    malloc, free = allocator.unchecked_calls()  # CuPy hands valid ints: no checks per block
+
+    def uma_cupy_malloc(size):
+        device = get_device()
+        stream = get_stream().ptr
+        ptr = malloc(size, device, stream)
+        owner = _Block(allocator, free, ptr, size, device, stream)
+        return memory_pointer(unowned(ptr, size, owner, device), 0)
+
+    return uma_cupy_malloc
+
+
+def install(library=None, **options):
+    """Makes uma CuPy's allocator in this process (cupy.cuda.set_allocator). `options` as for
+    uma_torch.install (uma_c.CONFIG_FIELDS). Memory CuPy allocated before stays with the
+    allocator that made it. Returns the uma_c.Allocator; a second call with the same options
+    returns it again. Raises InstallError, uma_c.LibraryNotFound, UmaError, TypeError or
+    ValueError; nothing is changed then."""
+    with _lock:
+        if _state:
+            if options != _state["options"]:
+                raise InstallError("uma_cupy.install: uma is installed already with "
+                                   f"{_state['options'] or 'default options'}")
+            return _state["allocator"]
+        cupy = _import_cupy()
+        path, lib = uma_c.library(library)
+        uma_c.make_config(lib, **options)  # validates every option before any state changes
+        allocator = uma_c.Allocator.default(path, **options)
+        previous = cupy.cuda.memory.get_allocator()
+        cupy.cuda.set_allocator(_make_malloc(cupy, allocator))
+        _state.update(allocator=allocator, options=dict(options), previous=previous, path=path)
+        return allocator
+
+
+def uninstall():
+    """Gives CuPy back the allocator it had before install(). Arrays already made from uma
+    memory stay valid and are given back to uma when dropped."""
+    with _lock:
+        if not _state:
+            raise InstallError("uma_cupy: install() has not been called in this process")
+        import cupy
+        cupy.cuda.set_allocator(_state["previous"])
+        _state.clear()
+
+
+def is_installed():
+    """Whether uma is CuPy's allocator now."""
+    return bool(_state)
+
+
+def allocator():
+    """The uma_c.Allocator install() set up; raises InstallError before install()."""
+    if not _state:
+        raise InstallError("uma_cupy: install() has not been called in this process")
+    return _state["allocator"]
+
+
+def stats():
+    """uma's counters (uma_stats) as a dict."""
+    return allocator().stats()
+
+
+def stats_json():
+    """uma's counters as the JSON of `uma stats --json`."""
+    return allocator().stats_json()
+
+
+def quota():
+    """The quota in bytes."""
+    return allocator().quota()
+
+
+def set_quota(quota_bytes):
+    """Changes the quota; refused below what uma holds now."""
+    allocator().set_quota(quota_bytes)
+
+
+def prefetch(array, device=None, stream=None):
+    """Migrates the array's memory (its whole allocation) to `device` (an index or
+    uma_c.DEVICE_HOST; None: the array's device) on `stream` (None: CuPy's current)."""
+    import cupy
+    mem = array.data.mem
+    if mem.size:
+        target = array.device.id if device is None else device
+        ptr = getattr(stream, "ptr", stream)
+        allocator().prefetch(mem.ptr, mem.size, target,
+                             cupy.cuda.get_current_stream().ptr if ptr is None else ptr)

@@ -1,0 +1,175 @@
+"""uma as PyTorch's CUDA allocator (pure Python, no build step).
+
+    import uma_torch
+    uma_torch.install(quota_bytes=40 << 30)   # before anything touches CUDA
+    x = torch.empty(1 << 20, device="cuda")   # uma-owned managed memory
+    uma_torch.prefetch(x, device=0)
+    print(uma_torch.stats())
+
+install() loads libuma_c.so (UMA_LIBRARY, else beside the package or on LD_LIBRARY_PATH),
+configures uma's process-wide default allocator and hands PyTorch the library's
+uma_torch_malloc/uma_torch_free through torch.cuda.memory.CUDAPluggableAllocator. See
+docs/frameworks.md.
+"""
+
+import threading
+
+import uma_c
+from uma_c import DEVICE_HOST, UmaError, UmaMemoryError
+
+__all__ = ["InstallError", "UmaError", "UmaMemoryError", "advise", "allocator", "discard",
+           "install", "is_installed", "library_path", "prefetch", "quota", "set_quota", "stats",
+           "stats_json"]
+
+MALLOC_SYMBOL = "uma_torch_malloc"
+FREE_SYMBOL = "uma_torch_free"
+
+_lock = threading.Lock()
+_state = {}  # "allocator", "options", "pluggable" once installed
+
+
+class InstallError(RuntimeError):
+    """install() refused: PyTorch is missing or too old, CUDA was already initialised, or uma
+    is installed already with other options. Nothing was changed."""
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError as error:
+        raise InstallError(f"uma_torch.install: PyTorch is not importable ({error}); "
+                           "install a CUDA build of PyTorch") from error
+    memory = getattr(getattr(torch, "cuda", None), "memory", None)
+    if memory is None or not hasattr(memory, "CUDAPluggableAllocator") \
+            or not hasattr(memory, "change_current_allocator"):
+        raise InstallError("uma_torch.install: this PyTorch has no "
+                           "torch.cuda.memory.CUDAPluggableAllocator (PyTorch >= 2.0 needed)")
+    return torch
+
+
+def _refuse_if_cuda_initialised(torch):
+    if torch.cuda.is_initialized():
+        raise InstallError(
+            "uma_torch.install: CUDA is already initialised in this process, so PyTorch's "
+            "allocator can no longer be swapped; call uma_torch.install() first, before any "
+            "tensor is put on a cuda device and before torch.cuda.init()")
+
+
+def install(library=None, **options):
+    """Makes uma PyTorch's CUDA allocator for this process. `options` configure uma's default
+    allocator (uma_c.CONFIG_FIELDS: backend, policy, quota_bytes, device_budget_bytes,
+    cache_max_bytes, scheduler_threads); none given: its defaults and the UMA_* environment.
+    Returns the uma_c.Allocator. A second call with the same options returns it again.
+    Raises InstallError (nothing changed), uma_c.LibraryNotFound, UmaError, TypeError or
+    ValueError for a bad option."""
+    with _lock:
+        if _state:
+            if options != _state["options"] or (library is not None
+                                                and uma_c.find_library(library) != _state["path"]):
+                raise InstallError("uma_torch.install: uma is installed already with "
+                                   f"{_state['options'] or 'default options'}; it cannot be "
+                                   "reinstalled with others in the same process")
+            return _state["allocator"]
+        torch = _import_torch()
+        _refuse_if_cuda_initialised(torch)
+        path, lib = uma_c.library(library)
+        uma_c.make_config(lib, **options)  # validates every option before any state changes
+        allocator = uma_c.Allocator.default(path, **options)
+        pluggable = torch.cuda.memory.CUDAPluggableAllocator(path, MALLOC_SYMBOL, FREE_SYMBOL)
+        try:
+            torch.cuda.memory.change_current_allocator(pluggable)
+        except RuntimeError as error:
+            raise InstallError(f"uma_torch.install: PyTorch refused the allocator: {error}") \
+                from error
+        _state.update(allocator=allocator, options=dict(options), pluggable=pluggable, path=path)
+        return allocator
+
+
+def is_installed():
+    """Whether install() succeeded in this process."""
+    return bool(_state)
+
+
+def allocator():
+    """The uma_c.Allocator install() set up; raises InstallError before install()."""
+    if not _state:
+        raise InstallError("uma_torch: install() has not been called in this process")
+    return _state["allocator"]
+
+
+def library_path():
+    """The path of the libuma_c.so PyTorch allocates through."""
+    allocator()
+    return _state["path"]
+
+
+def stats():
+    """uma's counters (uma_stats) as a dict."""
+    return allocator().stats()
+
+
+def stats_json():
+    """uma's counters as the JSON of `uma stats --json`."""
+    return allocator().stats_json()
+
+
+def quota():
+    """The quota in bytes."""
+    return allocator().quota()
+
+
+def set_quota(quota_bytes):
+    """Changes the quota; refused below what uma holds now."""
+    allocator().set_quota(quota_bytes)
+
+
+def _storage_range(tensor):
+    """(address, bytes) of the whole storage behind `tensor` (views included)."""
+    if not getattr(tensor, "is_cuda", False):
+        raise ValueError(f"uma_torch: the tensor is on {getattr(tensor, 'device', '?')}, not a "
+                         "cuda device; only CUDA tensors live in uma's memory")
+    storage = tensor.untyped_storage()
+    return storage.data_ptr(), storage.nbytes()
+
+
+def _target_device(device, tensor):
+    if device is None:
+        return tensor.device.index if tensor.device.index is not None else 0
+    if device == "cpu" or device == DEVICE_HOST:
+        return DEVICE_HOST
+    if isinstance(device, str) and device.startswith("cuda"):
+        return int(device.partition(":")[2] or 0)
+    if hasattr(device, "type"):  # torch.device
+        return DEVICE_HOST if device.type == "cpu" else (device.index or 0)
+    return device
+
+
+def _stream_of(stream, tensor):
+    if stream is None:
+        import torch
+        return torch.cuda.current_stream(tensor.device).cuda_stream
+    return getattr(stream, "cuda_stream", stream)
+
+
+def prefetch(tensor, device=None, stream=None):
+    """Migrates the tensor's storage to `device` (an index, "cuda:N", "cpu" or a torch.device;
+    None: the tensor's own) on `stream` (None: the current stream). Empty storage: nothing."""
+    ptr, nbytes = _storage_range(tensor)
+    if nbytes:
+        allocator().prefetch(ptr, nbytes, _target_device(device, tensor),
+                             _stream_of(stream, tensor))
+
+
+def advise(tensor, advice, device=None):
+    """cudaMemAdvise on the tensor's storage; `advice` e.g. "set_read_mostly",
+    "set_preferred_location" (uma_c.ADVICE), `device` as for prefetch."""
+    ptr, nbytes = _storage_range(tensor)
+    if nbytes:
+        allocator().advise(ptr, nbytes, advice, _target_device(device, tensor))
+
+
+def discard(tensor, stream=None):
+    """Tells uma the storage's contents are no longer needed (its pages may be dropped)."""
+    ptr, nbytes = _storage_range(tensor)
+    if nbytes:
+        allocator().discard(ptr, nbytes, _stream_of(stream, tensor))

@@ -1,0 +1,3 @@
+"""A stand-in for CuPy with only what uma_cupy touches (tests run where cupy is absent)."""
+
+from . import cuda  # noqa: F401

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The adapters on a real GPU with real PyTorch and CuPy (the GPU machine; run by
+bench/python/run_all.sh, part "tests"). Each framework runs in a fresh process, because an
+allocator can only be installed before CUDA is initialised. Skips, saying why, where torch,
+CuPy or a device is missing.
+
+    UMA_LIBRARY=.../libuma_c.so python3 tests/python/gpu_frameworks.py -v
+"""
+
+import importlib.util
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support import MiB, library_path, run_fresh  # noqa: E402
+
+BENCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                         "python")
+QUOTA = 8 << 30  # the GPU machine's rule: stay far below the card's memory
+
+
+def child_code(template):
+    return (template.replace("@BENCH_DIR@", repr(BENCH_DIR)).replace("@QUOTA@", str(QUOTA))
+            .replace("@LIBRARY@", repr(library_path())))
+
+
+def needs(module):
+    if importlib.util.find_spec(module) is None:
+        raise unittest.SkipTest(f"{module} is not installed here")
+
+
+TORCH_CHILD = """
+import json, sys
+sys.path.insert(0, @BENCH_DIR@)
+import common, torch, uma_torch
+uma_torch.install(@LIBRARY@, quota_bytes=@QUOTA@)
+if not torch.cuda.is_available():
+    print(json.dumps(dict(skip="no usable CUDA device"))); sys.exit(0)
+out = {}
+x = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+out["sum_ok"] = float((x * 2).sum()) == float(2 * sum(range(1 << 20)))
+out["managed"] = common.count_managed([x.untyped_storage().data_ptr()])
+s = uma_torch.stats(); out["in_use_grew"] = s["cache_in_use_bytes"] >= x.untyped_storage().nbytes()
+uma_torch.prefetch(x, "cpu"); uma_torch.prefetch(x, 0); torch.cuda.synchronize()
+uma_torch.advise(x, "set_read_mostly"); uma_torch.advise(x, "unset_read_mostly")
+uma_torch.advise(x, "set_preferred_location", 0)
+out["still_ok"] = float(x[-1]) == float((1 << 20) - 1)
+side = torch.cuda.Stream()
+with torch.cuda.stream(side):
+    y = torch.ones(1 << 18, device="cuda") * 3
+side.synchronize()
+out["side_ok"] = float(y.sum()) == 3.0 * (1 << 18)
+scratch = torch.empty(1 << 20, device="cuda"); uma_torch.discard(scratch)
+before = uma_torch.stats()["cache_in_use_bytes"]
+del y, scratch
+torch.cuda.synchronize()
+out["freed"] = uma_torch.stats()["cache_in_use_bytes"] < before
+held = uma_torch.stats()["live_bytes"]
+uma_torch.set_quota(held + (64 << 20))
+try:
+    big = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    out["quota"] = "null data_ptr" if big.data_ptr() == 0 else "allocated"
+    del big
+except RuntimeError as error:  # torch.OutOfMemoryError is one
+    out["quota"] = "raised " + type(error).__name__
+uma_torch.set_quota(@QUOTA@)
+try:
+    uma_torch.allocator().prefetch(0x7E5700000000, 64, 0); out["unknown"] = "accepted"
+except uma_torch.UmaError as error:
+    out["unknown"] = error.status_name
+print(json.dumps(out))
+"""
+
+CUPY_CHILD = """
+import gc, json, sys
+sys.path.insert(0, @BENCH_DIR@)
+import common, uma_cupy
+uma_cupy.install(@LIBRARY@, quota_bytes=@QUOTA@)
+import cupy
+if cupy.cuda.runtime.getDeviceCount() == 0:
+    print(json.dumps(dict(skip="no usable CUDA device"))); sys.exit(0)
+out = {}
+before = uma_cupy.stats()["cache_in_use_bytes"]
+a = cupy.arange(1 << 20, dtype=cupy.float32)
+out["sum_ok"] = float((a * 2).sum()) == float(2 * sum(range(1 << 20)))
+out["managed"] = common.count_managed([a.data.ptr])
+out["in_use_grew"] = uma_cupy.stats()["cache_in_use_bytes"] - before >= a.nbytes
+uma_cupy.prefetch(a); cupy.cuda.Device().synchronize()
+with cupy.cuda.Stream() as side:
+    b = cupy.ones(1 << 18, dtype=cupy.float32) * 3
+    side.synchronize()
+out["side_ok"] = float(b.sum()) == 3.0 * (1 << 18)
+del a, b
+gc.collect(); cupy.cuda.Device().synchronize()
+out["freed"] = uma_cupy.stats()["cache_in_use_bytes"] == before
+print(json.dumps(out))
+"""
+
+
+class TorchOnGpuTest(unittest.TestCase):
+    def test_tensors_live_in_uma_memory_and_every_operation_works(self):
+        needs("torch")
+        result, _ = run_fresh(child_code(TORCH_CHILD), timeout=300)
+        if "skip" in result:
+            self.skipTest(result["skip"])
+        self.assertTrue(result["sum_ok"])
+        self.assertTrue(all(v == 1 for v in result["managed"].values()) and result["managed"],
+                        f"pointer kinds: {result['managed']}")
+        self.assertTrue(result["in_use_grew"])
+        self.assertTrue(result["still_ok"], "prefetch/advise keep the contents")
+        self.assertTrue(result["side_ok"])
+        self.assertTrue(result["freed"])
+        # PyTorch's pluggable allocator does not check for NULL: uma_torch_malloc must make
+        # PyTorch raise, or a tensor over the quota would have a null data pointer.
+        self.assertTrue(result["quota"].startswith("raised"), result["quota"])
+        self.assertEqual(result["unknown"], "UMA_ERR_UNKNOWN_POINTER")
+
+
+class CupyOnGpuTest(unittest.TestCase):
+    def test_arrays_live_in_uma_memory_and_go_back_when_dropped(self):
+        needs("cupy")
+        result, _ = run_fresh(child_code(CUPY_CHILD), timeout=300)
+        if "skip" in result:
+            self.skipTest(result["skip"])
+        self.assertTrue(result["sum_ok"])
+        self.assertTrue(all(v == 1 for v in result["managed"].values()) and result["managed"],
+                        f"pointer kinds: {result['managed']}")
+        self.assertTrue(result["in_use_grew"])
+        self.assertTrue(result["side_ok"])
+        self.assertTrue(result["freed"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,71 @@
+"""uma_cupy.install() against a stand-in CuPy (fakes/cupy) and the real libuma_c.so."""
+
+import os
+import textwrap
+import unittest
+
+from support import library_path, run_fresh
+
+
+def fresh(code, fakes=True):
+    os.environ["UMA_LIBRARY"] = library_path()
+    prelude = "import gc, json, os, sys\nimport uma_c, uma_cupy\n"
+    return run_fresh(prelude + textwrap.dedent(code), fakes=fakes)[0]
+
+
+class UmaCupyTest(unittest.TestCase):
+    def test_install_refuses_clearly_when_cupy_is_missing(self):
+        result = fresh("""
+            sys.modules["cupy"] = None
+            try:
+                uma_cupy.install(backend="host")
+                outcome = "installed"
+            except uma_cupy.InstallError as error:
+                outcome = str(error)
+            print(json.dumps(dict(outcome=outcome)))
+            """, fakes=False)
+        self.assertIn("CuPy is not importable", result["outcome"])
+
+    def test_blocks_come_from_uma_on_the_current_device_and_stream_and_go_back_when_dropped(self):
+        result = fresh("""
+            import cupy
+            previous = cupy.cuda.memory.get_allocator()
+            uma_cupy.install(backend="host", quota_bytes=64 << 20)
+            cupy.cuda.runtime.device = 0
+            cupy.cuda.current_stream = cupy.cuda.Stream(0xABC0)
+            before = uma_cupy.stats()["cache_in_use_bytes"]
+            pointer = cupy.cuda.memory.get_allocator()(1 << 20)
+            owner = pointer.mem._owner
+            during = uma_cupy.stats()["cache_in_use_bytes"]
+            seen = dict(ptr=pointer.ptr == pointer.mem.ptr != 0, size=pointer.mem.size,
+                        device=pointer.mem.device_id, stream=owner.stream)
+            del pointer, owner
+            gc.collect()
+            after = uma_cupy.stats()["cache_in_use_bytes"]
+            uma_cupy.uninstall()
+            print(json.dumps(dict(seen=seen, grew=during - before, after=after, before=before,
+                                  restored=cupy.cuda.memory.get_allocator() is previous,
+                                  installed=uma_cupy.is_installed())))
+            """)
+        self.assertEqual(result["seen"], dict(ptr=True, size=1 << 20, device=0, stream=0xABC0))
+        self.assertGreaterEqual(result["grew"], 1 << 20)
+        self.assertEqual(result["after"], result["before"], "dropping the memory freed it")
+        self.assertTrue(result["restored"])
+        self.assertFalse(result["installed"])
+
+    def test_a_request_over_the_quota_raises_a_memory_error_with_the_status(self):
+        result = fresh("""
+            import cupy
+            uma_cupy.install(backend="host", quota_bytes=4 << 20, policy="direct")
+            try:
+                cupy.cuda.memory.get_allocator()(64 << 20)
+                outcome = "allocated"
+            except MemoryError as error:
+                outcome = error.status_name
+            print(json.dumps(dict(outcome=outcome)))
+            """)
+        self.assertEqual(result["outcome"], "UMA_ERR_QUOTA_EXCEEDED")
+
+
+if __name__ == "__main__":
+    unittest.main()
