@@ -267,13 +267,12 @@ static void test_default_allocator_and_torch_entry_points(void) {
   uma_allocator* d = NULL;
   CHECK_STATUS(uma_default_allocator(NULL, &d), UMA_ERR_INVALID_ARGUMENT);
   CHECK(strstr(uma_last_error(), "UMA_POLICY") != NULL);
-  CHECK(uma_torch_malloc(64, 0, NULL) == NULL);
+  /* (uma_torch_malloc's failures throw for PyTorch: tests/c_abi_torch_hook_test.cpp) */
   setenv("UMA_POLICY", "pool", 1);
   setenv("UMA_BACKEND", "host", 1);
   setenv("UMA_QUOTA_BYTES", "134217728", 1);
   void* t = uma_torch_malloc(1 << 20, 0, NULL);
   CHECK(t != NULL);
-  CHECK(uma_torch_malloc(-1, 0, NULL) == NULL);
   CHECK_STATUS(uma_default_allocator(NULL, &d), UMA_OK);
   CHECK(stats_of(d).quota_bytes == 134217728u && stats_of(d).cache_blocks_in_use == 1);
   uma_config other;

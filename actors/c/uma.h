@@ -179,7 +179,9 @@ UMA_C_EXPORT uma_status uma_default_allocator(const uma_config* config, uma_allo
 
 /* PyTorch's pluggable-allocator signatures over the default allocator
  * (torch.cuda.memory.CUDAPluggableAllocator(path, "uma_torch_malloc", "uma_torch_free")).
- * uma_torch_malloc returns NULL on failure (PyTorch raises its out-of-memory error). */
+ * They are PyTorch's hooks, called from C++: on failure uma_torch_malloc throws a C++
+ * std::runtime_error naming the reason (PyTorch passes a NULL on into the tensor unchecked;
+ * the exception reaches Python as a RuntimeError). C callers use uma_malloc. */
 UMA_C_EXPORT void* uma_torch_malloc(ptrdiff_t size, int device, uma_stream stream);
 UMA_C_EXPORT void uma_torch_free(void* ptr, ptrdiff_t size, int device, uma_stream stream);
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #include <uma/actors/c/c_allocator.hpp>
@@ -299,16 +300,21 @@ uma_allocator* framework_allocator() noexcept {
 
 }  // namespace
 
+// PyTorch passes what its pluggable allocator's malloc returns into the tensor without a null
+// check (torch/csrc/cuda/CUDAPluggableAllocator.cpp), so a NULL would become a tensor with no
+// memory. A failure therefore throws: PyTorch calls this hook from C++ and turns the exception
+// into a Python RuntimeError carrying the message. C callers use uma_malloc, which never throws.
 void* uma_torch_malloc(ptrdiff_t size, int device, uma_stream stream) {
+  void* p = nullptr;
   if (size < 0) {
     (void)fail(UMA_ERR_INVALID_ARGUMENT, "uma_torch_malloc: a negative size");
-    return nullptr;
+  } else if (auto* a = framework_allocator();
+             a != nullptr &&
+             uma_malloc(a, static_cast<size_t>(size), device, stream, &p) == UMA_OK) {
+    return p;
   }
-  void* p = nullptr;
-  auto* a = framework_allocator();
-  if (a == nullptr || uma_malloc(a, static_cast<size_t>(size), device, stream, &p) != UMA_OK)
-    return nullptr;
-  return p;
+  throw std::runtime_error("uma_torch_malloc: out of memory or refused: " +
+                           std::string(uma_last_error()));
 }
 
 void uma_torch_free(void* ptr, ptrdiff_t size, int device, uma_stream stream) {
