@@ -147,8 +147,8 @@ static void test_stats_struct_and_json(void) {
   char* json = malloc(needed);
   CHECK_STATUS(uma_stats_json(a, json, needed - 1, &needed), UMA_ERR_BUFFER_TOO_SMALL);
   CHECK_STATUS(uma_stats_json(a, json, needed, &needed), UMA_OK);
-  CHECK(strstr(json, "\"live_bytes\"") != NULL && strstr(json, "\"requested_bytes\": ") != NULL);
-  CHECK(strstr(json, "\"backend\": \"host\"") != NULL);
+  CHECK(strstr(json, "\"live_bytes\"") != NULL && strstr(json, "\"requested_bytes\":") != NULL);
+  CHECK(strstr(json, "\"backend\":\"host\"") != NULL);
   free(json);
   for (int i = 0; i < 4; ++i)
     CHECK_STATUS(uma_free(a, p[i], sizes[i], 0, NULL), UMA_OK);

@@ -1,15 +1,8 @@
 #include <uma/actors/c/c_allocator.hpp>
 
-#include <string_view>
-
-namespace {
-
-void add(std::string& out, std::string_view key, std::uint64_t value, bool comma = true) {
-  out.append("  \"").append(key).append("\": ").append(std::to_string(value));
-  out.append(comma ? ",\n" : "\n");
-}
-
-}  // namespace
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
 
 uma_stats uma_allocator::stats() {
   const auto a = client->stats();
@@ -37,44 +30,39 @@ std::string uma_allocator::stats_json() {
   const auto a = client->stats();
   const auto c = cache->stats();
   // The keys of `uma stats --json` (tools/stats_format.cpp), then the caching layer's.
-  std::string out = "{\n  \"backend\": \"" + a.backend + "\",\n";
-  add(out, "generation", a.generation);
-  add(out, "quota_bytes", a.quota_bytes);
-  add(out, "allocations", a.allocations);
-  add(out, "releases", a.releases);
-  add(out, "live_regions", a.live_regions);
-  add(out, "live_bytes", a.live_bytes);
-  add(out, "peak_bytes", a.peak_bytes);
-  add(out, "total_bytes_allocated", a.total_bytes_allocated);
-  add(out, "prefetches", a.prefetches);
-  add(out, "prefetch_bytes", a.prefetch_bytes);
-  add(out, "advises", a.advises);
-  add(out, "discards", a.discards);
-  add(out, "discard_bytes", a.discard_bytes);
-  add(out, "inert_refusals", a.inert_refusals);
-  add(out, "pending_jobs", a.pending_jobs);
-  add(out, "live_leases", a.live_leases);
-  add(out, "leased_bytes", a.leased_bytes);
-  out.append("  \"failures\": {");
+  boost::json::object failures;
   for (std::size_t i = 1; i < uma::errc_slots; ++i)
-    out.append(i == 1 ? "" : ", ")
-        .append("\"")
-        .append(uma::to_string(static_cast<uma::errc>(i)))
-        .append("\": ")
-        .append(std::to_string(a.failures[i]));
-  out.append("},\n");
-  add(out, "total_failures", a.total_failures());
-  out.append("  \"cache\": {\n");
-  add(out, "in_use_bytes", c.in_use_bytes);
-  add(out, "requested_bytes", c.requested_bytes);
-  add(out, "free_bytes", c.free_bytes);
-  add(out, "blocks_in_use", c.blocks_in_use);
-  add(out, "hits", c.hits);
-  add(out, "misses", c.misses);
-  add(out, "cross_stream_reuses", c.cross_stream_reuses);
-  add(out, "events_recorded", c.events_recorded);
-  add(out, "leases", c.leases);
-  add(out, "leased_bytes", c.leased_bytes, false);
-  out.append("  }\n}\n");
-  return out;
+    failures[uma::to_string(static_cast<uma::errc>(i))] = a.failures[i];
+  boost::json::object out{{"backend", a.backend},
+                          {"generation", a.generation},
+                          {"quota_bytes", a.quota_bytes},
+                          {"allocations", a.allocations},
+                          {"releases", a.releases},
+                          {"live_regions", a.live_regions},
+                          {"live_bytes", a.live_bytes},
+                          {"peak_bytes", a.peak_bytes},
+                          {"total_bytes_allocated", a.total_bytes_allocated},
+                          {"prefetches", a.prefetches},
+                          {"prefetch_bytes", a.prefetch_bytes},
+                          {"advises", a.advises},
+                          {"discards", a.discards},
+                          {"discard_bytes", a.discard_bytes},
+                          {"inert_refusals", a.inert_refusals},
+                          {"pending_jobs", a.pending_jobs},
+                          {"live_leases", a.live_leases},
+                          {"leased_bytes", a.leased_bytes},
+                          {"failures", std::move(failures)},
+                          {"total_failures", a.total_failures()},
+                          {"cache",
+                           {{"in_use_bytes", c.in_use_bytes},
+                            {"requested_bytes", c.requested_bytes},
+                            {"free_bytes", c.free_bytes},
+                            {"blocks_in_use", c.blocks_in_use},
+                            {"hits", c.hits},
+                            {"misses", c.misses},
+                            {"cross_stream_reuses", c.cross_stream_reuses},
+                            {"events_recorded", c.events_recorded},
+                            {"leases", c.leases},
+                            {"leased_bytes", c.leased_bytes}}}};
+  return boost::json::serialize(out);
 }
