@@ -46,7 +46,15 @@ void cache_core::close() noexcept {
     for (auto* b : blocks)
       discard(b);
   }
-  std::lock_guard lock(grow_mutex_);
+  {
+    std::lock_guard lock(grow_mutex_);
+    close_slabs();
+  }
+  // Last: the release may delete this core (and its mutex), so never under the lock.
+  release();
+}
+
+void cache_core::close_slabs() noexcept {
   for (auto* slab : slabs_) {
     bool keep_pin = false;
     if (slab->raw()) {
@@ -67,7 +75,6 @@ void cache_core::close() noexcept {
     slab->let_go(!keep_pin);
   }
   slabs_.clear();
-  release();
 }
 
 stream_cache_stats cache_core::stats() const {

@@ -56,6 +56,8 @@ class cache_core {
   /// Gives up a block: raw mode drops the cache's count (which comes back through the slab),
   /// refs mode gives it to its lease. May end the lease.
   void discard(cache_block* b) noexcept;
+  /// close(), under grow_mutex_: lets every slab go (raw blocks still out keep theirs pinned).
+  void close_slabs() noexcept;
   /// Destroys the block's event and returns it to its lease's own free list (may end the lease).
   void give_to_lease(cache_block* b) noexcept;
 
