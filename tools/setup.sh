@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ pkg-config libcaf-dev libboost1.81-dev libboost-json1.81-dev
           libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-          prometheus chromium)
+          prometheus chromium python3)
 jobs=${UMA_JOBS:-$(nproc)}
 root=${UMA_BUILD_ROOT:-build}
 
