@@ -44,8 +44,7 @@ __global__ void add_kernel(float* data, std::size_t n, float delta) {
   }
 }
 
-__global__ void spin_then_fill_kernel(float* data, std::size_t n, float value,
-                                      long long cycles) {
+__global__ void spin_then_fill_kernel(float* data, std::size_t n, float value, long long cycles) {
   const long long start = clock64();
   while (clock64() - start < cycles) {
   }
@@ -73,8 +72,7 @@ void fill_on_device(float* data, std::size_t n, float value, void* stream) {
 
 void spin_then_fill_on_device(float* data, std::size_t n, float value, long long cycles,
                               void* stream) {
-  spin_then_fill_kernel<<<grid_for(n), block_size, 0, as_stream(stream)>>>(data, n, value,
-                                                                           cycles);
+  spin_then_fill_kernel<<<grid_for(n), block_size, 0, as_stream(stream)>>>(data, n, value, cycles);
   UMA_TEST_CUDA(cudaGetLastError());
 }
 
