@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include <caf/event_based_actor.hpp>
@@ -396,14 +397,21 @@ TEST_F(gateway, ASnapshotWithoutTheOperatorKeyIsRefusedAndNothingChanges) {
 
 TEST_F(gateway, ASnapshotOfAStoppedAllocatorSaysSo) {
   const auto h = allocate(4096);
+  // Hear the supervisor stop (its restart event) instead of polling its state.
+  caf::scoped_actor observer{sys_};
+  std::uint64_t subscribed = 0;
+  observer->request(sup_, 10s, subscribe_atom_v, caf::actor_cast<restart_observer_actor>(observer))
+      .receive([&](std::uint64_t generation) { subscribed = generation; }, [](caf::error&) {});
+  ASSERT_EQ(subscribed, 1u);
   faults_->inject({backend_op::advise, 1, errc::unrecoverable});
   UMA_EXPECT_ERRC(ask<remote_op_result>(advise_atom_v, session_,
                                         remote_advise_request{{h}, advice::set_read_mostly}),
                   errc::unrecoverable);
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (query_supervision(sys_, sup_).state != supervisor_state::stopped &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);
+  std::optional<restart_event> event;
+  observer->receive([&](restarted_atom, const restart_event& e) { event = e; },
+                    caf::after(10s) >> [] {});
+  ASSERT_TRUE(event.has_value()) << "no restart event within 10 s";
+  EXPECT_EQ(event->cause, restart_cause::stopped);
   ASSERT_EQ(query_supervision(sys_, sup_).state, supervisor_state::stopped);
   UMA_EXPECT_ERRC(ask<remote_snapshot>(snapshot_atom_v, operator_), errc::allocator_stopped);
 }
@@ -547,13 +555,12 @@ TEST_F(gateway, AnIdleSessionEndsAndItsLeasesAreReleased) {
   start_gateway(cfg);
   static_cast<void>(allocate(16384));
   EXPECT_EQ(local().flush().live_bytes, baseline_ + 16384);
-  // Every request sweeps idle sessions; poll (bounded) until the timeout has passed.
+  // Every request sweeps idle sessions; poll (bounded) until the timeout has passed. Each try
+  // is a request, which is what sweeps: the poll needs no sleep.
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   auto s = ask<remote_stats>(stats_atom_v);
-  while (s.sessions != 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(20ms);
+  while (s.sessions != 0 && std::chrono::steady_clock::now() < deadline)
     s = ask<remote_stats>(stats_atom_v);
-  }
   EXPECT_EQ(s.sessions, 0u);
   EXPECT_EQ(await_live_bytes(baseline_), baseline_);
   UMA_EXPECT_ERROR(allocate(64), errc::invalid_argument, "session 1 is not open");
