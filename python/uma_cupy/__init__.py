@@ -15,6 +15,7 @@ uma_torch in the same process. See docs/frameworks.md.
 import threading
 
 import uma_c
+from uma_c.adapter import allocator_functions
 from uma_c import UmaError, UmaMemoryError
 
 __all__ = ["InstallError", "UmaError", "UmaMemoryError", "allocator", "install", "is_installed",
@@ -118,24 +119,7 @@ def allocator():
     return _state["allocator"]
 
 
-def stats():
-    """uma's counters (uma_stats) as a dict."""
-    return allocator().stats()
-
-
-def stats_json():
-    """uma's counters as the JSON of `uma stats --json`."""
-    return allocator().stats_json()
-
-
-def quota():
-    """The quota in bytes."""
-    return allocator().quota()
-
-
-def set_quota(quota_bytes):
-    """Changes the quota; refused below what uma holds now."""
-    allocator().set_quota(quota_bytes)
+stats, stats_json, quota, set_quota = allocator_functions(allocator)
 
 
 def prefetch(array, device=None, stream=None):

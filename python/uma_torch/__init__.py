@@ -15,6 +15,7 @@ docs/frameworks.md.
 import threading
 
 import uma_c
+from uma_c.adapter import allocator_functions
 from uma_c import DEVICE_HOST, UmaError, UmaMemoryError
 
 __all__ = ["InstallError", "UmaError", "UmaMemoryError", "advise", "allocator", "discard",
@@ -103,24 +104,7 @@ def library_path():
     return _state["path"]
 
 
-def stats():
-    """uma's counters (uma_stats) as a dict."""
-    return allocator().stats()
-
-
-def stats_json():
-    """uma's counters as the JSON of `uma stats --json`."""
-    return allocator().stats_json()
-
-
-def quota():
-    """The quota in bytes."""
-    return allocator().quota()
-
-
-def set_quota(quota_bytes):
-    """Changes the quota; refused below what uma holds now."""
-    allocator().set_quota(quota_bytes)
+stats, stats_json, quota, set_quota = allocator_functions(allocator)
 
 
 def _storage_range(tensor):
