@@ -98,16 +98,23 @@ print(json.dumps(out))
 """
 
 
+def run_and_check_common(test, framework, child):
+    """Runs `child` in a fresh process and checks what both frameworks' children report: the
+    result computed in uma memory, every pointer managed, uma's in-use bytes grown."""
+    needs(framework)
+    result, _ = run_fresh(child_code(child), timeout=300)
+    if "skip" in result:
+        test.skipTest(result["skip"])
+    test.assertTrue(result["sum_ok"])
+    test.assertTrue(all(v == 1 for v in result["managed"].values()) and result["managed"],
+                    f"pointer kinds: {result['managed']}")
+    test.assertTrue(result["in_use_grew"])
+    return result
+
+
 class TorchOnGpuTest(unittest.TestCase):
     def test_tensors_live_in_uma_memory_and_every_operation_works(self):
-        needs("torch")
-        result, _ = run_fresh(child_code(TORCH_CHILD), timeout=300)
-        if "skip" in result:
-            self.skipTest(result["skip"])
-        self.assertTrue(result["sum_ok"])
-        self.assertTrue(all(v == 1 for v in result["managed"].values()) and result["managed"],
-                        f"pointer kinds: {result['managed']}")
-        self.assertTrue(result["in_use_grew"])
+        result = run_and_check_common(self, "torch", TORCH_CHILD)
         self.assertTrue(result["still_ok"], "prefetch/advise keep the contents")
         self.assertTrue(result["side_ok"])
         self.assertTrue(result["freed"])
@@ -119,14 +126,7 @@ class TorchOnGpuTest(unittest.TestCase):
 
 class CupyOnGpuTest(unittest.TestCase):
     def test_arrays_live_in_uma_memory_and_go_back_when_dropped(self):
-        needs("cupy")
-        result, _ = run_fresh(child_code(CUPY_CHILD), timeout=300)
-        if "skip" in result:
-            self.skipTest(result["skip"])
-        self.assertTrue(result["sum_ok"])
-        self.assertTrue(all(v == 1 for v in result["managed"].values()) and result["managed"],
-                        f"pointer kinds: {result['managed']}")
-        self.assertTrue(result["in_use_grew"])
+        result = run_and_check_common(self, "cupy", CUPY_CHILD)
         self.assertTrue(result["side_ok"])
         self.assertTrue(result["freed"])
 
