@@ -8,6 +8,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <uma/actors/detail/allocation_core.hpp>
+#include <uma/actors/detail/release_ticker.hpp>
 #include <uma/actors/detail/request_checks.hpp>
 #include <uma/memory/advice_ops.hpp>
 #include <uma/memory/allocation_handoff.hpp>
@@ -22,7 +23,8 @@ namespace {
 
 /// The allocator's own interface: the public one plus completions of off-loop backend work.
 using allocator_impl = managed_allocator_actor::extend<
-    caf::reacts_to<job_done_atom, std::uint64_t, caf::message, caf::error, bool>>;
+    caf::reacts_to<job_done_atom, std::uint64_t, caf::message, caf::error, bool>,
+    caf::reacts_to<release_tick_atom>>;
 
 /// A completion waiting for its stream: what the host callback sends back.
 struct stream_done {
@@ -78,7 +80,7 @@ class managed_allocator final : public allocator_impl::base {
                 {}, completion::enqueued, [](range_attributes&) {});
           });
         },
-        [this](stats_atom) -> allocator_stats { return core_.stats(); },
+        [this](stats_atom) -> allocator_stats { return fresh().stats(); },
         [this](memory_kind_atom, std::uintptr_t address) -> caf::result<memory_kind> {
           return guarded<memory_kind>(
               [&] { return backend_->kind_of(reinterpret_cast<const void*>(address)); });
@@ -89,10 +91,11 @@ class managed_allocator final : public allocator_impl::base {
             return core_.can_access(loc, ref);
           });
         },
-        [this](regions_atom) -> std::vector<region_info> { return core_.report(); },
-        [this](snapshot_atom) -> allocator_snapshot { return core_.snapshot(); },
+        [this](regions_atom) -> std::vector<region_info> { return fresh().report(); },
+        [this](snapshot_atom) -> allocator_snapshot { return fresh().snapshot(); },
         [this](flush_atom) -> caf::result<allocator_stats> { return flush(); },
-        [this](release_atom) { core_.drain_releases(); },
+        [this](release_atom) { drain(); },
+        [this](release_tick_atom) { on_release_tick(); },
         [this](trim_atom) -> caf::result<std::uint64_t> {
           return guarded<std::uint64_t>([&] { return trim(); });
         },
@@ -120,6 +123,7 @@ class managed_allocator final : public allocator_impl::base {
 
   /// Replies once every lane has run what was queued before: a barrier across the lanes.
   caf::typed_response_promise<allocator_stats> flush() {
+    drain();
     auto rp = make_response_promise<allocator_stats>();
     const auto ticket = ++next_ticket_;
     pending_.emplace(ticket, [this, rp](caf::message&, caf::error& err) mutable {
@@ -262,41 +266,20 @@ class managed_allocator final : public allocator_impl::base {
     check_refs(r.refs, "advise");
     validate_advice(*backend_, r.what, r.where);
     core_.note(event_kind::advise, r.refs, {&r.where, 1}, to_string(r.what));
-    auto summary = detail::summarize(detail::ranges_of(r.refs), completion::enqueued);
-    std::vector<byte_range> todo;
-    std::vector<std::uint64_t> touched;
-    for (const auto& ref : r.refs) {
-      auto& state = core_.track_advice(ref);
-      const bool whole = ref.byte_offset() == 0 && ref.bytes() == detail::record_of(ref)->bytes;
-      if (whole && state.unchanged_by(r.what, r.where)) {
-        core_.count_advice(0, 1);
-        continue;
-      }
-      if (whole)
-        state.apply(r.what, r.where);
-      else
-        state.known = false;  // part of the region: its state is no longer one value
-      todo.push_back(ref.range());
-      touched.push_back(ref.id());
-    }
-    summary.backend_ranges = todo.size();
-    if (todo.empty()) {
-      core_.count_advice(summary.ranges, 0);
-      return summary;
+    auto plan = core_.plan_advice(r);
+    if (plan.todo.empty()) {
+      core_.count_advice(plan.summary.ranges, 0);
+      return plan.summary;
     }
     return offload<op_result>(
         worker_lanes::general,
-        [b = backend_, todo = std::move(todo), what = r.what, where = r.where, keep = r.refs,
-         summary] {
+        [b = backend_, todo = std::move(plan.todo), what = r.what, where = r.where, keep = r.refs,
+         summary = plan.summary] {
           apply_advice_whole(*b, todo, what, where);
           return summary;
         },
         {}, completion::enqueued, [this](op_result& res) { core_.count_advice(res.ranges, 0); },
-        [this, touched = std::move(touched)] {
-          for (auto id : touched)  // the runtime refused: what is in force is not known
-            if (auto* a = core_.advice_of(id))
-              a->known = false;
-        });
+        [this, touched = std::move(plan.touched)] { core_.forget_advice(touched); });
   }
 
   // -- validation (actors/request_checks) -------------------------------------------------------
@@ -456,6 +439,7 @@ class managed_allocator final : public allocator_impl::base {
   template <class R, class F>
   caf::result<R> guarded(F&& f) {
     try {
+      drain();
       return caf::result<R>(f());
     } catch (const error& e) {
       core_.count_failure(e.code());
@@ -475,12 +459,29 @@ class managed_allocator final : public allocator_impl::base {
     }
   }
 
+  // -- releases (actors/detail/release_ticker.hpp) ---------------------------------------------
+
+  void drain() {
+    if (ticker_.drain())
+      delayed_send(this, detail::release_tick, release_tick_atom_v);
+  }
+  void on_release_tick() {
+    if (ticker_.tick())
+      delayed_send(this, detail::release_tick, release_tick_atom_v);
+  }
+  /// The core once the queued releases are freed: what every reply reads.
+  detail::allocation_core& fresh() {
+    drain();
+    return core_;
+  }
+
   allocator_config config_;
   std::shared_ptr<backend> backend_;
   std::shared_ptr<detail::control_block> control_;
   std::uint64_t next_ticket_ = 0;
   std::unordered_map<std::uint64_t, std::function<void(caf::message&, caf::error&)>> pending_;
   detail::allocation_core core_;  // holds a reference to lanes_, used only after construction
+  detail::release_ticker ticker_{*control_, core_};
   worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};  // last: joined first
 };
 

@@ -73,6 +73,8 @@ CAF_ADD_TYPE_ID(uma, (uma::allocation_handoff))
 CAF_ADD_ATOM(uma, uma, snapshot_atom, "snapshot")
 CAF_ADD_TYPE_ID(uma, (uma::allocator_snapshot))
 CAF_ADD_TYPE_ID(uma, (uma::remote_snapshot))
+// Local to one allocator: its release tick (actors/managed_allocator.cpp).
+CAF_ADD_ATOM(uma, uma, release_tick_atom, "rel_tick")
 
 CAF_END_TYPE_ID_BLOCK(uma)
 

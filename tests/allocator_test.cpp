@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 #include "support/actor_fixture.hpp"
 
@@ -90,6 +92,20 @@ TEST_F(allocator, LastDropReleasesTheRegionExactlyOnce) {
   EXPECT_EQ(s.live_bytes, 0u);
   EXPECT_EQ(backend_->counters().frees, 1u);
   EXPECT_EQ(backend_->counters().bad_frees, 0u);
+}
+
+TEST_F(allocator, ReleasesWithNoMessageAfterThemAreFreedByTheWakeUpOrTheReleaseTick) {
+  // Nothing is sent to the allocator after each drop: the first wakes it, which starts the
+  // release tick; the ones that follow while it ticks send nothing, and only the tick frees
+  // them (docs/design.md, "Lifetime model").
+  for (std::uint64_t i = 1; i <= 50; ++i) {
+    auto ref = uma_->allocate<std::byte>(4096);
+    ref.reset();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (backend_->counters().frees < i && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    ASSERT_EQ(backend_->counters().frees, i) << "release " << i << " was never freed";
+  }
 }
 
 TEST_F(allocator, AdviceRoundTripsThroughAttributes) {

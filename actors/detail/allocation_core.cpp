@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdio>
 
+#include <uma/actors/detail/request_checks.hpp>
 #include <uma/memory/advice_ops.hpp>
 #include <uma/memory/detail/round_up.hpp>
 #include <uma/memory/location_rules.hpp>
@@ -180,6 +181,32 @@ advice_state* allocation_core::advice_of(std::uint64_t id) {
     return &e->advice;
   auto it = leased_advice_.find(id);
   return it == leased_advice_.end() ? nullptr : &it->second.state;
+}
+
+allocation_core::advice_plan allocation_core::plan_advice(const advise_request& r) {
+  advice_plan plan{summarize(ranges_of(r.refs), completion::enqueued), {}, {}};
+  for (const auto& ref : r.refs) {
+    auto& state = track_advice(ref);
+    const bool whole = ref.byte_offset() == 0 && ref.bytes() == record_of(ref)->bytes;
+    if (whole && state.unchanged_by(r.what, r.where)) {
+      count_advice(0, 1);
+      continue;
+    }
+    if (whole)
+      state.apply(r.what, r.where);
+    else
+      state.known = false;  // part of the region: its state is no longer one value
+    plan.todo.push_back(ref.range());
+    plan.touched.push_back(ref.id());
+  }
+  plan.summary.backend_ranges = plan.todo.size();
+  return plan;
+}
+
+void allocation_core::forget_advice(std::span<const std::uint64_t> ids) noexcept {
+  for (auto id : ids)
+    if (auto* a = advice_of(id))
+      a->known = false;
 }
 
 const region_table::entry* allocation_core::entry_of(const byte_ref& ref) {

@@ -74,6 +74,16 @@ class allocation_core {
   [[nodiscard]] advice_state& track_advice(const byte_ref& ref);
   /// The same by id, or null for an id it does not track.
   [[nodiscard]] advice_state* advice_of(std::uint64_t id);
+  /// What an advise request leaves for the runtime: its ranges and the regions they lie in.
+  /// Advice known to change nothing on a whole region is counted as elided and left out.
+  struct advice_plan {
+    op_result summary;
+    std::vector<byte_range> todo;
+    std::vector<std::uint64_t> touched;
+  };
+  [[nodiscard]] advice_plan plan_advice(const advise_request& r);
+  /// The runtime refused advice on `ids`: what is in force there is no longer known.
+  void forget_advice(std::span<const std::uint64_t> ids) noexcept;
   /// Whether `loc` (validated here: invalid_argument) can access `ref`'s memory: the host always,
   /// a device when it has managed memory and the region is attached globally or the device has
   /// concurrent managed access.

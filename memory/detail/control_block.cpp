@@ -27,7 +27,8 @@ bool control_block::enqueue_release(std::uint64_t region_id) noexcept {
     if (!alive())
       return false;  // post_stop frees everything it still owns
     releases_.push_back(region_id);
-    if (!wake_pending_ && waker_) {
+    has_releases_.store(true, std::memory_order_release);
+    if (!wake_pending_ && !tick_armed_ && waker_) {
       wake_pending_ = true;
       wake = waker_;
     }
@@ -43,7 +44,21 @@ bool control_block::enqueue_release(std::uint64_t region_id) noexcept {
 std::vector<std::uint64_t> control_block::take_releases() {
   std::lock_guard lock(mutex_);
   wake_pending_ = false;
+  has_releases_.store(false, std::memory_order_release);
   return std::exchange(releases_, {});
+}
+
+bool control_block::arm_tick() {
+  std::lock_guard lock(mutex_);
+  return !std::exchange(tick_armed_, true);
+}
+
+bool control_block::disarm_tick() {
+  std::lock_guard lock(mutex_);
+  if (!releases_.empty())
+    return false;
+  tick_armed_ = false;
+  return true;
 }
 
 void control_block::set_waker(std::function<void()> waker) {
@@ -66,6 +81,7 @@ void control_block::finish_stop(stop_report report) {
     std::lock_guard lock(mutex_);
     report_ = std::move(report);
     releases_.clear();
+    has_releases_.store(false, std::memory_order_release);
     old_waker = std::move(waker_);
     waker_ = nullptr;
   }

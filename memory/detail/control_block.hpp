@@ -51,6 +51,16 @@ class control_block {
   [[nodiscard]] std::vector<std::uint64_t> take_releases();
   /// How to wake the actor (a message to it); cleared at stop so nothing keeps the actor alive.
   void set_waker(std::function<void()> waker);
+  /// True while releases wait: the actor's lock-free check before it handles a message.
+  [[nodiscard]] bool has_releases() const noexcept {
+    return has_releases_.load(std::memory_order_acquire);
+  }
+  /// The actor promises to drain within its release tick, so releases stop waking it (no
+  /// message, no scheduler wake-up on the releasing thread). False when already armed.
+  [[nodiscard]] bool arm_tick();
+  /// Ends that promise, unless releases wait: then it stays armed and the actor drains and
+  /// ticks again. True when disarmed (the next release wakes the actor again).
+  [[nodiscard]] bool disarm_tick();
 
   /// alive -> stopping: from now on pins fail and releases are left to post_stop.
   void begin_stop() noexcept;
@@ -70,7 +80,9 @@ class control_block {
   mutable std::mutex mutex_;
   std::condition_variable pins_released_;
   std::vector<std::uint64_t> releases_;
+  std::atomic<bool> has_releases_{false};
   bool wake_pending_ = false;
+  bool tick_armed_ = false;
   std::function<void()> waker_;
   std::optional<stop_report> report_;
 };
