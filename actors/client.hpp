@@ -128,8 +128,12 @@ class client {
   [[nodiscard]] allocator_stats stats();
   /// The counters once every backend call queued so far (frees included) has run.
   [[nodiscard]] allocator_stats flush();
-  /// Gives the pool's completely free slabs back to the backend; returns how many.
-  std::uint64_t trim() { return call<std::uint64_t>(trim_atom_v); }
+  /// Gives the caching layer's idle leases back to the allocator (stream_cache::trim), then the
+  /// pool's completely free slabs back to the backend; returns how many slabs.
+  std::uint64_t trim() {
+    (void)cache_->trim();
+    return call<std::uint64_t>(trim_atom_v);
+  }
   /// The quota in force; non-zero `set_bytes` sets it first (invalid_argument, and no change,
   /// when it is below the live bytes). Through a supervisor the new quota outlives restarts.
   std::uint64_t quota(std::uint64_t set_bytes = 0) {

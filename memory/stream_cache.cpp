@@ -175,6 +175,10 @@ void stream_cache::prepare_stop() noexcept {
   core_->prepare_stop();
 }
 
+std::uint64_t stream_cache::trim() {
+  return core_->trim();
+}
+
 stream_cache_stats stream_cache::stats() const {
   return core_->stats();
 }

@@ -104,6 +104,10 @@ class stream_cache {
   /// Raw mode, before the allocator is stopped: unpins the leases with no block handed out, so
   /// that post_stop frees them and leaks (reports) only what callers may still use.
   void prepare_stop() noexcept;
+  /// Gives back (to the allocator) every lease whose blocks are all free and finished on their
+  /// streams (events checked, never waited for); returns their bytes. Blocks handed out keep
+  /// their leases. The allocator's own trim then returns free pool slabs to the backend.
+  std::uint64_t trim();
   /// The counters.
   [[nodiscard]] stream_cache_stats stats() const;
   /// The largest request served.

@@ -56,6 +56,7 @@ static void test_null_and_bad_arguments(void) {
   CHECK_STATUS(uma_create(NULL, NULL), UMA_ERR_NULL_ARGUMENT);
   CHECK(strstr(uma_last_error(), "out") != NULL);
   CHECK_STATUS(uma_malloc(NULL, 64, 0, NULL, &p), UMA_ERR_NULL_ARGUMENT);
+  CHECK_STATUS(uma_trim(NULL, NULL), UMA_ERR_NULL_ARGUMENT);
   CHECK_STATUS(uma_malloc(a, 64, 0, NULL, NULL), UMA_ERR_NULL_ARGUMENT);
   CHECK_STATUS(uma_malloc(a, 0, 0, NULL, &p), UMA_OK);
   CHECK(p == NULL);
@@ -237,6 +238,15 @@ static void test_many_threads(void) {
   CHECK(s.cache_blocks_in_use == 0 && s.cache_in_use_bytes == 0 && s.cache_requested_bytes == 0);
   CHECK(s.cache_hits > s.cache_misses);
   CHECK(s.live_bytes == s.cache_free_bytes);
+  /* every lease is idle: trim gives all of it back */
+  uint64_t released = 0;
+  CHECK_STATUS(uma_trim(a, &released), UMA_OK);
+  CHECK(released == s.cache_free_bytes);
+  s = stats_of(a);
+  CHECK(s.live_bytes == 0 && s.cache_free_bytes == 0);
+  void* p = NULL; /* and the cache goes on */
+  CHECK_STATUS(uma_malloc(a, 4096, 0, NULL, &p), UMA_OK);
+  CHECK_STATUS(uma_free(a, p, 4096, 0, NULL), UMA_OK);
   CHECK_STATUS(uma_destroy(a), UMA_OK);
 }
 
@@ -282,6 +292,9 @@ static void test_default_allocator_and_torch_entry_points(void) {
   CHECK_STATUS(uma_default_allocator(&other, &e), UMA_ERR_INVALID_ARGUMENT);
   uma_torch_free(t, 1 << 20, 0, NULL);
   CHECK(stats_of(d).cache_blocks_in_use == 0);
+  CHECK(stats_of(d).live_bytes > 0); /* the idle lease stays cached ... */
+  uma_torch_empty_cache();
+  CHECK(stats_of(d).live_bytes == 0); /* ... until PyTorch's empty_cache hook */
   CHECK_STATUS(uma_destroy(d), UMA_OK);
 }
 

@@ -36,6 +36,12 @@ class stream_cache_test : public test::actor_fixture {
     return c;
   }
 
+  allocator_config direct() {
+    auto c = with_faults(0);
+    c.policy = allocation_policy::direct;
+    return c;
+  }
+
   lease_source source() {
     return [this](std::size_t block, std::size_t blocks, std::string label) {
       return uma_->lease(block, blocks, std::move(label));
@@ -124,6 +130,45 @@ TEST_F(stream_cache_test, EveryBlockCountsInTheAllocatorsLiveBytesAndReport) {
   const auto regions = uma_->regions();
   ASSERT_EQ(regions.size(), 2u);
   EXPECT_NE(regions[0].label.find("cache"), std::string::npos);
+}
+
+TEST_F(stream_cache_test, TrimGivesBackOnlyLeasesWhoseBlocksAreAllFreeAndFinished) {
+  uma_ = make_client(direct());  // every lease its own region: live bytes follow it exactly
+  auto cache = make(cache_mode::refs);
+  auto kept = cache.allocate(100, 0, stream_a);
+  auto dropped = cache.allocate(300000, 0, stream_a);
+  const auto before = cache.stats();
+  ASSERT_EQ(before.leases, 2u);
+  dropped = {};  // freed on stream A: its event has not completed
+  EXPECT_EQ(cache.trim(), 0u);
+  EXPECT_EQ(cache.stats().leases, 2u);
+  EXPECT_EQ(uma_->stats().live_bytes, before.leased_bytes);
+  faults_->complete_stream(stream_a);
+  const auto released = cache.trim();
+  const auto after = cache.stats();
+  EXPECT_EQ(after.leases, 1u);  // the lease of the block still out stays
+  EXPECT_EQ(released, before.leased_bytes - after.leased_bytes);
+  EXPECT_GE(released, 327680u);
+  EXPECT_EQ(after.free_bytes + after.in_use_bytes, after.leased_bytes);
+  EXPECT_EQ(uma_->flush().live_bytes, after.leased_bytes);  // the lease went back
+  EXPECT_EQ(cache.trim(), 0u);                              // nothing idle is left
+  auto again = cache.allocate(300000, 0, stream_b);         // a new lease serves it
+  EXPECT_EQ(cache.stats().misses, before.misses + 1);
+  EXPECT_TRUE(kept.valid());
+}
+
+TEST_F(stream_cache_test, APointerOfATrimmedRawLeaseIsUnknownAfterwards) {
+  uma_ = make_client(direct());
+  auto cache = make(cache_mode::raw);
+  void* p = cache.allocate_raw(65536, 0, default_stream);
+  ASSERT_EQ(cache.release_raw(p, 65536, 0, default_stream), raw_release::ok);
+  EXPECT_EQ(cache.trim(), 0u);  // the default stream's event, recorded now, has not completed
+  faults_->complete_stream(default_stream);
+  EXPECT_GT(cache.trim(), 0u);
+  EXPECT_EQ(cache.stats().leases, 0u);
+  EXPECT_EQ(cache.release_raw(p, 65536, 0, default_stream), raw_release::unknown_pointer);
+  EXPECT_TRUE(cache.ref_of(p, 1).empty());
+  EXPECT_EQ(uma_->flush().live_bytes, 0u);
 }
 
 TEST_F(stream_cache_test, ALeaseThePolicyCannotHoldIsRefusedWithTheQuotaError) {

@@ -119,6 +119,12 @@ uma_status uma_allocator::release(void* ptr, std::size_t size, int device, uma_s
   return UMA_OK;
 }
 
+std::uint64_t uma_allocator::trim() {
+  const auto bytes = cache->trim();
+  (void)client->trim();  // drains the leases' releases first, then frees the free slabs
+  return bytes;
+}
+
 uma::byte_ref uma_allocator::ref_of(const void* ptr, std::size_t bytes) {
   if (auto ref = cache->ref_of(ptr, bytes); !ref.empty())
     return ref;

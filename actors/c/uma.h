@@ -167,6 +167,11 @@ UMA_C_EXPORT uma_status uma_stats_json(uma_allocator* allocator, char* buffer, s
 /* Changes the quota (bytes held from the backend); refused below what is held now. */
 UMA_C_EXPORT uma_status uma_set_quota(uma_allocator* allocator, uint64_t quota_bytes);
 
+/* Gives memory back: the caching layer's leases whose blocks are all free and finished on
+ * their streams go back to the allocator, then the pool's free slabs to the backend (CUDA:
+ * cudaFree). *released_bytes (may be NULL) gets the bytes of the leases given back. */
+UMA_C_EXPORT uma_status uma_trim(uma_allocator* allocator, uint64_t* released_bytes);
+
 /* The status's name, e.g. "UMA_ERR_UNKNOWN_POINTER" (never NULL). */
 UMA_C_EXPORT const char* uma_status_string(uma_status status);
 /* The message of this thread's last failing call ("" if none); valid until its next call. */
@@ -184,6 +189,9 @@ UMA_C_EXPORT uma_status uma_default_allocator(const uma_config* config, uma_allo
  * the exception reaches Python as a RuntimeError). C callers use uma_malloc. */
 UMA_C_EXPORT void* uma_torch_malloc(ptrdiff_t size, int device, uma_stream stream);
 UMA_C_EXPORT void uma_torch_free(void* ptr, ptrdiff_t size, int device, uma_stream stream);
+/* PyTorch's empty_cache hook (the pluggable allocator's reset function): uma_trim on the
+ * default allocator. */
+UMA_C_EXPORT void uma_torch_empty_cache(void);
 
 #ifdef __cplusplus
 }

@@ -230,6 +230,16 @@ uma_status uma_set_quota(uma_allocator* allocator, uint64_t quota_bytes) {
   });
 }
 
+uma_status uma_trim(uma_allocator* allocator, uint64_t* released_bytes) {
+  return guarded([&] {
+    require(allocator, "uma_trim: allocator");
+    const auto bytes = allocator->trim();
+    if (released_bytes != nullptr)
+      *released_bytes = bytes;
+    return UMA_OK;
+  });
+}
+
 const char* uma_status_string(uma_status status) {
   switch (uma::c::raw(status)) {
 #define UMA_C_NAME(s) \
@@ -322,6 +332,11 @@ void uma_torch_free(void* ptr, ptrdiff_t size, int device, uma_stream stream) {
   if (size < 0 || a == nullptr)
     return;
   (void)uma_free(a, ptr, static_cast<size_t>(size), device, stream);
+}
+
+void uma_torch_empty_cache(void) {
+  if (auto* a = default_allocator.load(std::memory_order_acquire))
+    (void)uma_trim(a, nullptr);
 }
 
 }  // extern "C"

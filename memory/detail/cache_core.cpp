@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_map>
 
 #include <uma/memory/detail/size_classes.hpp>
 #include <uma/sys/log.hpp>
@@ -282,6 +283,74 @@ void cache_core::discard(cache_block* b) noexcept {
     drop_ref(b->rec);  // comes back through cache_slab::returned
   else
     give_to_lease(b);
+}
+
+cache_core::~cache_core() {
+  for (auto* s : retired_)
+    delete s;
+}
+
+void cache_core::retire(cache_slab* s) noexcept {
+  std::lock_guard lock(retired_mutex_);
+  retired_.push_back(s);  // room reserved by trim
+}
+
+std::uint64_t cache_core::trim() {
+  std::lock_guard grow_lock(grow_mutex_);
+  prune_dead();
+  // Every shard locked: no block moves between a free list and a caller while slabs are counted.
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(shard_count);
+  for (auto& s : shards_)
+    locks.emplace_back(s.mutex);
+  std::unordered_map<const cache_slab*, std::uint32_t> idle;
+  for (auto& s : shards_)
+    for (auto& bins : s.streams)
+      for (auto* head : bins.heads)
+        for (auto* b = head; b != nullptr; b = b->next)
+          if (ready_elsewhere(s, b))
+            ++idle[b->slab];
+  std::erase_if(idle, [](const auto& kv) { return kv.second != kv.first->count(); });
+  if (idle.empty())
+    return 0;
+  {
+    std::lock_guard lock(retired_mutex_);
+    retired_.reserve(retired_.size() + idle.size());
+  }
+  std::vector<cache_block*> gone;
+  for (auto& s : shards_)
+    for (auto& bins : s.streams)
+      for (auto*& head : bins.heads)
+        for (cache_block** link = &head; *link != nullptr;) {
+          auto* b = *link;
+          if (idle.contains(b->slab)) {
+            *link = b->next;
+            s.free -= static_cast<std::int64_t>(b->slab->block_bytes());
+            gone.push_back(b);
+          } else {
+            link = &b->next;
+          }
+        }
+  locks.clear();
+  std::uint64_t bytes = 0;
+  std::vector<cache_slab*> trimmed;
+  trimmed.reserve(idle.size());
+  std::erase_if(slabs_, [&](cache_slab* slab) {
+    if (!idle.contains(slab))
+      return false;
+    bytes += slab->bytes();
+    if (slab->raw()) {
+      map_.erase(slab->begin(), slab->bytes(), slab);
+      slab->mark_retired();
+    }
+    trimmed.push_back(slab);
+    return true;
+  });
+  for (auto* b : gone)
+    discard(b);
+  for (auto* slab : trimmed)
+    slab->let_go(true);  // every block is back: the lease ends, its memory goes to the allocator
+  return bytes;
 }
 
 }  // namespace uma::detail

@@ -60,9 +60,15 @@ class cache_core {
   void close_slabs() noexcept;
   /// Destroys the block's event and returns it to its lease's own free list (may end the lease).
   void give_to_lease(cache_block* b) noexcept;
+  /// Lets go of every lease whose blocks are all free and finished on their streams; returns
+  /// their bytes. Blocks still out, or whose stream has not finished with them, keep theirs.
+  [[nodiscard]] std::uint64_t trim();
+  /// A trimmed raw slab whose lease ended: kept (not deleted) until the core goes, since a
+  /// stale pointer's lookup may still be reading it. Called from the slab's lease_ended.
+  void retire(cache_slab* s) noexcept;
 
  private:
-  ~cache_core() = default;
+  ~cache_core();
 
   struct stream_bins {
     int device = 0;
@@ -96,6 +102,8 @@ class cache_core {
   shard shards_[shard_count];
   mutable std::mutex grow_mutex_;   // one lease request at a time; guards slabs_
   std::vector<cache_slab*> slabs_;  // the slabs whose lease the cache holds
+  std::mutex retired_mutex_;
+  std::vector<cache_slab*> retired_;  // trimmed raw slabs (see retire)
   slab_map map_;
 };
 

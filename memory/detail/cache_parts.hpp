@@ -70,8 +70,12 @@ class cache_slab final : public block_sink {
   void let_go(bool unpin) noexcept;
   /// Drops the pin only.
   void unpin() noexcept { pin_.reset(); }
+  /// Trimmed while the cache goes on: when the lease ends the core keeps this (see
+  /// cache_core::retire) instead of deleting it.
+  void mark_retired() noexcept { retired_ = true; }
 
  private:
+  friend class cache_core;  // deletes retired slabs (cache_core::retire)
   ~cache_slab() = default;
 
   cache_core& core_;
@@ -86,6 +90,7 @@ class cache_slab final : public block_sink {
   std::uint32_t count_ = 0;
   std::uint32_t class_ = 0;
   bool raw_ = false;
+  bool retired_ = false;
 };
 
 }  // namespace uma::detail

@@ -45,7 +45,10 @@ void cache_slab::returned(region* r) noexcept {
 
 void cache_slab::lease_ended() noexcept {
   auto& core = core_;
-  delete this;
+  if (retired_)
+    core.retire(this);
+  else
+    delete this;
   core.release();
 }
 

@@ -2,7 +2,7 @@
 
 
 def allocator_functions(allocator):
-    """stats, stats_json, quota and set_quota over `allocator()` (the adapter's installed
+    """stats, stats_json, quota, set_quota and trim over `allocator()` (the adapter's installed
     uma_c.Allocator; it raises the adapter's InstallError before install())."""
 
     def stats():
@@ -21,4 +21,9 @@ def allocator_functions(allocator):
         """Changes the quota; refused below what uma holds now."""
         allocator().set_quota(quota_bytes)
 
-    return stats, stats_json, quota, set_quota
+    def trim():
+        """Gives idle cached memory back to the allocator and the backend (uma_trim); returns
+        the bytes of the caching layer's leases given back."""
+        return allocator().trim()
+
+    return stats, stats_json, quota, set_quota, trim

@@ -112,11 +112,13 @@ PROTOTYPES = {
     "uma_stats_json": (_st, [_vp, ctypes.c_char_p, ctypes.c_size_t,
                              ctypes.POINTER(ctypes.c_size_t)]),
     "uma_set_quota": (_st, [_vp, ctypes.c_uint64]),
+    "uma_trim": (_st, [_vp, ctypes.POINTER(ctypes.c_uint64)]),
     "uma_status_string": (ctypes.c_char_p, [ctypes.c_int]),
     "uma_last_error": (ctypes.c_char_p, []),
     "uma_default_allocator": (_st, [ctypes.POINTER(Config), ctypes.POINTER(_vp)]),
     "uma_torch_malloc": (_vp, [ctypes.c_ssize_t, ctypes.c_int, _vp]),
     "uma_torch_free": (None, [_vp, ctypes.c_ssize_t, ctypes.c_int, _vp]),
+    "uma_torch_empty_cache": (None, []),
 }
 
 

@@ -19,7 +19,7 @@ from uma_c.adapter import allocator_functions
 from uma_c import UmaError, UmaMemoryError
 
 __all__ = ["InstallError", "UmaError", "UmaMemoryError", "allocator", "install", "is_installed",
-           "prefetch", "quota", "set_quota", "stats", "stats_json", "uninstall"]
+           "prefetch", "quota", "set_quota", "stats", "stats_json", "trim", "uninstall"]
 
 _lock = threading.Lock()
 _state = {}  # "allocator", "options", "previous", "path" while installed
@@ -119,7 +119,7 @@ def allocator():
     return _state["allocator"]
 
 
-stats, stats_json, quota, set_quota = allocator_functions(allocator)
+stats, stats_json, quota, set_quota, trim = allocator_functions(allocator)
 
 
 def prefetch(array, device=None, stream=None):

@@ -12,6 +12,7 @@ uma_torch_malloc/uma_torch_free through torch.cuda.memory.CUDAPluggableAllocator
 docs/frameworks.md.
 """
 
+import ctypes
 import threading
 
 import uma_c
@@ -20,10 +21,11 @@ from uma_c import DEVICE_HOST, UmaError, UmaMemoryError
 
 __all__ = ["InstallError", "UmaError", "UmaMemoryError", "advise", "allocator", "discard",
            "install", "is_installed", "library_path", "prefetch", "quota", "set_quota", "stats",
-           "stats_json"]
+           "stats_json", "trim"]
 
 MALLOC_SYMBOL = "uma_torch_malloc"
 FREE_SYMBOL = "uma_torch_free"
+EMPTY_CACHE_SYMBOL = "uma_torch_empty_cache"
 
 _lock = threading.Lock()
 _state = {}  # "allocator", "options", "pluggable" once installed
@@ -77,6 +79,7 @@ def install(library=None, **options):
         uma_c.make_config(lib, **options)  # validates every option before any state changes
         allocator = uma_c.Allocator.default(path, **options)
         pluggable = torch.cuda.memory.CUDAPluggableAllocator(path, MALLOC_SYMBOL, FREE_SYMBOL)
+        _hook_empty_cache(pluggable, lib)
         try:
             torch.cuda.memory.change_current_allocator(pluggable)
         except RuntimeError as error:
@@ -84,6 +87,16 @@ def install(library=None, **options):
                 from error
         _state.update(allocator=allocator, options=dict(options), pluggable=pluggable, path=path)
         return allocator
+
+
+def _hook_empty_cache(pluggable, lib):
+    """torch.cuda.empty_cache() calls the pluggable allocator's reset function: uma_trim on the
+    default allocator. A PyTorch without the hook keeps working; uma_torch.trim() does it."""
+    inner = getattr(pluggable, "allocator", None)
+    inner = inner() if callable(inner) else None
+    setter = getattr(inner, "set_reset_fn", None)
+    if setter is not None:
+        setter(ctypes.cast(getattr(lib, EMPTY_CACHE_SYMBOL), ctypes.c_void_p).value)
 
 
 def is_installed():
@@ -104,7 +117,7 @@ def library_path():
     return _state["path"]
 
 
-stats, stats_json, quota, set_quota = allocator_functions(allocator)
+stats, stats_json, quota, set_quota, trim = allocator_functions(allocator)
 
 
 def _storage_range(tensor):

@@ -87,6 +87,21 @@ class MallocFreeTest(unittest.TestCase):
             self.assertEqual(allocator.malloc(0), 0)
             self.assertEqual(allocator.stats()["cache_in_use_bytes"], before)
 
+    def test_trim_gives_back_the_idle_leases_but_not_one_with_a_block_out(self):
+        with host_allocator(quota_bytes=64 * MiB, policy="direct") as allocator:
+            kept = allocator.malloc(4096)
+            freed = allocator.malloc(65536)
+            allocator.free(freed, 65536)
+            before = allocator.stats()
+            released = allocator.trim()
+            after = allocator.stats()
+            allocator.free(kept, 4096)
+            self.assertGreater(released, 0)
+            self.assertEqual(after["live_bytes"], before["live_bytes"] - released)
+            self.assertEqual(after["cache_in_use_bytes"], before["cache_in_use_bytes"])
+            self.assertEqual(allocator.trim(), after["live_bytes"], "now the last lease is idle")
+            self.assertEqual(allocator.stats()["live_bytes"], 0)
+
     def test_stats_json_agrees_with_the_struct(self):
         with host_allocator(quota_bytes=64 * MiB) as allocator:
             ptrs = [allocator.malloc(size) for size in (4096, 65536, 3 * MiB)]

@@ -55,8 +55,9 @@ class WithFakeTorchTest(unittest.TestCase):
             during = uma_torch.stats()["cache_in_use_bytes"]
             m.current.free(ptr, 65536, 0, None)
             after = uma_torch.stats()["cache_in_use_bytes"]
+            swap = [c for c in m.calls if c[0] == "change_current_allocator"][0]
             print(json.dumps(dict(
-                call=list(first), path=path, swapped=m.calls[1][1] is m.current,
+                call=list(first), path=path, swapped=swap[1] is m.current,
                 installed=uma_torch.is_installed(), quota=uma_torch.quota(),
                 ptr=bool(ptr), before=before, during=during, after=after,
                 same=uma_torch.install(backend="host", quota_bytes=48 << 20) is allocator)))
@@ -70,6 +71,24 @@ class WithFakeTorchTest(unittest.TestCase):
         self.assertGreaterEqual(result["during"] - result["before"], 65536)
         self.assertEqual(result["after"], result["before"])
         self.assertTrue(result["same"], "a second install with the same options is a no-op")
+
+    def test_empty_cache_gives_the_idle_cache_back_through_the_reset_hook(self):
+        result = fresh("""
+            import torch
+            import torch.cuda.memory as m
+            uma_torch.install(backend="host", policy="pool")
+            ptr = m.current.malloc(3 << 20, 0, None)
+            m.current.free(ptr, 3 << 20, 0, None)
+            idle = uma_torch.stats()["live_bytes"]
+            torch.cuda.empty_cache()
+            print(json.dumps(dict(hooked=[c[0] for c in m.calls], idle=idle,
+                                  after=uma_torch.stats()["live_bytes"],
+                                  again=uma_torch.trim())))
+            """, UMA_LIBRARY=library_path())
+        self.assertIn("set_reset_fn", result["hooked"])
+        self.assertGreaterEqual(result["idle"], 3 << 20, "the freed block stays cached")
+        self.assertEqual(result["after"], 0, "empty_cache gave the idle lease and slab back")
+        self.assertEqual(result["again"], 0, "nothing idle is left to trim")
 
     def test_install_refuses_once_cuda_was_initialised_and_changes_nothing(self):
         result = fresh("""

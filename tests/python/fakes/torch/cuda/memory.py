@@ -7,6 +7,18 @@ import os
 calls = []
 
 
+class _CppAllocator:
+    """The C++ object PyTorch's CUDAPluggableAllocator.allocator() returns; emptyCache() calls
+    the reset function when one was set."""
+
+    def __init__(self):
+        self.reset = None
+
+    def set_reset_fn(self, address):
+        calls.append(("set_reset_fn", address))
+        self.reset = ctypes.CFUNCTYPE(None)(address)
+
+
 class CUDAPluggableAllocator:
     def __init__(self, path_to_so_file, alloc_fn_name, free_fn_name):
         calls.append(("CUDAPluggableAllocator", path_to_so_file, alloc_fn_name, free_fn_name))
@@ -17,6 +29,10 @@ class CUDAPluggableAllocator:
         self.malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
         self.free.restype = None
         self.free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        self._allocator = _CppAllocator()
+
+    def allocator(self):
+        return self._allocator
 
 
 current = None
