@@ -92,7 +92,7 @@ def checked_allocators(text, known):
 def require_libraries(names):
     """Fails fast, before any child runs, when a library an allocator needs is missing."""
     for name in names:
-        if name == "uma":
+        if name.startswith("uma"):
             require_library("uma")
         elif name in PLUGGABLE:
             require_library(PLUGGABLE[name][0])

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A CuPy workload under CuPy's default memory pool and under uma (python/uma_cupy), one process
+"""A CuPy workload under CuPy's default memory pool, under uma (python/uma_cupy: CuPy's pool in
+front of uma, the default) and under uma with a uma block per array (uma_blocks), one process
 each (issue 13): per iteration, elementwise chains and reductions over arrays of mixed sizes
 (1 K to 4 M floats, each making several temporaries) and two 1024x1024 matmuls. Iteration time
 between two synchronizes, median over --iterations after --warmup. Both runs use the same seed;
@@ -16,7 +17,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-ALLOCATORS = ("cupy_pool", "uma")
+ALLOCATORS = ("cupy_pool", "uma", "uma_blocks")
 SIZES = (1 << 10, 3000, 1 << 14, 77777, 1 << 18, 1 << 20, 1 << 22, 1 << 16)
 
 
@@ -37,14 +38,14 @@ def workload(cp, a, b, rounds):
 def child(args):
     name = args.child
     if args.dry_run:
-        library = common.library_path("uma") if name == "uma" else None
+        library = common.library_path("uma") if name.startswith("uma") else None
         common.emit({"allocator": name, "dry_run": True, "library": library})
         return
     uma_cupy = None
-    if name == "uma":
+    if name.startswith("uma"):
         sys.path.insert(0, common.PYTHON_DIR)
         import uma_cupy
-        uma_cupy.install(common.require_library("uma"),
+        uma_cupy.install(common.require_library("uma"), pool=name == "uma",
                          **common.parse_uma_options(args.uma_option))
     import cupy as cp
     state = cp.random.RandomState(0)
@@ -64,6 +65,10 @@ def child(args):
               "cupy": cp.__version__}
     if uma_cupy is not None:
         result["uma_stats"] = uma_cupy.stats()
+        pool = uma_cupy.memory_pool()
+        if pool is not None:
+            result["pool_used_bytes"], result["pool_total_bytes"] = pool.used_bytes(), \
+                pool.total_bytes()
     else:
         pool = cp.get_default_memory_pool()
         result["pool_used_bytes"], result["pool_total_bytes"] = pool.used_bytes(), \
@@ -103,10 +108,15 @@ def main():
             print(f"{name}: FAILED: {result['error'].splitlines()[0]}")
     common.print_table(["allocator", "median ms", "p99 ms", f"x {names[0]}", "checksum",
                         "managed"], rows)
-    stats = results.get("uma", {}).get("uma_stats")
-    if stats:
-        print(f"uma: cache hits {stats['cache_hits']}, misses {stats['cache_misses']}, in use "
-              f"{stats['cache_in_use_bytes']} bytes, live {stats['live_bytes']} bytes")
+    for name in names:
+        stats, result = results.get(name, {}).get("uma_stats"), results.get(name, {})
+        if stats:
+            pool = "" if "pool_total_bytes" not in result else \
+                f"; CuPy's pool in front: used {result['pool_used_bytes']} of " \
+                f"{result['pool_total_bytes']} bytes"
+            print(f"{name}: cache hits {stats['cache_hits']}, misses {stats['cache_misses']}, "
+                  f"in use {stats['cache_in_use_bytes']} bytes, live {stats['live_bytes']} "
+                  f"bytes{pool}")
     common.write_json(args.json, {"benchmark": "cupy_workload", "args": vars(args),
                                   "environment": common.environment_report(),
                                   "results": results})

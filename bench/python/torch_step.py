@@ -78,10 +78,15 @@ def verify(torch, model, optimizer, uma_torch):
               "visible_storages": storages}
     if uma_torch is not None:
         report["uma_stats"] = uma_torch.stats()
-    try:
-        report["memory_allocated"] = torch.cuda.memory_allocated()
-    except Exception as error:  # pluggable allocators may not report it
-        report["memory_allocated"] = f"unavailable: {str(error).splitlines()[0]}"
+    for key in ("memory_allocated", "memory_reserved", "max_memory_reserved"):
+        try:
+            report[key] = getattr(torch.cuda, key)()
+        except Exception as error:  # pluggable allocators may not report it
+            report[key] = f"unavailable: {str(error).splitlines()[0]}"
+    if uma_torch is not None:  # after the timed steps: what empty_cache gives back
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        report["uma_stats_after_empty_cache"] = uma_torch.stats()
     return report
 
 
@@ -218,6 +223,14 @@ def accounting_line(name, verify):
                  f"{stats['live_bytes'] / mib:.1f} MiB, cache free "
                  f"{stats['cache_free_bytes'] / mib:.1f} MiB, hits {stats['cache_hits']} misses "
                  f"{stats['cache_misses']}")
+    reserved = verify.get("max_memory_reserved")
+    if isinstance(reserved, int):
+        line += (f"; PyTorch reserved {verify.get('memory_reserved', 0) / mib:.1f} MiB "
+                 f"(peak {reserved / mib:.1f})")
+    emptied = verify.get("uma_stats_after_empty_cache")
+    if emptied:
+        line += (f"; after torch.cuda.empty_cache(): uma live {emptied['live_bytes'] / mib:.1f}"
+                 f" MiB, cache free {emptied['cache_free_bytes'] / mib:.1f} MiB")
     return line
 
 

@@ -5,11 +5,13 @@
     x = cupy.ones(1 << 20)          # uma-owned managed memory
     print(uma_cupy.stats())
 
-install() calls cupy.cuda.set_allocator with a function that takes each block from uma_malloc
-on CuPy's current device and stream, wraps it in cupy.cuda.UnownedMemory (the owner gives the
-block back through uma_free on that stream when CuPy drops the memory) and returns a
-cupy.cuda.MemoryPointer. The allocator is uma's process-wide default allocator, shared with
-uma_torch in the same process. See docs/frameworks.md.
+install() makes a function that takes each block from uma_malloc on CuPy's current device and
+stream, wraps it in cupy.cuda.UnownedMemory (the owner gives the block back through uma_free on
+that stream when CuPy drops the memory) and returns a cupy.cuda.MemoryPointer. By default
+(pool=True) CuPy's own cupy.cuda.MemoryPool sits in front of it, so an array costs CuPy's
+Cython pool and not a Python call, and uma serves (and counts) the pool's segments; with
+pool=False every array is a uma block of its own. The allocator is uma's process-wide default
+allocator, shared with uma_torch in the same process. See docs/frameworks.md.
 """
 
 import threading
@@ -19,6 +21,7 @@ from uma_c.adapter import allocator_functions
 from uma_c import UmaError, UmaMemoryError
 
 __all__ = ["InstallError", "UmaError", "UmaMemoryError", "allocator", "install", "is_installed",
+           "memory_pool",
            "prefetch", "quota", "set_quota", "stats", "stats_json", "trim", "uninstall"]
 
 _lock = threading.Lock()
@@ -74,15 +77,19 @@ def _make_malloc(cupy, allocator):
     return uma_cupy_malloc
 
 
-def install(library=None, **options):
-    """Makes uma CuPy's allocator in this process (cupy.cuda.set_allocator). `options` as for
-    uma_torch.install (uma_c.CONFIG_FIELDS). Memory CuPy allocated before stays with the
-    allocator that made it. Returns the uma_c.Allocator; a second call with the same options
-    returns it again. Raises InstallError, uma_c.LibraryNotFound, UmaError, TypeError or
-    ValueError; nothing is changed then."""
+def install(library=None, pool=True, **options):
+    """Makes uma CuPy's allocator in this process (cupy.cuda.set_allocator). `pool`: CuPy's
+    MemoryPool caches in front of uma (True, the default) or every array is a uma block
+    (False). `options` as for uma_torch.install (uma_c.CONFIG_FIELDS). Memory CuPy allocated
+    before stays with the allocator that made it. Returns the uma_c.Allocator; a second call
+    with the same arguments returns it again. Raises InstallError, uma_c.LibraryNotFound,
+    UmaError, TypeError or ValueError; nothing is changed then."""
+    if not isinstance(pool, bool):
+        raise TypeError(f"uma_cupy.install: pool must be True or False, not {pool!r}")
+    options = dict(options)
     with _lock:
         if _state:
-            if options != _state["options"]:
+            if options != _state["options"] or pool != (_state["pool"] is not None):
                 raise InstallError("uma_cupy.install: uma is installed already with "
                                    f"{_state['options'] or 'default options'}")
             return _state["allocator"]
@@ -91,8 +98,11 @@ def install(library=None, **options):
         uma_c.make_config(lib, **options)  # validates every option before any state changes
         allocator = uma_c.Allocator.default(path, **options)
         previous = cupy.cuda.memory.get_allocator()
-        cupy.cuda.set_allocator(_make_malloc(cupy, allocator))
-        _state.update(allocator=allocator, options=dict(options), previous=previous, path=path)
+        malloc = _make_malloc(cupy, allocator)
+        mempool = cupy.cuda.MemoryPool(malloc) if pool else None
+        cupy.cuda.set_allocator(malloc if mempool is None else mempool.malloc)
+        _state.update(allocator=allocator, options=options, previous=previous, path=path,
+                      pool=mempool)
         return allocator
 
 
@@ -119,7 +129,23 @@ def allocator():
     return _state["allocator"]
 
 
-stats, stats_json, quota, set_quota, trim = allocator_functions(allocator)
+stats, stats_json, quota, set_quota, _trim_uma = allocator_functions(allocator)
+
+
+def memory_pool():
+    """The cupy.cuda.MemoryPool in front of uma (install's pool=True), or None."""
+    allocator()
+    return _state["pool"]
+
+
+def trim():
+    """Gives idle memory back: CuPy's pool frees its unused segments to uma (pool=True), then
+    uma gives its idle cache to the allocator and the backend (uma_trim). Returns the bytes of
+    uma's caching-layer leases given back."""
+    pool = memory_pool()
+    if pool is not None:
+        pool.free_all_blocks()
+    return _trim_uma()
 
 
 def prefetch(array, device=None, stream=None):

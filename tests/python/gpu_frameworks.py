@@ -93,6 +93,8 @@ with cupy.cuda.Stream() as side:
 out["side_ok"] = float(b.sum()) == 3.0 * (1 << 18)
 del a, b
 gc.collect(); cupy.cuda.Device().synchronize()
+out["pooled"] = uma_cupy.memory_pool() is not None
+uma_cupy.trim()  # CuPy's pool keeps its segments until emptied
 out["freed"] = uma_cupy.stats()["cache_in_use_bytes"] == before
 print(json.dumps(out))
 """
@@ -127,6 +129,7 @@ class TorchOnGpuTest(unittest.TestCase):
 class CupyOnGpuTest(unittest.TestCase):
     def test_arrays_live_in_uma_memory_and_go_back_when_dropped(self):
         result = run_and_check_common(self, "cupy", CUPY_CHILD)
+        self.assertTrue(result["pooled"], "CuPy's pool sits in front of uma by default")
         self.assertTrue(result["side_ok"])
         self.assertTrue(result["freed"])
 

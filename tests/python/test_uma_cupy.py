@@ -30,7 +30,7 @@ class UmaCupyTest(unittest.TestCase):
         result = fresh("""
             import cupy
             previous = cupy.cuda.memory.get_allocator()
-            uma_cupy.install(backend="host", quota_bytes=64 << 20)
+            uma_cupy.install(backend="host", quota_bytes=64 << 20, pool=False)
             cupy.cuda.runtime.device = 0
             cupy.cuda.current_stream = cupy.cuda.Stream(0xABC0)
             before = uma_cupy.stats()["cache_in_use_bytes"]
@@ -56,7 +56,7 @@ class UmaCupyTest(unittest.TestCase):
     def test_a_request_over_the_quota_raises_a_memory_error_with_the_status(self):
         result = fresh("""
             import cupy
-            uma_cupy.install(backend="host", quota_bytes=4 << 20, policy="direct")
+            uma_cupy.install(backend="host", quota_bytes=4 << 20, policy="direct", pool=False)
             try:
                 cupy.cuda.memory.get_allocator()(64 << 20)
                 outcome = "allocated"
@@ -65,6 +65,45 @@ class UmaCupyTest(unittest.TestCase):
             print(json.dumps(dict(outcome=outcome)))
             """)
         self.assertEqual(result["outcome"], "UMA_ERR_QUOTA_EXCEEDED")
+
+    def test_by_default_cupys_pool_sits_in_front_and_trim_empties_it_first(self):
+        result = fresh("""
+            import cupy
+            uma_cupy.install(backend="host", quota_bytes=64 << 20)
+            pool = uma_cupy.memory_pool()
+            current = cupy.cuda.memory.get_allocator()
+            pointer = current(1 << 20)
+            during = uma_cupy.stats()["cache_requested_bytes"]
+            del pointer
+            gc.collect()
+            uma_cupy.trim()
+            print(json.dumps(dict(
+                pool_type=type(pool).__name__, hooked=current == pool.malloc,
+                under=pool.allocator.__name__, during=during,
+                emptied=pool.free_all_blocks_calls, live=uma_cupy.stats()["live_bytes"])))
+            """)
+        self.assertEqual(result["pool_type"], "MemoryPool")
+        self.assertTrue(result["hooked"], "CuPy allocates through the pool")
+        self.assertEqual(result["under"], "uma_cupy_malloc", "the pool takes its segments from uma")
+        self.assertEqual(result["during"], 1 << 20)
+        self.assertEqual(result["emptied"], 1, "trim empties CuPy's pool before uma's cache")
+        self.assertEqual(result["live"], 0)
+
+    def test_a_bad_pool_argument_is_refused_and_installs_nothing(self):
+        result = fresh("""
+            import cupy
+            try:
+                uma_cupy.install(backend="host", pool="yes")
+                outcome = "installed"
+            except TypeError as error:
+                outcome = str(error)
+            print(json.dumps(dict(outcome=outcome, installed=uma_cupy.is_installed(),
+                                  untouched=cupy.cuda.memory.get_allocator()
+                                  is cupy.cuda.memory.default_pool_malloc)))
+            """)
+        self.assertIn("pool must be True or False", result["outcome"])
+        self.assertFalse(result["installed"])
+        self.assertTrue(result["untouched"])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """cupy.cuda stand-in: the current device and stream, set_allocator (CuPy exports it here)."""
 
 from . import memory, runtime  # noqa: F401
-from .memory import get_allocator, set_allocator  # noqa: F401
+from .memory import MemoryPool, get_allocator, set_allocator  # noqa: F401
 
 
 class Stream:

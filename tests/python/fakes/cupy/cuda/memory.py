@@ -11,6 +11,21 @@ class MemoryPointer:
         self.mem, self.ptr = mem, mem.ptr + offset
 
 
+class MemoryPool:
+    """Like CuPy's: calls `allocator(size)` for what it does not hold; keeps what is freed to
+    it until free_all_blocks()."""
+
+    def __init__(self, allocator=None):
+        self.allocator = allocator
+        self.free_all_blocks_calls = 0
+
+    def malloc(self, size):
+        return self.allocator(size)
+
+    def free_all_blocks(self, stream=None):
+        self.free_all_blocks_calls += 1
+
+
 def default_pool_malloc(size):
     raise AssertionError("the fake CuPy's own pool was used")
 
