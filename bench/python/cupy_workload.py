@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A CuPy workload under CuPy's default memory pool, under uma (python/uma_cupy: CuPy's pool in
-front of uma, the default) and under uma with a uma block per array (uma_blocks), one process
+front of uma, the default), under uma with a uma block per array (uma_blocks) and under CuPy's
+pool over plain cudaMallocManaged (managed_pool: what managed memory itself costs), one process
 each (issue 13): per iteration, elementwise chains and reductions over arrays of mixed sizes
 (1 K to 4 M floats, each making several temporaries) and two 1024x1024 matmuls. Iteration time
 between two synchronizes, median over --iterations after --warmup. Both runs use the same seed;
@@ -17,7 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-ALLOCATORS = ("cupy_pool", "uma", "uma_blocks")
+ALLOCATORS = ("cupy_pool", "uma", "uma_blocks", "managed_pool")
 SIZES = (1 << 10, 3000, 1 << 14, 77777, 1 << 18, 1 << 20, 1 << 22, 1 << 16)
 
 
@@ -48,6 +49,10 @@ def child(args):
         uma_cupy.install(common.require_library("uma"), pool=name == "uma",
                          **common.parse_uma_options(args.uma_option))
     import cupy as cp
+    own_pool = cp.get_default_memory_pool()
+    if name == "managed_pool":
+        own_pool = cp.cuda.MemoryPool(cp.cuda.malloc_managed)
+        cp.cuda.set_allocator(own_pool.malloc)
     state = cp.random.RandomState(0)
     a = state.standard_normal((1024, 1024), dtype=cp.float32) * 0.03
     b = state.standard_normal((1024, 1024), dtype=cp.float32) * 0.03
@@ -70,7 +75,7 @@ def child(args):
             result["pool_used_bytes"], result["pool_total_bytes"] = pool.used_bytes(), \
                 pool.total_bytes()
     else:
-        pool = cp.get_default_memory_pool()
+        pool = own_pool
         result["pool_used_bytes"], result["pool_total_bytes"] = pool.used_bytes(), \
             pool.total_bytes()
     common.emit(result)
