@@ -7,7 +7,8 @@
 // backend's own allocate+free (mmap/munmap) on the host, where the CUDA rows are skipped with
 // the reason.
 //
-//   uma_native_bench [--backend auto|host|cuda] [--pairs N] [--smoke]
+//   uma_native_bench [--backend auto|host|cuda] [--pairs N] [--workers N,...] [--smoke]
+// --workers: scheduler.max-threads of the actor rows' systems, 0 for CAF's defaults (0,4).
 
 #include <algorithm>
 #include <atomic>
@@ -133,7 +134,8 @@ std::vector<row> actor_rows(uma::backend_choice choice, int pairs, int max_threa
   uma::client c(sys, ac);
   c.set_cache_max_bytes(0);  // the facade's caching layer aside: every pair is a message
   const auto alloc = c.handle();
-  const std::string workers = max_threads == 0 ? "CAF defaults" : "4 workers";
+  const std::string workers =
+      max_threads == 0 ? "CAF defaults" : std::to_string(max_threads) + " workers";
   const int n = std::max(100, pairs / 10);  // a message per pair: fewer pairs
   std::vector<row> out;
   uma::allocate_request r;
@@ -255,6 +257,7 @@ int main(int argc, char** argv) {
   std::string backend = "auto";
   int pairs = 200000;
   bool smoke = false;
+  std::vector<int> worker_counts{0, 4};  // 0: CAF's defaults
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--backend" && i + 1 < argc)
@@ -263,10 +266,24 @@ int main(int argc, char** argv) {
       pairs = std::max(100, std::atoi(argv[++i]));
     else if (a == "--smoke")
       smoke = true;
-    else {
+    else if (a == "--workers" && i + 1 < argc) {
+      worker_counts.clear();
+      std::string list = argv[++i];
+      for (std::size_t at = 0; at <= list.size();) {
+        const auto comma = std::min(list.find(',', at), list.size());
+        const int n = std::atoi(list.substr(at, comma - at).c_str());
+        if (n < 0 || n > 256 || (n == 0 && list.substr(at, comma - at) != "0")) {
+          std::fprintf(stderr, "uma_native_bench: --workers wants counts 0 to 256, got '%s'\n",
+                       list.c_str());
+          return 2;
+        }
+        worker_counts.push_back(n);
+        at = comma + 1;
+      }
+    } else {
       std::fprintf(stderr,
                    "usage: uma_native_bench [--backend auto|host|cuda] [--pairs N] "
-                   "[--smoke]\n");
+                   "[--workers N,...] [--smoke]\n");
       return 2;
     }
   }
@@ -284,7 +301,7 @@ int main(int argc, char** argv) {
     std::vector<row> rows;
     for (auto& r : facade_rows(*choice, pairs))
       rows.push_back(r);
-    for (int workers : {0, 4})
+    for (int workers : worker_counts)
       for (auto& r : actor_rows(*choice, pairs, workers))
         rows.push_back(r);
     for (auto& r : c_abi_rows(*choice, pairs))
