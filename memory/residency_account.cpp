@@ -1,0 +1,333 @@
+#include <uma/memory/residency_account.hpp>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include <uma/sys/error.hpp>
+
+namespace uma {
+
+namespace {
+
+constexpr std::string_view policy_names[] = {"migrate", "read_mostly", "remote_map", "discard",
+                                             "auto"};
+
+bool places_on_device(residency_policy p) noexcept {
+  return p == residency_policy::migrate || p == residency_policy::read_mostly ||
+         p == residency_policy::discard;
+}
+
+std::string region_name(std::uint64_t id) {
+  return "region " + std::to_string(id);
+}
+
+}  // namespace
+
+std::string_view to_string(residency_policy p) noexcept {
+  const auto i = static_cast<std::size_t>(p);
+  return i < std::size(policy_names) ? policy_names[i] : "unknown";
+}
+
+std::optional<residency_policy> parse_residency_policy(std::string_view s) noexcept {
+  for (std::size_t i = 0; i < std::size(policy_names); ++i)
+    if (s == policy_names[i])
+      return static_cast<residency_policy>(i);
+  return std::nullopt;
+}
+
+std::string_view to_string(residency_move_kind k) noexcept {
+  switch (k) {
+    case residency_move_kind::to_device:
+      return "to_device";
+    case residency_move_kind::to_host:
+      return "to_host";
+    case residency_move_kind::drop_copy:
+      return "drop_copy";
+    case residency_move_kind::discard:
+      return "discard";
+    case residency_move_kind::map_remote:
+      return "map_remote";
+  }
+  return "unknown";
+}
+
+residency_ledger& residency_ledger::operator+=(const residency_ledger& o) noexcept {
+  to_device_bytes += o.to_device_bytes;
+  to_host_bytes += o.to_host_bytes;
+  dropped_bytes += o.dropped_bytes;
+  discarded_bytes += o.discarded_bytes;
+  placements += o.placements;
+  evictions += o.evictions;
+  refetches += o.refetches;
+  return *this;
+}
+
+residency_account::residency_account(std::vector<std::size_t> device_memory) {
+  devices_.reserve(device_memory.size());
+  for (const auto bytes : device_memory)
+    devices_.push_back(device_residency{bytes, 0, 0, 0, 0});
+}
+
+void residency_account::check_device(int device, const char* what) const {
+  if (device < 0 || device >= device_count())
+    raise(errc::invalid_argument,
+          std::string(what) + ": device " + std::to_string(device) +
+              " does not exist (devices: " + std::to_string(device_count()) + ")");
+}
+
+void residency_account::set_budget(int device, std::size_t bytes) {
+  check_device(device, "set_budget");
+  auto& d = devices_[static_cast<std::size_t>(device)];
+  if (bytes == 0 || bytes > d.memory)
+    raise(errc::invalid_argument, "set_budget: a budget of " + std::to_string(bytes) +
+                                      " bytes on device " + std::to_string(device) +
+                                      "; it must be 1 byte to the device's " +
+                                      std::to_string(d.memory) + " bytes");
+  d.budget = bytes;
+}
+
+device_residency residency_account::device(int device) const {
+  check_device(device, "device");
+  auto d = devices_[static_cast<std::size_t>(device)];
+  d.held = 0;
+  for (const auto& [id, e] : entries_)
+    if (e.device == device && e.holds > 0)
+      d.held += e.bytes;
+  return d;
+}
+
+residency_policy residency_account::choose(const entry& e, access_mode mode) const noexcept {
+  if (e.requested != residency_policy::automatic)
+    return e.requested;
+  if (e.streamed || e.evicted_unused)
+    return residency_policy::remote_map;  // streamed through the budget: map, do not move
+  if (mode == access_mode::write || e.written)
+    return residency_policy::migrate;
+  return residency_policy::read_mostly;  // eviction is free while it is only read
+}
+
+residency_move residency_account::evict(std::uint64_t id, entry& e) {
+  residency_move m{residency_move_kind::to_host, id, e.device, e.bytes, e.effective};
+  if (e.effective == residency_policy::discard)
+    m.kind = residency_move_kind::discard;
+  else if (e.effective == residency_policy::read_mostly && !e.dirty)
+    m.kind = residency_move_kind::drop_copy;
+  switch (m.kind) {
+    case residency_move_kind::to_host:
+      e.ledger.to_host_bytes += e.bytes;
+      break;
+    case residency_move_kind::drop_copy:
+      e.ledger.dropped_bytes += e.bytes;
+      break;
+    default:
+      e.ledger.discarded_bytes += e.bytes;
+  }
+  ++e.ledger.evictions;
+  devices_[static_cast<std::size_t>(e.device)].resident -= e.bytes;
+  e.device = -1;
+  e.dirty = false;
+  e.evicted_unused = true;
+  return m;
+}
+
+void residency_account::place(std::uint64_t id, entry& e, int device, residency_plan& plan) {
+  if (e.device >= 0)
+    devices_[static_cast<std::size_t>(e.device)].resident -= e.bytes;  // moves between devices
+  auto& d = devices_[static_cast<std::size_t>(device)];
+  d.resident += e.bytes;
+  d.peak = std::max(d.peak, d.resident);
+  e.device = device;
+  if (e.evicted_unused)
+    ++e.ledger.refetches;
+  ++e.ledger.placements;
+  e.ledger.to_device_bytes += e.bytes;
+  plan.placements.push_back({residency_move_kind::to_device, id, device, e.bytes, e.effective});
+}
+
+residency_plan residency_account::will_access(std::span<const planned_region> regions, int device,
+                                              access_mode mode) {
+  check_device(device, "will_access");
+  if (mode != access_mode::read && mode != access_mode::write)
+    raise(errc::invalid_argument, "will_access: an access mode that is neither read nor write");
+  if (regions.empty())
+    raise(errc::invalid_argument, "will_access: a plan names no region");
+  // Validation and the decisions, on copies: nothing changes before the plan is known to fit.
+  std::unordered_map<std::uint64_t, entry> next;
+  next.reserve(regions.size());
+  std::size_t needed = 0, staying = 0;
+  for (const auto& r : regions) {
+    if (r.bytes == 0)
+      raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " has 0 bytes");
+    if (static_cast<std::uint8_t>(r.policy) >
+        static_cast<std::uint8_t>(residency_policy::automatic))
+      raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " names policy " +
+                                        std::to_string(static_cast<int>(r.policy)) +
+                                        ", which does not exist");
+    const auto found = entries_.find(r.id);
+    entry e = found != entries_.end() ? found->second : entry{};
+    if (found == entries_.end())
+      e.bytes = r.bytes;
+    else if (e.bytes != r.bytes)
+      raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " has " +
+                                        std::to_string(e.bytes) + " bytes; the plan says " +
+                                        std::to_string(r.bytes));
+    if (e.holds > 0 && e.device >= 0 && e.device != device)
+      raise(errc::invalid_argument, "will_access: " + region_name(r.id) +
+                                        " is held by a plan on device " + std::to_string(e.device) +
+                                        " (done_with it first)");
+    e.requested = r.policy;
+    e.effective = choose(e, mode);
+    const bool here = e.device == device;
+    if (places_on_device(e.effective)) {
+      if (here)
+        staying += e.bytes;
+      else if (e.bytes > SIZE_MAX - needed)
+        raise(errc::invalid_argument, "will_access: the plan's bytes overflow");
+      else
+        needed += e.bytes;
+    }
+    if (!next.emplace(r.id, std::move(e)).second)
+      raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " is named twice");
+  }
+  auto& d = devices_[static_cast<std::size_t>(device)];
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> victims;  // (last use, id)
+  if (d.budget != 0) {
+    std::size_t kept = staying;  // resident bytes that cannot go: held, or in this plan
+    for (const auto& [id, e] : entries_)
+      if (e.device == device && e.holds > 0 && !next.contains(id))
+        kept += e.bytes;
+    if (needed > d.budget || kept > d.budget - needed)
+      raise(errc::quota_exceeded,
+            "will_access: the plan needs " + std::to_string(needed) + " more bytes on device " +
+                std::to_string(device) + ", whose budget is " + std::to_string(d.budget) +
+                " bytes with " + std::to_string(kept) + " held by plans or by this one");
+    if (d.resident + needed > d.budget) {
+      for (const auto& [id, e] : entries_)
+        if (e.device == device && e.holds == 0 && !next.contains(id))
+          victims.emplace_back(e.last_use, id);
+      std::sort(victims.begin(), victims.end());  // least recently used first
+    }
+  }
+  residency_plan plan;
+  plan.evictions.reserve(victims.size() + regions.size());
+  plan.placements.reserve(regions.size());
+  entries_.reserve(entries_.size() + regions.size());  // from here on nothing throws
+  for (std::size_t i = 0; d.resident + needed > d.budget && i < victims.size(); ++i)
+    plan.evictions.push_back(evict(victims[i].second, entries_.at(victims[i].second)));
+  ++clock_;
+  for (const auto& r : regions) {
+    auto& e = entries_[r.id] = std::move(next.at(r.id));
+    if (places_on_device(e.effective)) {
+      if (e.device != device)
+        place(r.id, e, device, plan);
+    } else if (e.device >= 0) {  // now remote_map: out of the device first, then mapped
+      plan.evictions.push_back(evict(r.id, e));
+      plan.placements.push_back(
+          {residency_move_kind::map_remote, r.id, device, e.bytes, e.effective});
+    } else {
+      plan.placements.push_back(
+          {residency_move_kind::map_remote, r.id, device, e.bytes, e.effective});
+    }
+    e.streamed =
+        e.requested == residency_policy::automatic && e.effective == residency_policy::remote_map;
+    ++e.holds;
+    e.last_use = clock_;
+    e.evicted_unused = false;
+    e.written = e.written || mode == access_mode::write;
+    e.dirty = e.device == device && (e.dirty || mode == access_mode::write);
+  }
+  return plan;
+}
+
+void residency_account::done_with(std::span<const std::uint64_t> ids) {
+  std::unordered_map<std::uint64_t, std::uint32_t> count;
+  for (const auto id : ids)
+    ++count[id];
+  for (const auto& [id, n] : count) {
+    const auto it = entries_.find(id);
+    if (it == entries_.end())
+      raise(errc::invalid_argument, "done_with: " + region_name(id) + " is in no plan");
+    if (it->second.holds < n)
+      raise(errc::invalid_argument, "done_with: " + region_name(id) + " is held by " +
+                                        std::to_string(it->second.holds) + " plan(s), not " +
+                                        std::to_string(n));
+  }
+  for (const auto& [id, n] : count)
+    entries_.at(id).holds -= n;
+}
+
+residency_plan residency_account::dead(std::span<const std::uint64_t> ids) {
+  std::unordered_map<std::uint64_t, bool> seen;
+  for (const auto id : ids) {
+    const auto it = entries_.find(id);
+    if (it == entries_.end())
+      raise(errc::invalid_argument, "dead: " + region_name(id) + " is in no plan");
+    if (it->second.holds > 0)
+      raise(errc::invalid_argument, "dead: " + region_name(id) + " is held by " +
+                                        std::to_string(it->second.holds) +
+                                        " plan(s) (done_with it first)");
+    if (!seen.emplace(id, true).second)
+      raise(errc::invalid_argument, "dead: " + region_name(id) + " is named twice");
+  }
+  residency_plan plan;
+  plan.evictions.reserve(ids.size());
+  for (const auto id : ids) {
+    auto& e = entries_.at(id);
+    plan.evictions.push_back({residency_move_kind::discard, id, e.device, e.bytes, e.effective});
+    e.ledger.discarded_bytes += e.bytes;
+    if (e.device >= 0)
+      devices_[static_cast<std::size_t>(e.device)].resident -= e.bytes;
+    e.device = -1;
+    e.dirty = false;
+    e.evicted_unused = false;  // nothing was lost: the contents were not wanted
+  }
+  return plan;
+}
+
+void residency_account::forget(std::uint64_t id) noexcept {
+  const auto it = entries_.find(id);
+  if (it == entries_.end())
+    return;
+  if (it->second.device >= 0)
+    devices_[static_cast<std::size_t>(it->second.device)].resident -= it->second.bytes;
+  forgotten_ += it->second.ledger;
+  entries_.erase(it);
+}
+
+void residency_account::clear() noexcept {
+  for (const auto& [id, e] : entries_)
+    forgotten_ += e.ledger;
+  entries_.clear();
+  for (auto& d : devices_)
+    d.resident = 0;
+}
+
+const residency_ledger* residency_account::ledger(std::uint64_t id) const noexcept {
+  const auto it = entries_.find(id);
+  return it == entries_.end() ? nullptr : &it->second.ledger;
+}
+
+residency_ledger residency_account::totals() const noexcept {
+  auto out = forgotten_;
+  for (const auto& [id, e] : entries_)
+    out += e.ledger;
+  return out;
+}
+
+std::optional<residency_policy> residency_account::effective_policy(
+    std::uint64_t id) const noexcept {
+  const auto it = entries_.find(id);
+  if (it == entries_.end())
+    return std::nullopt;
+  return it->second.effective;
+}
+
+std::optional<int> residency_account::resident_on(std::uint64_t id) const noexcept {
+  const auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.device < 0)
+    return std::nullopt;
+  return it->second.device;
+}
+
+}  // namespace uma

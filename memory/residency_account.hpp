@@ -1,0 +1,156 @@
+#pragma once
+
+// The residency account (issue 15, docs/residency.md): what uma placed on which device, kept at
+// or under a per-device budget by evicting before it places. CAF-free and backend-free: it
+// decides the moves (prefetch to a device, prefetch back, drop a read-mostly copy, discard,
+// map remotely) and counts them in a per-region ledger; whoever owns it carries them out.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace uma {
+
+/// How a region lives when a device uses it under a budget.
+enum class residency_policy : std::uint8_t {
+  migrate,      ///< prefetched to the device before use, prefetched back to the host on eviction
+  read_mostly,  ///< duplicated on the device; eviction drops the copy (nothing moves back)
+  remote_map,   ///< stays on the host, mapped for the device: never resident, never moved
+  discard,      ///< scratch: prefetched before use, its contents dropped on eviction
+  automatic,    ///< chosen per access by the account (see will_access)
+};
+
+/// How a plan touches its regions.
+enum class access_mode : std::uint8_t { read, write };
+
+[[nodiscard]] std::string_view to_string(residency_policy p) noexcept;
+[[nodiscard]] std::optional<residency_policy> parse_residency_policy(std::string_view s) noexcept;
+
+/// One move the account decided.
+enum class residency_move_kind : std::uint8_t {
+  to_device,   ///< prefetch onto the device: `bytes` cross host -> device
+  to_host,     ///< prefetch back to the host: `bytes` cross device -> host
+  drop_copy,   ///< a read-mostly replica dropped: nothing moves
+  discard,     ///< contents dropped (dead data, a scratch region's eviction): nothing moves
+  map_remote,  ///< preferred location host + accessed-by the device: nothing moves
+};
+
+[[nodiscard]] std::string_view to_string(residency_move_kind k) noexcept;
+
+struct residency_move {
+  residency_move_kind kind = residency_move_kind::to_device;
+  std::uint64_t region = 0;
+  int device = 0;
+  std::size_t bytes = 0;                                ///< the region's bytes the move covers
+  residency_policy policy = residency_policy::migrate;  ///< the policy it follows (never automatic)
+};
+
+/// What one will_access or dead decided. Evictions come first in the account; a caller may run
+/// them on another lane while the placements run, since no placement needs an evicted region.
+struct residency_plan {
+  std::vector<residency_move> evictions;
+  std::vector<residency_move> placements;
+};
+
+/// What uma moved for a region (or, summed, for all of them).
+struct residency_ledger {
+  std::uint64_t to_device_bytes = 0;  ///< host -> device by uma's prefetches
+  std::uint64_t to_host_bytes = 0;    ///< device -> host by uma's evictions
+  std::uint64_t dropped_bytes = 0;    ///< read-mostly copies dropped (no transfer)
+  std::uint64_t discarded_bytes = 0;  ///< dead or scratch contents dropped (no transfer)
+  std::uint64_t placements = 0;
+  std::uint64_t evictions = 0;
+  std::uint64_t refetches = 0;  ///< placed again after an eviction with no use in between
+  residency_ledger& operator+=(const residency_ledger& o) noexcept;
+};
+
+/// The account of one device.
+struct device_residency {
+  std::size_t memory = 0;    ///< the device's memory (budgets may not pass it)
+  std::size_t budget = 0;    ///< 0: none set (the account counts, nothing is evicted)
+  std::size_t resident = 0;  ///< bytes the account holds on the device (replicas included)
+  std::size_t peak = 0;      ///< the most `resident` has been
+  std::size_t held = 0;      ///< of `resident`, held by plans not yet done_with
+};
+
+/// A region a plan names.
+struct planned_region {
+  std::uint64_t id = 0;
+  std::size_t bytes = 0;
+  residency_policy policy = residency_policy::automatic;
+};
+
+/// Not thread-safe: one owner (the residency actor) calls it. Every call validates all of its
+/// input before it changes anything; a refusal throws uma::error (invalid_argument, or
+/// quota_exceeded for a plan the budget cannot hold) naming what was wrong.
+class residency_account {
+ public:
+  /// `device_memory[d]`: the bytes of device d.
+  explicit residency_account(std::vector<std::size_t> device_memory);
+
+  [[nodiscard]] int device_count() const noexcept { return static_cast<int>(devices_.size()); }
+  /// Sets device `device`'s budget: 1 byte up to its memory. Lowering it below what is resident
+  /// evicts nothing at once; the next plan on the device evicts down to it.
+  void set_budget(int device, std::size_t bytes);
+  [[nodiscard]] device_residency device(int device) const;
+
+  /// Regions about to be used on `device`: places what is not resident there, evicting the
+  /// least recently used regions no plan holds until the budget fits, and holds every region
+  /// until done_with. An `automatic` region is mapped remotely (remote_map, for good) once it
+  /// is asked for again after an eviction with no use in between (it streams through the
+  /// budget: moving it would cost both ways every pass); before that it is read_mostly while
+  /// only read (eviction then moves nothing) and migrate once written.
+  /// A region's bytes and requested policy are taken from its first plan; later plans must
+  /// name the same bytes (the policy may change: it applies from that plan on).
+  [[nodiscard]] residency_plan will_access(std::span<const planned_region> regions, int device,
+                                           access_mode mode);
+  /// The plans on `ids` are over: their regions may be evicted again (one hold each).
+  void done_with(std::span<const std::uint64_t> ids);
+  /// The contents of `ids` are no longer needed: device copies are discarded, nothing moves
+  /// back. Refused for a region a plan still holds.
+  [[nodiscard]] residency_plan dead(std::span<const std::uint64_t> ids);
+  /// The allocator freed region `id`: it leaves the account (its ledger goes to the totals).
+  void forget(std::uint64_t id) noexcept;
+  /// The allocator stopped: every region leaves, holds included; the totals stay.
+  void clear() noexcept;
+
+  [[nodiscard]] const residency_ledger* ledger(std::uint64_t id) const noexcept;
+  /// Every region's ledger summed, the forgotten ones' included.
+  [[nodiscard]] residency_ledger totals() const noexcept;
+  /// The policy region `id` was last placed with (never automatic), if it is known.
+  [[nodiscard]] std::optional<residency_policy> effective_policy(std::uint64_t id) const noexcept;
+  /// The device region `id` is resident on, if any.
+  [[nodiscard]] std::optional<int> resident_on(std::uint64_t id) const noexcept;
+  [[nodiscard]] std::size_t regions() const noexcept { return entries_.size(); }
+
+ private:
+  struct entry {
+    std::size_t bytes = 0;
+    residency_policy requested = residency_policy::automatic;
+    residency_policy effective = residency_policy::migrate;
+    int device = -1;       // resident on (-1: none)
+    bool dirty = false;    // written on the device since placed
+    bool written = false;  // ever written by a plan
+    bool evicted_unused = false;
+    bool streamed = false;  // automatic chose remote_map: it stays mapped
+    std::uint32_t holds = 0;
+    std::uint64_t last_use = 0;
+    residency_ledger ledger;
+  };
+
+  void check_device(int device, const char* what) const;
+  [[nodiscard]] residency_policy choose(const entry& e, access_mode mode) const noexcept;
+  [[nodiscard]] residency_move evict(std::uint64_t id, entry& e);
+  void place(std::uint64_t id, entry& e, int device, residency_plan& plan);
+
+  std::vector<device_residency> devices_;
+  std::unordered_map<std::uint64_t, entry> entries_;
+  residency_ledger forgotten_;
+  std::uint64_t clock_ = 0;
+};
+
+}  // namespace uma

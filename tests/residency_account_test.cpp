@@ -1,0 +1,257 @@
+// The residency account (memory/residency_account.hpp): budgets, eviction order, the policies'
+// moves and ledger, the automatic policy on a streaming pattern, bad input changing nothing.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <uma/memory/residency_account.hpp>
+#include <uma/sys/error.hpp>
+#include "support/actor_fixture.hpp"  // UMA_EXPECT_ERROR
+
+namespace uma {
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+using kind = residency_move_kind;
+using policy = residency_policy;
+
+class residency : public ::testing::Test {
+ protected:
+  residency() { account_.set_budget(0, 8 * MiB); }
+
+  residency_plan use(std::uint64_t id, policy p = policy::migrate,
+                     access_mode m = access_mode::read, std::size_t bytes = 4 * MiB) {
+    const planned_region r{id, bytes, p};
+    return account_.will_access({&r, 1}, 0, m);
+  }
+  void done(std::uint64_t id) { account_.done_with({&id, 1}); }
+
+  residency_account account_{{64 * MiB, 64 * MiB}};
+};
+
+TEST_F(residency, ABudgetMustBeOneByteToTheDevicesMemoryOnADeviceThatExists) {
+  UMA_EXPECT_ERROR(account_.set_budget(0, 0), errc::invalid_argument, "0 bytes on device 0");
+  UMA_EXPECT_ERROR(account_.set_budget(1, 65 * MiB), errc::invalid_argument, "67108864 bytes");
+  UMA_EXPECT_ERROR(account_.set_budget(2, MiB), errc::invalid_argument, "device 2 does not exist");
+  UMA_EXPECT_ERROR(account_.set_budget(-1, MiB), errc::invalid_argument, "device -1");
+  EXPECT_EQ(account_.device(0).budget, 8 * MiB);  // unchanged
+  EXPECT_EQ(account_.device(1).budget, 0u);
+}
+
+TEST_F(residency, APlacementIsCountedInTheAccountAndTheLedgerAndHeldUntilDoneWith) {
+  const auto plan = use(1);
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].kind, kind::to_device);
+  EXPECT_EQ(plan.placements[0].bytes, 4 * MiB);
+  EXPECT_TRUE(plan.evictions.empty());
+  EXPECT_EQ(account_.device(0).resident, 4 * MiB);
+  EXPECT_EQ(account_.device(0).held, 4 * MiB);
+  EXPECT_EQ(account_.ledger(1)->to_device_bytes, 4 * MiB);
+  EXPECT_TRUE(use(1).placements.empty());  // resident already: nothing moves, a second hold
+  done(1);
+  EXPECT_EQ(account_.device(0).held, 4 * MiB);
+  done(1);
+  EXPECT_EQ(account_.device(0).held, 0u);
+  EXPECT_EQ(account_.resident_on(1), 0);
+}
+
+TEST_F(residency, EvictionTakesTheLeastRecentlyUsedRegionNoPlanHolds) {
+  (void)use(1);
+  (void)use(2);
+  done(2);
+  done(1);  // 1 was used before 2: 1 is the least recently used
+  auto plan = use(3);
+  ASSERT_EQ(plan.evictions.size(), 1u);
+  EXPECT_EQ(plan.evictions[0].region, 1u);
+  EXPECT_EQ(plan.evictions[0].kind, kind::to_host);
+  EXPECT_EQ(account_.device(0).resident, 8 * MiB);
+  // 3 is held: the next plan evicts 2, never 3.
+  plan = use(4);
+  ASSERT_EQ(plan.evictions.size(), 1u);
+  EXPECT_EQ(plan.evictions[0].region, 2u);
+  EXPECT_LE(account_.device(0).peak, 8 * MiB);
+}
+
+TEST_F(residency, APlanTheBudgetCannotHoldIsRefusedAndChangesNothing) {
+  (void)use(1);
+  (void)use(2);  // both held: 8 MiB of 8
+  const auto before = account_.totals();
+  UMA_EXPECT_ERROR((void)use(3), errc::quota_exceeded, "8388608 held by plans");
+  UMA_EXPECT_ERROR((void)use(9, policy::migrate, access_mode::read, 9 * MiB), errc::quota_exceeded,
+                   "needs 9437184 more bytes on device 0");
+  EXPECT_EQ(account_.device(0).resident, 8 * MiB);
+  EXPECT_EQ(account_.totals().to_device_bytes, before.to_device_bytes);
+  EXPECT_EQ(account_.regions(), 2u);
+  EXPECT_FALSE(account_.ledger(3));
+}
+
+TEST_F(residency, EachPolicyEvictsItsOwnWay) {
+  (void)use(1, policy::read_mostly);
+  (void)use(2, policy::discard);
+  done(1);
+  done(2);
+  auto plan = use(3, policy::migrate, access_mode::write, 8 * MiB);
+  ASSERT_EQ(plan.evictions.size(), 2u);
+  EXPECT_EQ(plan.evictions[0].kind, kind::drop_copy);  // a clean replica: nothing moves back
+  EXPECT_EQ(plan.evictions[1].kind, kind::discard);    // scratch: dropped
+  EXPECT_EQ(account_.totals().to_host_bytes, 0u);
+  done(3);
+  plan = use(4, policy::remote_map, access_mode::read, 32 * MiB);  // bigger than the budget: fine
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].kind, kind::map_remote);
+  EXPECT_TRUE(plan.evictions.empty());
+  EXPECT_EQ(account_.resident_on(4), std::nullopt);
+  plan = use(1, policy::read_mostly, access_mode::write);  // written: its eviction moves bytes
+  ASSERT_EQ(plan.evictions.size(), 1u);
+  EXPECT_EQ(plan.evictions[0].kind, kind::to_host);  // 3, migrate, written
+  done(1);
+  done(4);
+  plan = use(5, policy::migrate, access_mode::read, 8 * MiB);
+  ASSERT_EQ(plan.evictions.size(), 1u);
+  EXPECT_EQ(plan.evictions[0].region, 1u);
+  EXPECT_EQ(plan.evictions[0].kind, kind::to_host);  // a written replica goes back
+  EXPECT_EQ(account_.totals().to_host_bytes, 12 * MiB);
+}
+
+TEST_F(residency, AutomaticMapsARegionThatStreamsThroughTheBudgetAndStopsMovingIt) {
+  // Four 4 MiB regions read in turn, three passes, budget 8 MiB: the set is twice the budget.
+  std::vector<std::uint64_t> to_device_per_pass;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto before = account_.totals().to_device_bytes;
+    for (std::uint64_t id = 1; id <= 4; ++id) {
+      (void)use(id, policy::automatic);
+      done(id);
+      EXPECT_LE(account_.device(0).resident, 8 * MiB);
+    }
+    to_device_per_pass.push_back(account_.totals().to_device_bytes - before);
+  }
+  EXPECT_EQ(to_device_per_pass[0], 16 * MiB);  // first pass: read-mostly copies, 1 and 2 evicted
+  EXPECT_EQ(to_device_per_pass[1], 0u);  // 1 and 2 asked for again after an unused eviction:
+  EXPECT_EQ(to_device_per_pass[2], 0u);  // mapped from now on; 3 and 4 stay resident
+  EXPECT_EQ(account_.effective_policy(1), policy::remote_map);
+  EXPECT_EQ(account_.effective_policy(2), policy::remote_map);
+  EXPECT_EQ(account_.effective_policy(4), policy::read_mostly);
+  EXPECT_EQ(account_.resident_on(4), 0);
+  EXPECT_EQ(account_.totals().to_host_bytes, 0u);  // read-mostly evictions drop copies
+  EXPECT_EQ(account_.totals().refetches, 0u);
+}
+
+TEST_F(residency, AutomaticKeepsAReusedRegionResidentAndMigratesWrittenOnes) {
+  for (int step = 0; step < 5; ++step) {
+    (void)use(1, policy::automatic, access_mode::write);
+    done(1);
+  }
+  EXPECT_EQ(account_.effective_policy(1), policy::migrate);
+  EXPECT_EQ(account_.ledger(1)->to_device_bytes, 4 * MiB);  // placed once, reused in place
+}
+
+TEST_F(residency, DeadContentsAreDiscardedAndNothingMovesBack) {
+  (void)use(1, policy::migrate, access_mode::write);
+  UMA_EXPECT_ERROR((void)account_.dead(std::vector<std::uint64_t>{1}), errc::invalid_argument,
+                   "held by 1 plan");
+  done(1);
+  const auto plan = account_.dead(std::vector<std::uint64_t>{1});
+  ASSERT_EQ(plan.evictions.size(), 1u);
+  EXPECT_EQ(plan.evictions[0].kind, kind::discard);
+  EXPECT_EQ(account_.device(0).resident, 0u);
+  EXPECT_EQ(account_.ledger(1)->to_host_bytes, 0u);
+  EXPECT_EQ(account_.ledger(1)->discarded_bytes, 4 * MiB);
+}
+
+TEST_F(residency, BadPlansAreRefusedNamingWhatIsWrongAndChangeNothing) {
+  (void)use(1);
+  const planned_region dup[] = {{2, MiB, policy::migrate}, {2, MiB, policy::migrate}};
+  UMA_EXPECT_ERROR((void)account_.will_access(dup, 0, access_mode::read), errc::invalid_argument,
+                   "region 2 is named twice");
+  UMA_EXPECT_ERROR((void)use(1, policy::migrate, access_mode::read, MiB), errc::invalid_argument,
+                   "region 1 has 4194304 bytes; the plan says 1048576");
+  UMA_EXPECT_ERROR((void)use(3, policy::migrate, access_mode::read, 0), errc::invalid_argument,
+                   "region 3 has 0 bytes");
+  UMA_EXPECT_ERROR((void)use(3, static_cast<policy>(9)), errc::invalid_argument, "policy 9");
+  UMA_EXPECT_ERROR((void)use(3, policy::migrate, static_cast<access_mode>(7)),
+                   errc::invalid_argument, "access mode");
+  UMA_EXPECT_ERROR((void)account_.will_access({}, 0, access_mode::read), errc::invalid_argument,
+                   "names no region");
+  const planned_region on1{1, 4 * MiB, policy::migrate};
+  UMA_EXPECT_ERROR((void)account_.will_access({&on1, 1}, 1, access_mode::read),
+                   errc::invalid_argument, "held by a plan on device 0");
+  UMA_EXPECT_ERROR((void)account_.will_access({&on1, 1}, 5, access_mode::read),
+                   errc::invalid_argument, "device 5 does not exist");
+  UMA_EXPECT_ERROR(account_.done_with(std::vector<std::uint64_t>{7}), errc::invalid_argument,
+                   "region 7 is in no plan");
+  UMA_EXPECT_ERROR(account_.done_with(std::vector<std::uint64_t>{1, 1}), errc::invalid_argument,
+                   "held by 1 plan(s), not 2");
+  EXPECT_EQ(account_.regions(), 1u);
+  EXPECT_EQ(account_.device(0).resident, 4 * MiB);
+  EXPECT_EQ(account_.device(0).held, 4 * MiB);
+  EXPECT_EQ(account_.totals().placements, 1u);
+}
+
+TEST_F(residency, ForgetAndClearTakeRegionsOutOfTheAccountButKeepTheirLedgerInTheTotals) {
+  (void)use(1);
+  (void)use(2);
+  account_.forget(1);
+  EXPECT_EQ(account_.device(0).resident, 4 * MiB);
+  EXPECT_EQ(account_.totals().to_device_bytes, 8 * MiB);
+  account_.clear();  // the allocator stopped: holds go too
+  EXPECT_EQ(account_.device(0).resident, 0u);
+  EXPECT_EQ(account_.device(0).held, 0u);
+  EXPECT_EQ(account_.regions(), 0u);
+  EXPECT_EQ(account_.totals().to_device_bytes, 8 * MiB);
+  EXPECT_EQ(account_.device(0).peak, 8 * MiB);
+}
+
+TEST_F(residency, PlansFromEightClientsNeverTakeTheAccountPastTheBudget) {
+  // Eight clients each hold at most one plan of one to three regions at a time, in a random
+  // interleaving; after every call the account stays within the budget and adds up.
+  std::mt19937 rng(12345);
+  std::vector<std::vector<std::uint64_t>> held(8);
+  const policy policies[] = {policy::migrate, policy::read_mostly, policy::discard,
+                             policy::remote_map, policy::automatic};
+  std::uint64_t refused = 0, planned = 0;
+  for (int step = 0; step < 4000; ++step) {
+    auto& mine = held[rng() % 8];
+    if (!mine.empty()) {
+      account_.done_with(mine);
+      mine.clear();
+      continue;
+    }
+    std::vector<planned_region> plan;
+    const auto n = 1 + rng() % 3;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::uint64_t id = 1 + rng() % 40;
+      bool named = false;
+      for (const auto& r : plan)
+        named = named || r.id == id;
+      if (!named)
+        plan.push_back({id, (1 + id % 3) * MiB, policies[id % 5]});
+    }
+    try {
+      (void)account_.will_access(plan, 0, rng() % 2 ? access_mode::read : access_mode::write);
+      for (const auto& r : plan)
+        mine.push_back(r.id);
+      ++planned;
+    } catch (const error& e) {
+      ASSERT_TRUE(e.code() == errc::quota_exceeded || e.code() == errc::invalid_argument)
+          << e.what();
+      ++refused;
+    }
+    const auto d = account_.device(0);
+    ASSERT_LE(d.resident, 8 * MiB) << "step " << step;
+    ASSERT_LE(d.held, d.resident);
+    std::size_t sum = 0;
+    for (std::uint64_t id = 1; id <= 40; ++id)
+      if (account_.resident_on(id) == 0)
+        sum += (1 + id % 3) * MiB;
+    ASSERT_EQ(sum, d.resident) << "step " << step;
+  }
+  EXPECT_GT(planned, 1000u);
+  EXPECT_GT(refused, 0u);  // the budget did refuse plans: the test exercised it
+  EXPECT_LE(account_.device(0).peak, 8 * MiB);
+}
+
+}  // namespace
+}  // namespace uma
