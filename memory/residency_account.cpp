@@ -145,17 +145,10 @@ void residency_account::place(std::uint64_t id, entry& e, int device, residency_
   plan.placements.push_back({residency_move_kind::to_device, id, device, e.bytes, e.effective});
 }
 
-residency_plan residency_account::will_access(std::span<const planned_region> regions, int device,
-                                              access_mode mode) {
-  check_device(device, "will_access");
-  if (mode != access_mode::read && mode != access_mode::write)
-    raise(errc::invalid_argument, "will_access: an access mode that is neither read nor write");
-  if (regions.empty())
-    raise(errc::invalid_argument, "will_access: a plan names no region");
-  // Validation and the decisions, on copies: nothing changes before the plan is known to fit.
-  std::unordered_map<std::uint64_t, entry> next;
-  next.reserve(regions.size());
-  std::size_t needed = 0, staying = 0;
+residency_account::decision residency_account::decide(std::span<const planned_region> regions,
+                                                      int device, access_mode mode) const {
+  decision out;
+  out.next.reserve(regions.size());
   for (const auto& r : regions) {
     if (r.bytes == 0)
       raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " has 0 bytes");
@@ -178,64 +171,86 @@ residency_plan residency_account::will_access(std::span<const planned_region> re
                                         " (done_with it first)");
     e.requested = r.policy;
     e.effective = choose(e, mode);
-    const bool here = e.device == device;
     if (places_on_device(e.effective)) {
-      if (here)
-        staying += e.bytes;
-      else if (e.bytes > SIZE_MAX - needed)
+      if (e.device == device)
+        out.staying += e.bytes;
+      else if (e.bytes > SIZE_MAX - out.needed)
         raise(errc::invalid_argument, "will_access: the plan's bytes overflow");
       else
-        needed += e.bytes;
+        out.needed += e.bytes;
     }
-    if (!next.emplace(r.id, std::move(e)).second)
+    if (!out.next.emplace(r.id, std::move(e)).second)
       raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " is named twice");
   }
-  auto& d = devices_[static_cast<std::size_t>(device)];
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> victims;  // (last use, id)
-  if (d.budget != 0) {
-    std::size_t kept = staying;  // resident bytes that cannot go: held, or in this plan
-    for (const auto& [id, e] : entries_)
-      if (e.device == device && e.holds > 0 && !next.contains(id))
-        kept += e.bytes;
-    if (needed > d.budget || kept > d.budget - needed)
-      raise(errc::quota_exceeded,
-            "will_access: the plan needs " + std::to_string(needed) + " more bytes on device " +
-                std::to_string(device) + ", whose budget is " + std::to_string(d.budget) +
-                " bytes with " + std::to_string(kept) + " held by plans or by this one");
-    if (d.resident + needed > d.budget) {
-      for (const auto& [id, e] : entries_)
-        if (e.device == device && e.holds == 0 && !next.contains(id))
-          victims.emplace_back(e.last_use, id);
-      std::sort(victims.begin(), victims.end());  // least recently used first
-    }
+  return out;
+}
+
+std::vector<std::uint64_t> residency_account::victims(const decision& plan, int device) const {
+  const auto& d = devices_[static_cast<std::size_t>(device)];
+  if (d.budget == 0)
+    return {};
+  std::size_t kept = plan.staying;  // resident bytes that cannot go: held, or in this plan
+  for (const auto& [id, e] : entries_)
+    if (e.device == device && e.holds > 0 && !plan.next.contains(id))
+      kept += e.bytes;
+  if (plan.needed > d.budget || kept > d.budget - plan.needed)
+    raise(errc::quota_exceeded,
+          "will_access: the plan needs " + std::to_string(plan.needed) + " more bytes on device " +
+              std::to_string(device) + ", whose budget is " + std::to_string(d.budget) +
+              " bytes with " + std::to_string(kept) + " held by plans or by this one");
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> lru;  // (last use, id)
+  for (const auto& [id, e] : entries_)
+    if (e.device == device && e.holds == 0 && !plan.next.contains(id))
+      lru.emplace_back(e.last_use, id);
+  std::sort(lru.begin(), lru.end());  // least recently used first
+  std::vector<std::uint64_t> out;
+  std::size_t resident = d.resident;
+  for (std::size_t i = 0; resident + plan.needed > d.budget && i < lru.size(); ++i) {
+    out.push_back(lru[i].second);
+    resident -= entries_.at(lru[i].second).bytes;
   }
+  return out;
+}
+
+void residency_account::apply(std::uint64_t id, entry& e, int device, access_mode mode,
+                              residency_plan& plan) {
+  if (places_on_device(e.effective)) {
+    if (e.device != device)
+      place(id, e, device, plan);
+  } else {
+    if (e.device >= 0)  // now remote_map: out of the device first, then mapped
+      plan.evictions.push_back(evict(id, e));
+    plan.placements.push_back({residency_move_kind::map_remote, id, device, e.bytes, e.effective});
+  }
+  e.streamed =
+      e.requested == residency_policy::automatic && e.effective == residency_policy::remote_map;
+  ++e.holds;
+  e.last_use = clock_;
+  e.evicted_unused = false;
+  e.written = e.written || mode == access_mode::write;
+  e.dirty = e.device == device && (e.dirty || mode == access_mode::write);
+}
+
+residency_plan residency_account::will_access(std::span<const planned_region> regions, int device,
+                                              access_mode mode) {
+  check_device(device, "will_access");
+  if (mode != access_mode::read && mode != access_mode::write)
+    raise(errc::invalid_argument, "will_access: an access mode that is neither read nor write");
+  if (regions.empty())
+    raise(errc::invalid_argument, "will_access: a plan names no region");
+  // Validation, decisions and victims on copies: nothing changes before the plan is known to fit.
+  auto decided = decide(regions, device, mode);
+  const auto evicted = victims(decided, device);
   residency_plan plan;
-  plan.evictions.reserve(victims.size() + regions.size());
+  plan.evictions.reserve(evicted.size() + regions.size());
   plan.placements.reserve(regions.size());
   entries_.reserve(entries_.size() + regions.size());  // from here on nothing throws
-  for (std::size_t i = 0; d.resident + needed > d.budget && i < victims.size(); ++i)
-    plan.evictions.push_back(evict(victims[i].second, entries_.at(victims[i].second)));
+  for (const auto id : evicted)
+    plan.evictions.push_back(evict(id, entries_.at(id)));
   ++clock_;
   for (const auto& r : regions) {
-    auto& e = entries_[r.id] = std::move(next.at(r.id));
-    if (places_on_device(e.effective)) {
-      if (e.device != device)
-        place(r.id, e, device, plan);
-    } else if (e.device >= 0) {  // now remote_map: out of the device first, then mapped
-      plan.evictions.push_back(evict(r.id, e));
-      plan.placements.push_back(
-          {residency_move_kind::map_remote, r.id, device, e.bytes, e.effective});
-    } else {
-      plan.placements.push_back(
-          {residency_move_kind::map_remote, r.id, device, e.bytes, e.effective});
-    }
-    e.streamed =
-        e.requested == residency_policy::automatic && e.effective == residency_policy::remote_map;
-    ++e.holds;
-    e.last_use = clock_;
-    e.evicted_unused = false;
-    e.written = e.written || mode == access_mode::write;
-    e.dirty = e.device == device && (e.dirty || mode == access_mode::write);
+    auto& e = entries_[r.id] = std::move(decided.next.at(r.id));
+    apply(r.id, e, device, mode, plan);
   }
   return plan;
 }

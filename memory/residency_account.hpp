@@ -142,7 +142,20 @@ class residency_account {
     residency_ledger ledger;
   };
 
+  /// A plan's regions as they would be after it, and the bytes it adds to / keeps on the device.
+  struct decision {
+    std::unordered_map<std::uint64_t, entry> next;
+    std::size_t needed = 0;
+    std::size_t staying = 0;
+  };
+
   void check_device(int device, const char* what) const;
+  [[nodiscard]] decision decide(std::span<const planned_region> regions, int device,
+                                access_mode mode) const;
+  /// The regions to evict, least recently used first, for `plan` to fit; quota_exceeded when
+  /// it cannot.
+  [[nodiscard]] std::vector<std::uint64_t> victims(const decision& plan, int device) const;
+  void apply(std::uint64_t id, entry& e, int device, access_mode mode, residency_plan& plan);
   [[nodiscard]] residency_policy choose(const entry& e, access_mode mode) const noexcept;
   [[nodiscard]] residency_move evict(std::uint64_t id, entry& e);
   void place(std::uint64_t id, entry& e, int device, residency_plan& plan);
