@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/event_history.hpp>
@@ -24,6 +26,13 @@ struct allocator_config {
   /// regions: memory/limit_resource.hpp); 0 takes the backend's default (on CUDA 3/4 of
   /// the smallest free device memory at start, on the host half of physical memory).
   std::uint64_t quota_bytes = 0;
+  /// Device budgets of the residency account (docs/residency.md): (device, bytes), set when the
+  /// incarnation starts; a supervisor keeps the budgets set through it here.
+  std::vector<std::pair<int, std::uint64_t>> device_budgets{};
+  /// The host backend has no GPU: the residency account plans for these devices (their memory
+  /// in bytes) and counts the moves without making them, so that budgets, plans and policies
+  /// run on any machine. Ignored on CUDA, where the devices are the backend's.
+  std::vector<std::size_t> host_residency_devices{};
   /// How long post_stop waits for pins to be released before leaking what is still pinned.
   std::chrono::milliseconds drain_timeout{5000};
   /// Incarnation number; refs of other generations are inert for this allocator.

@@ -121,6 +121,19 @@ class allocator_supervisor final : public supervisor_impl::base {
     return [this](std::uint64_t quota) { config_.allocator.quota_bytes = quota; };
   }
 
+  /// So does a device budget.
+  std::function<void(const std::uint64_t&)> reply_hook(std::type_identity<std::uint64_t>,
+                                                       budget_atom, int device,
+                                                       std::uint64_t bytes) {
+    if (bytes == 0)
+      return {};
+    return [this, device](std::uint64_t budget) {
+      auto& budgets = config_.allocator.device_budgets;
+      std::erase_if(budgets, [device](const auto& b) { return b.first == device; });
+      budgets.emplace_back(device, budget);
+    };
+  }
+
   template <class R, class... Ts>
   caf::result<R> forward(std::function<void(const R&)> hook, Ts... xs) {
     if (state_ == supervisor_state::stopped)

@@ -86,6 +86,12 @@ allocator_stats client::flush() {
   return call<allocator_stats>(flush_atom_v);
 }
 
+residency_result client::will_access(std::vector<byte_ref> refs, int device, access_mode mode,
+                                     residency_policy policy, stream_view stream) {
+  return call<residency_result>(will_access_atom_v,
+                                access_plan_request{std::move(refs), device, mode, policy, stream});
+}
+
 std::vector<region_info> client::regions() {
   return call<std::vector<region_info>>(regions_atom_v);
 }

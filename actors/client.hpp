@@ -139,6 +139,30 @@ class client {
   std::uint64_t quota(std::uint64_t set_bytes = 0) {
     return call<std::uint64_t>(quota_atom_v, set_bytes);
   }
+  // -- residency (docs/residency.md) ------------------------------------------------------------
+
+  /// An access plan: the whole regions of `refs` are about to be used on `device` in `mode`;
+  /// they are placed there (others evicted first when its budget needs it) and held until
+  /// done_with. Returns the moves queued.
+  residency_result will_access(std::vector<byte_ref> refs, int device, access_mode mode,
+                               residency_policy policy = residency_policy::automatic,
+                               stream_view stream = {});
+  /// The plans on `refs` are over: their regions may be evicted again. Returns the holds ended.
+  std::uint64_t done_with(std::vector<byte_ref> refs) {
+    return call<std::uint64_t>(done_with_atom_v, std::move(refs));
+  }
+  /// The contents of `refs` are no longer needed: discarded, nothing moves back.
+  residency_result dead(std::vector<byte_ref> refs) {
+    return call<residency_result>(dead_atom_v, std::move(refs));
+  }
+  /// The budget of `device` in force; non-zero `set_bytes` sets it first. Through a supervisor
+  /// it outlives restarts.
+  std::uint64_t device_budget(int device, std::uint64_t set_bytes = 0) {
+    return call<std::uint64_t>(budget_atom_v, device, set_bytes);
+  }
+  /// Each device's residency account and the ledger.
+  [[nodiscard]] residency_report residency() { return call<residency_report>(residency_atom_v); }
+
   /// The outstanding-allocation report.
   [[nodiscard]] std::vector<region_info> regions();
   /// Every region (policy, advice, last prefetch included), the counters and the event

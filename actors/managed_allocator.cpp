@@ -8,8 +8,10 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <uma/actors/detail/allocation_core.hpp>
+#include <uma/actors/detail/lane_job.hpp>
 #include <uma/actors/detail/release_ticker.hpp>
 #include <uma/actors/detail/request_checks.hpp>
+#include <uma/actors/detail/residency_core.hpp>
 #include <uma/memory/advice_ops.hpp>
 #include <uma/memory/allocation_handoff.hpp>
 #include <uma/memory/location_rules.hpp>
@@ -26,20 +28,6 @@ using allocator_impl = managed_allocator_actor::extend<
     caf::reacts_to<job_done_atom, std::uint64_t, caf::message, caf::error, bool>,
     caf::reacts_to<release_tick_atom>>;
 
-/// A completion waiting for its stream: what the host callback sends back.
-struct stream_done {
-  allocator_impl actor;
-  std::uint64_t ticket;
-  caf::message payload;
-};
-
-void on_stream_done(void* arg) {
-  // Runs on a CUDA runtime thread: sends a message, calls no CUDA API.
-  std::unique_ptr<stream_done> done(static_cast<stream_done*>(arg));
-  caf::anon_send(done->actor, job_done_atom_v, done->ticket, std::move(done->payload), caf::error{},
-                 false);
-}
-
 class managed_allocator final : public allocator_impl::base {
  public:
   managed_allocator(caf::actor_config& cfg, allocator_config config,
@@ -49,6 +37,7 @@ class managed_allocator final : public allocator_impl::base {
         backend_(std::move(backend)),
         control_(std::make_shared<detail::control_block>(config_.generation, backend_)),
         core_(config_, backend_, control_, lanes_) {
+    core_.set_on_free([this](std::uint64_t id) { residency_.forget(id); });
     control_->set_waker([addr = address()] {
       if (auto hdl = caf::actor_cast<caf::strong_actor_ptr>(addr))
         caf::anon_send(caf::actor_cast<managed_allocator_actor>(hdl), release_atom_v);
@@ -107,6 +96,11 @@ class managed_allocator final : public allocator_impl::base {
         },
         [this](job_done_atom, std::uint64_t ticket, caf::message& payload, caf::error& err,
                bool fatal) { job_done(ticket, payload, err, fatal); },
+        [this](will_access_atom, const access_plan_request& r) { return plan_access(r); },
+        [this](done_with_atom, const std::vector<byte_ref>& refs) { return done_with(refs); },
+        [this](dead_atom, const std::vector<byte_ref>& refs) { return dead(refs); },
+        [this](budget_atom, int device, std::uint64_t bytes) { return budget(device, bytes); },
+        [this](residency_atom) { return report_residency(); },
     };
   }
 
@@ -282,6 +276,33 @@ class managed_allocator final : public allocator_impl::base {
         [this, touched = std::move(plan.touched)] { core_.forget_advice(touched); });
   }
 
+  // -- residency (actors/detail/residency_core.hpp): plans, budgets, the account ---------------
+  caf::result<residency_result> plan_access(const access_plan_request& r) {
+    return guarded<residency_result>([&] {
+      auto& residency = checked(r.refs, "will_access");
+      check_stream(r.stream, "will_access");
+      core_.note(event_kind::prefetch, r.refs, {}, "access plan");
+      return residency.will_access(r);
+    });
+  }
+  caf::result<std::uint64_t> done_with(const std::vector<byte_ref>& refs) {
+    return guarded<std::uint64_t>([&] { return checked(refs, "done_with").done_with(refs); });
+  }
+  caf::result<residency_result> dead(const std::vector<byte_ref>& refs) {
+    return guarded<residency_result>([&] { return checked(refs, "dead").dead(refs, {}); });
+  }
+  detail::residency_core& checked(std::span<const byte_ref> refs, const char* op) {
+    check_refs(refs, op);
+    return residency_;
+  }
+  residency_report report_residency() {
+    drain();  // freed regions leave the account first
+    return residency_.report();
+  }
+  caf::result<std::uint64_t> budget(int device, std::uint64_t bytes) {
+    return guarded<std::uint64_t>([&] { return residency_.budget(device, bytes); });
+  }
+
   // -- validation (actors/request_checks) -------------------------------------------------------
 
   void check_refs(std::span<const byte_ref> refs, const char* op) {
@@ -349,28 +370,7 @@ class managed_allocator final : public allocator_impl::base {
     try {
       lanes_.post(lane, [job = std::move(job), hdl = caf::actor_cast<allocator_impl>(this), ticket,
                          lane, b = backend_, stream, when]() mutable {
-        caf::message payload;
-        caf::error err;
-        bool fatal = false;
-        try {
-          payload = caf::make_message(job());
-          if (when == completion::complete && lane != worker_lanes::general) {
-            // A prefetch's own lane waits for the stream (its host call already blocked for most
-            // of the transfer); a host callback costs a few percent of bandwidth (performance.md).
-            b->wait_stream(stream);
-          } else if (when == completion::complete) {
-            auto done = std::make_unique<stream_done>(stream_done{hdl, ticket, payload});
-            b->launch_host_func(stream, &on_stream_done, done.get());
-            done.release();  // owned by the callback now
-            return;
-          }
-        } catch (const error& e) {
-          err = make_caf_error(e);
-          fatal = is_fatal(e);
-        } catch (const std::exception& e) {
-          err = make_caf_error(errc::backend_error, e.what());
-        }
-        caf::anon_send(hdl, job_done_atom_v, ticket, std::move(payload), std::move(err), fatal);
+        detail::run_lane_job(job, hdl, ticket, lane, *b, stream, when);
       });
     } catch (...) {
       // Nothing was queued (a lane's thread could not start, or host memory ran out).
@@ -399,6 +399,7 @@ class managed_allocator final : public allocator_impl::base {
       log(log_level::error, std::string("post_stop synchronize failed: ") + e.what());
     }
     core_.stop(report);
+    residency_.clear();
     auto pending = std::exchange(pending_, {});
     for (auto& [ticket, finish] : pending) {
       caf::message none;
@@ -482,6 +483,7 @@ class managed_allocator final : public allocator_impl::base {
   std::unordered_map<std::uint64_t, std::function<void(caf::message&, caf::error&)>> pending_;
   detail::allocation_core core_;  // holds a reference to lanes_, used only after construction
   detail::release_ticker ticker_{*control_, core_};
+  detail::residency_core residency_{config_, backend_, lanes_, core_.table()};  // lanes_: later
   worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};  // last: joined first
 };
 
@@ -489,6 +491,7 @@ class managed_allocator final : public allocator_impl::base {
 
 managed_allocator_actor spawn_allocator(caf::actor_system& sys, allocator_config config) {
   auto b = config.backend ? config.backend : make_backend(config.choice);
+  detail::residency_core::check(config, *b);  // device budgets: refused here, before a spawn
   if (config.detached)
     return sys.spawn<managed_allocator, caf::detached>(std::move(config), b);
   return sys.spawn<managed_allocator>(std::move(config), b);

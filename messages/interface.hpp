@@ -49,6 +49,20 @@ using lease = caf::replies_to<lease_atom, lease_request>::with<block_cache>;
 using snapshot = caf::replies_to<snapshot_atom>::with<allocator_snapshot>;
 /// the last drop of a live region's refs wakes the actor with this (no reply)
 using release = caf::reacts_to<release_atom>;
+/// -> the moves queued for an access plan; invalid_argument (refs, device, policy, mode: nothing
+///    changes), quota_exceeded (the device's budget cannot hold the plan), allocator_stopped
+using will_access = caf::replies_to<will_access_atom, access_plan_request>::with<residency_result>;
+/// -> holds released; invalid_argument for a region no plan holds (nothing changes)
+using done_with = caf::replies_to<done_with_atom, std::vector<byte_ref>>::with<std::uint64_t>;
+/// -> the discards queued: the contents are not needed, nothing moves back; invalid_argument
+///    for a region a plan holds or no plan named
+using dead = caf::replies_to<dead_atom, std::vector<byte_ref>>::with<residency_result>;
+/// (device, bytes) -> the device's budget in force; 0 only reads it. invalid_argument for a
+///    device that does not exist or a budget above its memory. Through a supervisor it outlives
+///    restarts.
+using budget = caf::replies_to<budget_atom, int, std::uint64_t>::with<std::uint64_t>;
+/// -> each device's residency account and the ledger
+using residency = caf::replies_to<residency_atom>::with<residency_report>;
 
 }  // namespace sig
 
@@ -58,7 +72,8 @@ using release = caf::reacts_to<release_atom>;
 using managed_allocator_actor =
     caf::typed_actor<sig::allocate, sig::prefetch, sig::discard, sig::discard_prefetch, sig::advise,
                      sig::attributes, sig::stats, sig::memory_kind, sig::can_access, sig::regions,
-                     sig::flush, sig::trim, sig::quota, sig::lease, sig::snapshot, sig::release>;
+                     sig::flush, sig::trim, sig::quota, sig::lease, sig::snapshot, sig::release,
+                     sig::will_access, sig::done_with, sig::dead, sig::budget, sig::residency>;
 
 /// Who hears about a supervisor's restarts: `restarted_atom, restart_event` once per new
 /// incarnation, and once when the supervisor stops (`restart_cause::stopped`).

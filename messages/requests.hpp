@@ -7,6 +7,7 @@
 
 #include <uma/memory/block_cache.hpp>
 #include <uma/memory/managed_ref.hpp>
+#include <uma/memory/residency_account.hpp>
 #include <uma/sys/advice.hpp>
 #include <uma/sys/backend.hpp>
 #include <uma/sys/location.hpp>
@@ -69,6 +70,36 @@ struct op_result {
   bool completed = false;            ///< true when the reply waited for stream completion
   std::uint64_t backend_ranges = 0;  ///< ranges passed to the backend after coalescing/elision
   friend bool operator==(const op_result&, const op_result&) = default;
+};
+
+/// An access plan (issue 15, docs/residency.md): the whole regions of `refs` are about to be used
+/// on `device` in `mode` under `policy`. The allocator places them (evicting others first when
+/// the device's budget needs it) and holds them until done_with.
+struct access_plan_request {
+  std::vector<byte_ref> refs{};
+  int device = 0;
+  access_mode mode = access_mode::read;
+  residency_policy policy = residency_policy::automatic;
+  stream_view stream{};  ///< the placements' and evictions' stream
+};
+
+/// Reply to an access plan or to dead: the moves queued, by kind, and their bytes.
+struct residency_result {
+  std::uint64_t to_device_bytes = 0;  ///< host -> device prefetches
+  std::uint64_t to_host_bytes = 0;    ///< device -> host prefetches (evictions)
+  std::uint64_t dropped_bytes = 0;    ///< read-mostly copies dropped (nothing moves)
+  std::uint64_t discarded_bytes = 0;  ///< contents discarded (nothing moves)
+  std::uint64_t mapped_bytes = 0;     ///< mapped remotely (nothing moves)
+  std::uint32_t placements = 0;
+  std::uint32_t evictions = 0;
+  friend bool operator==(const residency_result&, const residency_result&) = default;
+};
+
+/// Reply to residency_atom: each device's account and the ledger summed over every region.
+struct residency_report {
+  std::vector<device_residency> devices{};
+  residency_ledger totals{};
+  std::string moves;  ///< how the moves are made: by the backend, or counted only (host backend)
 };
 
 }  // namespace uma

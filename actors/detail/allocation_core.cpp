@@ -245,6 +245,8 @@ void allocation_core::drain_releases() {
                        stack_->tracking().label_of(r->data));
     if (!memory.pooled()) {
       table_.erase(id);
+      if (on_free_)
+        on_free_(id);
       // cudaFree synchronizes the device: never on the actor's loop.
       lanes_.post(worker_lanes::general, [stack = resources(), r, memory] {
         stack->deallocate(memory);
@@ -260,6 +262,8 @@ void allocation_core::drain_releases() {
           [b = backend_, range = byte_range{r->data, r->backend_bytes}, state = entry->advice,
            devices = backend_->device_count()] { reset_advice(*b, range, state, devices); });
     table_.erase(id);
+    if (on_free_)
+      on_free_(id);
     stack_->top().deallocate(memory);  // no backend call: reusable at once
     drop_table_ref(r);
   }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -118,6 +119,8 @@ class allocation_core {
   [[nodiscard]] std::vector<region_info> report() const;
   /// The region table.
   [[nodiscard]] const region_table& table() const noexcept { return table_; }
+  /// Called with a region's id when the core takes it out of its table (freed).
+  void set_on_free(std::function<void(std::uint64_t)> f) { on_free_ = std::move(f); }
 
   // -- history and snapshots --------------------------------------------------------------------
 
@@ -155,6 +158,7 @@ class allocation_core {
   std::uint64_t next_id_ = 1;
   std::unordered_map<std::uint64_t, leased_block> leased_advice_;
   std::shared_ptr<event_history> history_;
+  std::function<void(std::uint64_t)> on_free_;
 };
 
 }  // namespace uma::detail

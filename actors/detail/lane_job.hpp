@@ -1,0 +1,64 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include <caf/message.hpp>
+#include <caf/send.hpp>
+
+#include <uma/messages/atoms.hpp>
+#include <uma/messages/error_category.hpp>
+#include <uma/sys/backend.hpp>
+#include <uma/sys/worker_lanes.hpp>
+
+namespace uma::detail {
+
+/// A completion waiting for its stream: what the host callback sends back to the allocator.
+template <class Handle>
+struct stream_done {
+  Handle actor;
+  std::uint64_t ticket;
+  caf::message payload;
+};
+
+template <class Handle>
+void on_stream_done(void* arg) {
+  // Runs on a CUDA runtime thread: sends a message, calls no CUDA API.
+  std::unique_ptr<stream_done<Handle>> done(static_cast<stream_done<Handle>*>(arg));
+  caf::anon_send(done->actor, job_done_atom_v, done->ticket, std::move(done->payload), caf::error{},
+                 false);
+}
+
+/// The lane side of one of the allocator's off-loop jobs: runs `job`, waits for `stream` when
+/// the reply must wait for completion (on a prefetch's own lane; elsewhere a host callback
+/// sends the reply), and sends `job_done` with the result or the error to `hdl`.
+template <class Handle, class Job>
+void run_lane_job(Job& job, const Handle& hdl, std::uint64_t ticket, std::size_t lane, backend& b,
+                  stream_view stream, completion when) {
+  caf::message payload;
+  caf::error err;
+  bool fatal = false;
+  try {
+    payload = caf::make_message(job());
+    if (when == completion::complete && lane != worker_lanes::general) {
+      // A prefetch's own lane waits for the stream (its host call already blocked for most of
+      // the transfer); a host callback costs a few percent of bandwidth (performance.md).
+      b.wait_stream(stream);
+    } else if (when == completion::complete) {
+      auto done = std::make_unique<stream_done<Handle>>(stream_done<Handle>{hdl, ticket, payload});
+      b.launch_host_func(stream, &on_stream_done<Handle>, done.get());
+      done.release();  // owned by the callback now
+      return;
+    }
+  } catch (const error& e) {
+    err = make_caf_error(e);
+    fatal = is_fatal(e);
+  } catch (const std::exception& e) {
+    err = make_caf_error(errc::backend_error, e.what());
+  }
+  caf::anon_send(hdl, job_done_atom_v, ticket, std::move(payload), std::move(err), fatal);
+}
+
+}  // namespace uma::detail

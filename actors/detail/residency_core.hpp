@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include <uma/actors/allocator_config.hpp>
+#include <uma/memory/detail/region_table.hpp>
+#include <uma/memory/residency_account.hpp>
+#include <uma/messages/requests.hpp>
+#include <uma/sys/worker_lanes.hpp>
+
+namespace uma::detail {
+
+/// The allocator's residency (docs/residency.md): its account of what is placed on which device
+/// under which budget, and the moves that keep it so, queued on the allocator's lanes (device
+/// -> host prefetches on the host lane while host -> device prefetches run on the device's
+/// lane). Plans act on whole regions: a ref of a leased block stands for its lease's region.
+/// On the host backend the devices are `allocator_config::host_residency_devices` and the
+/// moves are counted, not made. Actor-thread only; throws uma::error (nothing changed).
+class residency_core {
+ public:
+  residency_core(const allocator_config& config, std::shared_ptr<backend> backend,
+                 worker_lanes& lanes, const region_table& table);
+
+  /// Throws what the constructor would for `config`'s device budgets (invalid_argument naming
+  /// the device and the bytes).
+  static void check(const allocator_config& config, const backend& b);
+
+  [[nodiscard]] residency_result will_access(const access_plan_request& r);
+  [[nodiscard]] std::uint64_t done_with(std::span<const byte_ref> refs);
+  [[nodiscard]] residency_result dead(std::span<const byte_ref> refs, stream_view stream);
+  /// Sets device `device`'s budget when `bytes` is not 0; returns the budget in force.
+  [[nodiscard]] std::uint64_t budget(int device, std::uint64_t bytes);
+  [[nodiscard]] residency_report report() const;
+
+  /// The allocator freed region `id`.
+  void forget(std::uint64_t id) noexcept { account_.forget(id); }
+  /// The incarnation stops: the account goes back to zero.
+  void clear() noexcept { account_.clear(); }
+
+ private:
+  [[nodiscard]] static std::vector<std::size_t> devices_of(const allocator_config& config,
+                                                           const backend& b);
+  /// The table's regions of `refs` (one per region, in order of first mention).
+  [[nodiscard]] std::vector<planned_region> regions_of(std::span<const byte_ref> refs,
+                                                       residency_policy policy) const;
+  [[nodiscard]] static residency_result summarize(const residency_plan& plan);
+  /// Queues the plan's moves on the lanes (nothing on the host backend).
+  void carry_out(const residency_plan& plan, stream_view stream);
+
+  std::shared_ptr<backend> backend_;
+  worker_lanes& lanes_;
+  const region_table& table_;
+  const bool counted_only_;
+  residency_account account_;
+};
+
+}  // namespace uma::detail
