@@ -72,10 +72,11 @@ static void test_null_and_bad_arguments(void) {
   CHECK(strcmp(uma_status_string((uma_status)12345), "UMA_ERR_UNKNOWN_STATUS") == 0);
   uma_config bad;
   uma_config_init(&bad);
+  bad.backend = UMA_BACKEND_HOST;
   bad.device_budget_bytes = 1u << 20;
   uma_allocator* b = NULL;
-  CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_NOT_SUPPORTED);
-  CHECK(b == NULL);
+  CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_NOT_SUPPORTED); /* no GPU to budget */
+  CHECK(b == NULL && strstr(uma_last_error(), "host backend has no GPU") != NULL);
   uma_config_init(&bad);
   bad.policy = (uma_policy)7;
   CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_INVALID_ARGUMENT);

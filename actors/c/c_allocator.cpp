@@ -12,6 +12,16 @@ namespace {
 uma::allocator_config allocator_config_of(const uma_config& c,
                                           std::shared_ptr<uma::backend> backend) {
   uma::allocator_config out;
+  if (c.device_budget_bytes != 0) {
+    // The residency account's budget on every device (docs/residency.md); the allocator refuses
+    // one above a device's memory.
+    if (backend->kind() == uma::backend_kind::host)
+      throw uma::c::status_error(UMA_ERR_NOT_SUPPORTED,
+                                 "uma_config: device_budget_bytes: the host backend has no GPU "
+                                 "whose residency to budget; leave it 0");
+    for (int d = 0; d < backend->device_count(); ++d)
+      out.device_budgets.emplace_back(d, c.device_budget_bytes);
+  }
   out.backend = std::move(backend);
   out.quota_bytes = c.quota_bytes;
   out.policy =

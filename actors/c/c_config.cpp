@@ -77,10 +77,6 @@ void validate(const uma_config& config) {
     throw status_error(UMA_ERR_INVALID_ARGUMENT,
                        "uma_config: policy " + std::to_string(policy) +
                            " is not UMA_POLICY_DIRECT or UMA_POLICY_POOL");
-  if (config.device_budget_bytes != 0)
-    throw status_error(UMA_ERR_NOT_SUPPORTED,
-                       "uma_config: device_budget_bytes needs the residency actor, which this "
-                       "build of uma does not have; leave it 0");
   if (config.cache_max_bytes > (std::uint64_t{1} << 40))
     throw status_error(
         UMA_ERR_INVALID_ARGUMENT,

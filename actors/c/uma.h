@@ -87,7 +87,7 @@ typedef struct uma_config {
   uma_backend_choice backend;
   uma_policy policy;
   uint64_t quota_bytes;         /* 0: the backend's default */
-  uint64_t device_budget_bytes; /* resident bytes per device; 0: none (residency work) */
+  uint64_t device_budget_bytes; /* residency budget of every device (CUDA); 0: none */
   uint64_t cache_max_bytes;     /* largest request the caching layer serves; 0: default */
   uint32_t scheduler_threads;   /* CAF scheduler threads; 0: uma's default */
 } uma_config;
