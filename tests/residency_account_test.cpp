@@ -129,8 +129,8 @@ TEST_F(residency, AutomaticMapsARegionThatStreamsThroughTheBudgetAndStopsMovingI
     to_device_per_pass.push_back(account_.totals().to_device_bytes - before);
   }
   EXPECT_EQ(to_device_per_pass[0], 16 * MiB);  // first pass: read-mostly copies, 1 and 2 evicted
-  EXPECT_EQ(to_device_per_pass[1], 0u);  // 1 and 2 asked for again after an unused eviction:
-  EXPECT_EQ(to_device_per_pass[2], 0u);  // mapped from now on; 3 and 4 stay resident
+  EXPECT_EQ(to_device_per_pass[1], 0u);        // 1 and 2 asked for again after an unused eviction:
+  EXPECT_EQ(to_device_per_pass[2], 0u);        // mapped from now on; 3 and 4 stay resident
   EXPECT_EQ(account_.effective_policy(1), policy::remote_map);
   EXPECT_EQ(account_.effective_policy(2), policy::remote_map);
   EXPECT_EQ(account_.effective_policy(4), policy::read_mostly);
