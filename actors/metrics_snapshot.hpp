@@ -8,6 +8,7 @@
 
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/region_info.hpp>
+#include <uma/messages/requests.hpp>
 #include <uma/messages/supervision_types.hpp>
 
 namespace uma {
@@ -27,6 +28,9 @@ struct metrics_snapshot {
   std::optional<supervision_stats> supervision{};
   /// Present when the region table was asked for: live usage by label, sorted by label.
   std::optional<std::vector<label_usage>> labels{};
+  /// Present when the allocator has devices to budget: its residency account and ledger
+  /// (docs/residency.md).
+  std::optional<residency_report> residency{};
 };
 
 /// Sums `regions` by label, sorted by label. Past `max_labels` distinct labels the rest are

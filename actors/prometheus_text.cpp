@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <iterator>
 #include <map>
+#include <string>
+#include <utility>
 
 namespace uma {
 
@@ -104,7 +107,41 @@ void state(const metrics_snapshot& s, sample_sink& sink) {
     sink.add("state", to_string(st), s.supervision->state == st ? 1 : 0);
 }
 
+/// A per-device residency gauge (docs/residency.md), labelled `device`.
+template <std::size_t device_residency::*Field>
+void per_device(const metrics_snapshot& s, sample_sink& sink) {
+  if (s.residency)
+    for (std::size_t d = 0; d < s.residency->devices.size(); ++d)
+      sink.add("device", std::to_string(d), s.residency->devices[d].*Field);
+}
+
+/// Samples of the residency ledger (summed over every region), one per `label` value.
+void ledger_samples(
+    const metrics_snapshot& s, sample_sink& sink, std::string_view label,
+    std::initializer_list<std::pair<std::string_view, std::uint64_t residency_ledger::*>> fields) {
+  if (s.residency)
+    for (const auto& [value, field] : fields)
+      sink.add(label, value, s.residency->totals.*field);
+}
+
+void residency_bytes(const metrics_snapshot& s, sample_sink& sink) {
+  using rl = residency_ledger;
+  ledger_samples(s, sink, "move",
+                 {{"to_device", &rl::to_device_bytes},
+                  {"to_host", &rl::to_host_bytes},
+                  {"dropped", &rl::dropped_bytes},
+                  {"discarded", &rl::discarded_bytes}});
+}
+
+void residency_moves(const metrics_snapshot& s, sample_sink& sink) {
+  using rl = residency_ledger;
+  ledger_samples(
+      s, sink, "kind",
+      {{"placement", &rl::placements}, {"eviction", &rl::evictions}, {"refetch", &rl::refetches}});
+}
+
 using a = allocator_stats;
+using dr = device_residency;
 constexpr auto gauge = metric_type::gauge;
 constexpr auto counter = metric_type::counter;
 
@@ -149,6 +186,23 @@ constexpr std::array families{
            "Regions that ended incarnations could not free.", nullptr, leaked},
     family{"uma_supervisor_state", gauge,
            "The supervisor's state: 1 for the current one, 0 for the others.", nullptr, state},
+    family{"uma_residency_budget_bytes", gauge, "Residency budget of the device (0: none).",
+           nullptr, per_device<&dr::budget>},
+    family{"uma_residency_resident_bytes", gauge,
+           "Bytes uma placed on the device (read-mostly copies included).", nullptr,
+           per_device<&dr::resident>},
+    family{"uma_residency_peak_bytes", gauge, "Highest resident bytes so far.", nullptr,
+           per_device<&dr::peak>},
+    family{"uma_residency_held_bytes", gauge, "Resident bytes held by access plans.", nullptr,
+           per_device<&dr::held>},
+    family{"uma_residency_bytes_total", counter,
+           "Residency bytes by move: to_device, to_host (evictions), dropped (read-mostly "
+           "copies) and discarded (dead or scratch contents); only the first two cross the link.",
+           nullptr, residency_bytes},
+    family{"uma_residency_moves_total", counter,
+           "Residency placements, evictions and refetches (placed again after an eviction with "
+           "no use in between: thrashing).",
+           nullptr, residency_moves},
 };
 
 }  // namespace

@@ -93,6 +93,29 @@ TEST_F(MetricsEndpoint, LeavesTheLabelFamiliesOutUnlessAskedFor) {
   EXPECT_EQ(r.body.find("uma_label_"), std::string::npos) << r.body;
 }
 
+TEST_F(MetricsEndpoint, AddsTheResidencyAccountWhenTheAllocatorHasDevicesToBudget) {
+  EXPECT_EQ(http_get(metrics_endpoint(sys_, uma_->handle()).port(), "/metrics")
+                .body.find("uma_residency_"),
+            std::string::npos);  // no residency devices: no residency families
+  auto c = host_config();
+  c.host_residency_devices = {64 << 20};
+  auto with_devices = make_client(c);
+  with_devices->device_budget(0, 16 << 20);
+  auto ref = client::erase(with_devices->allocate<std::byte>(4 << 20));
+  (void)with_devices->will_access({ref}, 0, access_mode::read);
+  metrics_endpoint endpoint(sys_, with_devices->handle(), config());
+  const auto r = http_get(endpoint.port(), "/metrics");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(exposition_errors(r.body), "") << r.body;
+  const std::string base = "{backend=\"host\",generation=\"1\"";
+  EXPECT_EQ(sample_value(r.body, "uma_residency_resident_bytes" + base + ",device=\"0\"}"),
+            4.0 * (1 << 20));
+  EXPECT_EQ(sample_value(r.body, "uma_residency_budget_bytes" + base + ",device=\"0\"}"),
+            16.0 * (1 << 20));
+  EXPECT_EQ(sample_value(r.body, "uma_residency_bytes_total" + base + ",move=\"to_device\"}"),
+            4.0 * (1 << 20));
+}
+
 TEST_F(MetricsEndpoint, OverASupervisorAddsItsCountersAndState) {
   const auto supervisor = spawn_supervisor(sys_, {.allocator = host_config()});
   metrics_endpoint endpoint(sys_, supervisor, config());

@@ -154,6 +154,38 @@ TEST(StatsPrometheus, AddsLabelAndSupervisorFamiliesWhenTheSnapshotHasThem) {
       text, "uma_supervisor_state{backend=\"host\",generation=\"3\",state=\"stopped\"} 0\n"));
 }
 
+TEST(StatsPrometheus, AddsResidencyFamiliesPerDeviceWhenTheSnapshotHasThem) {
+  metrics_snapshot snap{.allocator = sample()};
+  EXPECT_FALSE(contains(to_prometheus(snap), "uma_residency_"));
+  residency_report r;
+  r.devices = {device_residency{.memory = 80, .budget = 40, .resident = 32, .peak = 40, .held = 8},
+               device_residency{.memory = 80, .budget = 0, .resident = 0, .peak = 0, .held = 0}};
+  r.totals.to_device_bytes = 96;
+  r.totals.to_host_bytes = 64;
+  r.totals.refetches = 1;
+  snap.residency = r;
+  const auto text = to_prometheus(snap);
+  EXPECT_TRUE(
+      contains(text,
+               "# TYPE uma_residency_resident_bytes gauge\n"
+               "uma_residency_resident_bytes{backend=\"host\",generation=\"3\",device=\"0\"}"
+               " 32\n"
+               "uma_residency_resident_bytes{backend=\"host\",generation=\"3\",device=\"1\"}"
+               " 0\n"))
+      << text;
+  EXPECT_TRUE(contains(
+      text, "uma_residency_budget_bytes{backend=\"host\",generation=\"3\",device=\"0\"} 40\n"));
+  EXPECT_TRUE(contains(text,
+                       "# TYPE uma_residency_bytes_total counter\n"
+                       "uma_residency_bytes_total{backend=\"host\",generation=\"3\","
+                       "move=\"to_device\"} 96\n"
+                       "uma_residency_bytes_total{backend=\"host\",generation=\"3\","
+                       "move=\"to_host\"} 64\n"))
+      << text;
+  EXPECT_TRUE(contains(
+      text, "uma_residency_moves_total{backend=\"host\",generation=\"3\",kind=\"refetch\"} 1\n"));
+}
+
 TEST(StatsPrometheus, SumsRegionsByLabelAndFoldsTheTailIntoOther) {
   std::vector<region_info> regions;
   for (const char* label : {"b", "a", "b", "c", "d"})

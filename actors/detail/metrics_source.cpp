@@ -43,6 +43,21 @@ void ask_supervision(caf::event_based_actor* self, const state_ptr& st,
           fail(self, st, "supervision"));
 }
 
+/// The residency account (kept when the allocator has devices to budget), then supervision.
+void ask_residency(caf::event_based_actor* self, const state_ptr& st,
+                   const managed_allocator_actor& allocator,
+                   const allocator_supervisor_actor& supervisor,
+                   std::chrono::milliseconds timeout) {
+  self->request(allocator, timeout, residency_atom_v)
+      .then(
+          [=](residency_report& r) {
+            if (!r.devices.empty())
+              st->snapshot.residency = std::move(r);
+            ask_supervision(self, st, supervisor, timeout);
+          },
+          fail(self, st, "residency"));
+}
+
 }  // namespace
 
 metrics_source::metrics_source(caf::actor_system& sys, managed_allocator_actor allocator,
@@ -68,14 +83,14 @@ void metrics_source::fetch(callback done) const {
                 [=](allocator_stats& s) {
                   st->snapshot.allocator = std::move(s);
                   if (!st->labels) {
-                    ask_supervision(self, st, supervisor, timeout);
+                    ask_residency(self, st, allocator, supervisor, timeout);
                     return;
                   }
                   self->request(allocator, timeout, regions_atom_v)
                       .then(
                           [=](const std::vector<region_info>& regions) {
                             st->snapshot.labels = usage_by_label(regions);
-                            ask_supervision(self, st, supervisor, timeout);
+                            ask_residency(self, st, allocator, supervisor, timeout);
                           },
                           fail(self, st, "regions"));
                 },
