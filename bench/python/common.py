@@ -76,6 +76,10 @@ def add_common_arguments(parser, allocators):
     parser.add_argument("--uma-option", action="append", metavar="KEY=VALUE",
                         help="uma config for the uma run (uma_c.CONFIG_FIELDS), repeatable")
     parser.add_argument("--child-timeout", type=float, default=300.0, metavar="SECONDS")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="run every allocator N times, in interleaved rounds (A B C A B C "
+                             "...), and report each allocator's middle run and every round's "
+                             "median: run-to-run drift then hits all of them alike")
     parser.add_argument("--report-from", metavar="JSON",
                         help="print the table of a saved --json file instead of running")
 
@@ -98,15 +102,44 @@ def require_libraries(names):
             require_library(PLUGGABLE[name][0])
 
 
-def collect(script, names, args):
-    """(names, results): from the children of this run, or from --report-from's file."""
+def collect(script, names, args, figure=None):
+    """(names, results): from the children of this run, or from --report-from's file. With
+    --repeat N > 1 the children run in N interleaved rounds; `figure(result)` (the number the
+    script compares, e.g. a median) picks each allocator's middle run, whose result is kept
+    with "rounds": every round's figure, in round order."""
     if args.report_from:
         with open(args.report_from) as saved:
             results = json.load(saved)["results"]
         return [name for name in names if name in results] or list(results), results
+    if args.repeat < 1:
+        raise SystemExit(f"bench: --repeat {args.repeat}: it must be at least 1")
     if not args.dry_run:
         require_libraries(names)
-    return names, run_children(os.path.abspath(script), names, sys.argv[1:], args.child_timeout)
+    rounds = [run_children(os.path.abspath(script), names, sys.argv[1:], args.child_timeout)
+              for _ in range(args.repeat)]
+    if len(rounds) == 1 or figure is None:
+        return names, rounds[-1]
+    return names, {name: middle_run([r[name] for r in rounds], figure) for name in names}
+
+
+def middle_run(runs, figure):
+    """The run whose figure is the median of the runs' figures (a failed run loses), with
+    "rounds" listing every run's figure (None for a failed one, or one without a figure)."""
+    figures = [None if "error" in run else figure(run) for run in runs]
+    good = sorted((f, i) for i, f in enumerate(figures) if f is not None)
+    chosen = dict(runs[good[(len(good) - 1) // 2][1]]) if good else dict(runs[-1])
+    chosen["rounds"] = figures
+    return chosen
+
+
+def print_rounds(names, results):
+    """One line per allocator with its rounds' figures, when the run had several ("-": the
+    round failed or gave no figure)."""
+    for name in names:
+        rounds = results.get(name, {}).get("rounds")
+        if rounds:
+            shown = ", ".join(fmt(f, 3) for f in rounds)
+            print(f"{name}: rounds {shown}")
 
 
 def emit(result):

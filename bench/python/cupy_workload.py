@@ -95,7 +95,8 @@ def main():
         common.checked_allocators(args.child, ALLOCATORS)
         return child(args)
     names = common.checked_allocators(args.allocators, ALLOCATORS)
-    names, results = common.collect(__file__, names, args)
+    names, results = common.collect(__file__, names, args,
+                                    lambda r: r.get("ms", {}).get("median"))
     print(f"\n== CuPy workload ({args.rounds} rounds over {len(SIZES)} sizes + 2 matmuls per "
           "iteration)")
     baseline = results[names[0]].get("ms", {}).get("median")
@@ -113,6 +114,7 @@ def main():
             print(f"{name}: FAILED: {result['error'].splitlines()[0]}")
     common.print_table(["allocator", "median ms", "p99 ms", f"x {names[0]}", "checksum",
                         "managed"], rows)
+    common.print_rounds(names, results)
     for name in names:
         stats, result = results.get(name, {}).get("uma_stats"), results.get(name, {})
         if stats:

@@ -65,7 +65,8 @@ def main():
         common.checked_allocators(args.child, ALLOCATORS)
         return child(args)
     names = common.checked_allocators(args.allocators, ALLOCATORS)
-    names, results = common.collect(__file__, names, args)
+    names, results = common.collect(__file__, names, args,
+                                    lambda r: r.get("us", {}).get("median"))
     print(f"\n== 64 KiB torch.empty + del from Python, 1 thread")
     baseline = results[names[0]].get("us", {}).get("median")
     rows = []
@@ -77,6 +78,7 @@ def main():
         if "error" in results[name]:
             print(f"{name}: FAILED: {results[name]['error'].splitlines()[0]}")
     common.print_table(["allocator", "median us", "p99 us", f"x {names[0]}", "pairs"], rows)
+    common.print_rounds(names, results)
     stats = results.get("uma", {}).get("uma_stats")
     if stats:
         print(f"uma: cache hits {stats['cache_hits']}, misses {stats['cache_misses']}, "

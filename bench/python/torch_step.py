@@ -166,6 +166,7 @@ def report(names, results):
                      managed_cell(result, "parameters"), managed_cell(result, "gradients"),
                      managed_cell(result, "optimizer_states")])
     common.print_table(header, rows)
+    common.print_rounds(names, results)
     print("managed x/N: storages whose pointer is managed memory, per checker (a|b when the "
           "checkers disagree)")
     verified = True
@@ -254,7 +255,8 @@ def main():
         common.checked_allocators(args.child, ALLOCATORS)
         return child(args)
     names = common.checked_allocators(args.allocators, ALLOCATORS)
-    names, results = common.collect(__file__, names, args)
+    names, results = common.collect(__file__, names, args,
+                                    lambda r: r.get("step_ms"))
     print(f"\n== PyTorch training step: GPT-2 {args.layers} layers x {args.width}, batch "
           f"{args.batch} x {args.seq}, AdamW, bf16 autocast")
     verified = report(names, results)

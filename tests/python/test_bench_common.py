@@ -1,0 +1,45 @@
+"""bench/python/common.py's interleaved rounds (--repeat): which run an allocator's table row
+shows, and the rounds it lists."""
+
+import os
+import sys
+import unittest
+
+BENCH = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                      "bench", "python"))
+sys.path.insert(0, BENCH)
+import common  # noqa: E402
+
+
+def run(ms, tag):
+    return {"ms": {"median": ms}, "tag": tag}
+
+
+def figure(result):
+    return result["ms"]["median"]
+
+
+class MiddleRunTest(unittest.TestCase):
+    def test_the_run_with_the_median_figure_is_kept_with_every_rounds_figure(self):
+        chosen = common.middle_run([run(12.0, "a"), run(9.0, "b"), run(10.0, "c")], figure)
+        self.assertEqual(chosen["tag"], "c")
+        self.assertEqual(chosen["rounds"], [12.0, 9.0, 10.0])
+
+    def test_a_failed_round_is_never_chosen_and_shows_as_none(self):
+        chosen = common.middle_run([{"error": "exit 1"}, run(9.0, "b"), run(11.0, "c")], figure)
+        self.assertEqual(chosen["tag"], "b")  # the lower middle of two
+        self.assertEqual(chosen["rounds"], [None, 9.0, 11.0])
+
+    def test_when_every_round_failed_the_last_failure_is_reported(self):
+        chosen = common.middle_run([{"error": "exit 1"}, {"error": "exit 2"}], figure)
+        self.assertEqual(chosen["error"], "exit 2")
+        self.assertEqual(chosen["rounds"], [None, None])
+
+    def test_the_runs_themselves_are_not_changed(self):
+        runs = [run(1.0, "a"), run(2.0, "b"), run(3.0, "c")]
+        common.middle_run(runs, figure)
+        self.assertNotIn("rounds", runs[1])
+
+
+if __name__ == "__main__":
+    unittest.main()
