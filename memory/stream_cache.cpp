@@ -158,6 +158,14 @@ raw_release stream_cache::release_raw(void* ptr, std::size_t bytes, int device,
     return raw_release::size_mismatch;
   if (!b->out.exchange(false, std::memory_order_acq_rel))
     return raw_release::unknown_pointer;  // freed twice, the second time racing the first
+  if (b->rec->needs_reset.load(std::memory_order_acquire)) {
+    // The allocator advised this block: its advice must not reach the next user. The block
+    // leaves the cache through its last drop, which the allocator turns into an advice reset
+    // (on a lane, after the work queued before it) before the block goes back to its lease.
+    core_->uncount(b);
+    core_->discard(b);
+    return raw_release::ok;
+  }
   core_->put(b, device, stream.handle);
   return raw_release::ok;
 }

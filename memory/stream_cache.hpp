@@ -96,6 +96,8 @@ class stream_cache {
   /// The same as a raw pointer (raw mode).
   [[nodiscard]] void* allocate_raw(std::size_t bytes, int device, stream_view stream);
   /// Takes back a block from allocate_raw, last used on `stream`; checks `bytes` when non-zero.
+  /// A block the allocator advised leaves the cache instead: the allocator resets its advice
+  /// and it goes back to its lease (the cache holds one block fewer from then on).
   [[nodiscard]] raw_release release_raw(void* ptr, std::size_t bytes, int device,
                                         stream_view stream) noexcept;
   /// A ref to the raw block holding [ptr, ptr + bytes) (for prefetch, advice, discard), or an

@@ -171,6 +171,22 @@ TEST_F(stream_cache_test, APointerOfATrimmedRawLeaseIsUnknownAfterwards) {
   EXPECT_EQ(uma_->flush().live_bytes, 0u);
 }
 
+TEST_F(stream_cache_test, AnAdvisedRawBlockLeavesTheCacheWithItsAdviceResetNotToTheNextUser) {
+  auto cache = make(cache_mode::raw);
+  void* p = cache.allocate_raw(65536, 0, stream_a);
+  uma_->advise(cache.ref_of(p, 65536), advice::set_read_mostly);
+  ASSERT_TRUE(faults_->attributes({p, 65536}).read_mostly);
+  ASSERT_EQ(cache.release_raw(p, 65536, 0, stream_a), raw_release::ok);
+  EXPECT_EQ(cache.stats().blocks_in_use, 0u);
+  EXPECT_EQ(cache.stats().in_use_bytes, 0u);
+  void* q = cache.allocate_raw(65536, 0, stream_a);
+  EXPECT_NE(q, p);      // not handed out again: it went back to its lease
+  (void)uma_->flush();  // the reset ran on a lane
+  EXPECT_FALSE(faults_->attributes({p, 65536}).read_mostly);
+  EXPECT_EQ(cache.release_raw(p, 65536, 0, stream_a), raw_release::unknown_pointer);
+  EXPECT_EQ(cache.release_raw(q, 65536, 0, stream_a), raw_release::ok);
+}
+
 TEST_F(stream_cache_test, ALeaseThePolicyCannotHoldIsRefusedWithTheQuotaError) {
   uma_ = make_client(with_faults(std::uint64_t{3} << 20));
   auto cache = make(cache_mode::refs);
