@@ -7,8 +7,10 @@
 // backend's own allocate+free (mmap/munmap) on the host, where the CUDA rows are skipped with
 // the reason.
 //
-//   uma_native_bench [--backend auto|host|cuda] [--pairs N] [--workers N,...] [--smoke]
+//   uma_native_bench [--backend auto|host|cuda] [--pairs N] [--workers N,...] [--only-actors]
+//                    [--smoke]
 // --workers: scheduler.max-threads of the actor rows' systems, 0 for CAF's defaults (0,4).
+// --only-actors: the event-based actor rows alone, without baselines (for a profiler).
 
 #include <algorithm>
 #include <atomic>
@@ -26,6 +28,7 @@
 
 #include <uma/c/uma.h>
 #include <uma/actors/client.hpp>
+#include <uma/actors/managed_allocator.hpp>
 #include <uma/messages/register_types.hpp>
 #include "bench/bench_actors.hpp"
 #include "bench/cuda_ops.hpp"
@@ -125,7 +128,7 @@ std::vector<row> facade_rows(uma::backend_choice choice, int pairs) {
 /// Typed requests from event-based actors (`request(...).then(...)`, the ref dropped in the
 /// handler, so the release is inside the pair): one chain per "thread", each with one request
 /// in flight. Then the same from plain threads through a blocking `caf::scoped_actor`.
-std::vector<row> actor_rows(uma::backend_choice choice, int pairs, int max_threads) {
+std::vector<row> actor_rows(uma::backend_choice choice, int pairs, int max_threads, bool scoped) {
   uma_system_config cfg(max_threads);
   caf::actor_system sys{cfg};
   uma::allocator_config ac;
@@ -170,7 +173,29 @@ std::vector<row> actor_rows(uma::backend_choice choice, int pairs, int max_threa
           note};
     out.push_back(x);
   }
+  // The client's handle is its supervisor, which delegates each request to the allocator: one
+  // hop more than a bare allocator (spawn_allocator, no restarts). This row prices that hop.
+  {
+    uma::allocator_config bare_config = ac;
+    const auto bare = uma::spawn_allocator(sys, bare_config);
+    uma::bench::chain_limits lim;
+    lim.warmup = static_cast<std::size_t>(n / 10);
+    lim.samples = static_cast<std::size_t>(n);
+    auto res = std::make_shared<uma::bench::chain_result>();
+    const auto start = clock_type::now();
+    const std::vector<caf::actor> chain{
+        uma::bench::spawn_chain<uma::byte_ref>(sys, bare, lim, res, uma::allocate_atom_v, r)};
+    uma::bench::wait_all(sys, chain);
+    const double s = std::chrono::duration<double>(clock_type::now() - start).count();
+    out.push_back(row{"typed request, bare allocator (" + workers + ")", 1,
+                      percentile(res->ns, 0.5), percentile(res->ns, 0.99),
+                      static_cast<double>(res->ns.size()) / s / 1e6,
+                      res->error ? "FAILED: " + sys.render(res->error) : std::string{}});
+    caf::anon_send_exit(bare, caf::exit_reason::user_shutdown);
+  }
   for (int threads : {1, 8}) {
+    if (!scoped)
+      break;
     std::vector<std::unique_ptr<caf::scoped_actor>> selves;
     for (int t = 0; t < threads; ++t)
       selves.push_back(std::make_unique<caf::scoped_actor>(sys));
@@ -257,6 +282,7 @@ int main(int argc, char** argv) {
   std::string backend = "auto";
   int pairs = 200000;
   bool smoke = false;
+  bool only_actors = false;  // --only-actors: the event-based actor rows alone (for profiling)
   std::vector<int> worker_counts{0, 4};  // 0: CAF's defaults
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -266,6 +292,8 @@ int main(int argc, char** argv) {
       pairs = std::max(100, std::atoi(argv[++i]));
     else if (a == "--smoke")
       smoke = true;
+    else if (a == "--only-actors")
+      only_actors = true;
     else if (a == "--workers" && i + 1 < argc) {
       worker_counts.clear();
       std::string list = argv[++i];
@@ -283,7 +311,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: uma_native_bench [--backend auto|host|cuda] [--pairs N] "
-                   "[--workers N,...] [--smoke]\n");
+                   "[--workers N,...] [--only-actors] [--smoke]\n");
       return 2;
     }
   }
@@ -299,10 +327,17 @@ int main(int argc, char** argv) {
     const auto kind = uma::make_backend(*choice)->kind();
     const bool cuda = kind == uma::backend_kind::cuda && uma::bench::cuda::compiled();
     std::vector<row> rows;
+    if (only_actors) {
+      for (int workers : worker_counts)
+        for (auto& r : actor_rows(*choice, pairs, workers, false))
+          std::printf("%-48s %7d %11.0f %11.0f %10.3f  %s\n", r.name.c_str(), r.threads,
+                      r.median_ns, r.p99_ns, r.mpairs_per_s, r.note.c_str());
+      return 0;
+    }
     for (auto& r : facade_rows(*choice, pairs))
       rows.push_back(r);
     for (int workers : worker_counts)
-      for (auto& r : actor_rows(*choice, pairs, workers))
+      for (auto& r : actor_rows(*choice, pairs, workers, true))
         rows.push_back(r);
     for (auto& r : c_abi_rows(*choice, pairs))
       rows.push_back(r);
