@@ -87,9 +87,46 @@ allocator_stats client::flush() {
 }
 
 residency_result client::will_access(std::vector<byte_ref> refs, int device, access_mode mode,
-                                     residency_policy policy, stream_view stream) {
-  return call<residency_result>(will_access_atom_v,
-                                access_plan_request{std::move(refs), device, mode, policy, stream});
+                                     residency_policy policy, stream_view stream, completion when) {
+  return call<residency_result>(
+      will_access_atom_v, access_plan_request{std::move(refs), device, mode, policy, stream, when});
+}
+
+struct pending_plan::state {
+  using handle_type = decltype(std::declval<caf::scoped_actor&>()->request(
+      std::declval<const managed_allocator_actor&>(), caf::duration{}, will_access_atom_v,
+      access_plan_request{}));
+  explicit state(caf::actor_system& sys) : self(sys) {}
+  caf::scoped_actor self;
+  std::optional<handle_type> reply;
+};
+
+pending_plan::pending_plan(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
+pending_plan::pending_plan(pending_plan&&) noexcept = default;
+pending_plan& pending_plan::operator=(pending_plan&&) noexcept = default;
+pending_plan::~pending_plan() = default;
+
+residency_result pending_plan::get() {
+  if (!state_)
+    raise(errc::invalid_argument, "pending_plan::get: no plan (its reply was taken already)");
+  const auto s = std::move(state_);
+  std::optional<residency_result> out;
+  caf::error err;
+  s->reply->receive([&](residency_result& r) { out = r; },
+                    [&](caf::error& e) { err = std::move(e); });
+  if (err)
+    throw to_uma_error(err);
+  return *out;
+}
+
+pending_plan client::will_access_async(std::vector<byte_ref> refs, int device, access_mode mode,
+                                       residency_policy policy, stream_view stream,
+                                       completion when) {
+  auto s = std::make_unique<pending_plan::state>(sys_);
+  s->reply.emplace(
+      s->self->request(allocator_, caf::duration{timeout_}, will_access_atom_v,
+                       access_plan_request{std::move(refs), device, mode, policy, stream, when}));
+  return pending_plan(std::move(s));
 }
 
 std::vector<region_info> client::regions() {

@@ -35,6 +35,25 @@ struct final_report {
   stop_report stop{};       ///< regions and bytes freed and leaked, leaked ids, pins, duration
 };
 
+/// An access plan sent by client::will_access_async and not yet answered.
+class pending_plan {
+ public:
+  pending_plan(pending_plan&&) noexcept;
+  pending_plan& operator=(pending_plan&&) noexcept;
+  ~pending_plan();
+  /// Waits for the plan's reply (at most the client's timeout) and returns it; throws the
+  /// allocator's refusal as uma::error, and invalid_argument when called a second time.
+  residency_result get();
+  /// False once get() was called (or after a move).
+  [[nodiscard]] bool valid() const noexcept { return state_ != nullptr; }
+
+ private:
+  friend class client;
+  struct state;
+  explicit pending_plan(std::unique_ptr<state> s) noexcept;
+  std::unique_ptr<state> state_;
+};
+
 /// A blocking facade over the allocator for code that is not an actor: tools, tests, plain
 /// threads. Each call sends one request and waits for its reply; a uma error reply is thrown as
 /// `uma::error` with the same code and message. Safe to use from several threads at once (each
@@ -143,10 +162,18 @@ class client {
 
   /// An access plan: the whole regions of `refs` are about to be used on `device` in `mode`;
   /// they are placed there (others evicted first when its budget needs it) and held until
-  /// done_with. Returns the moves queued.
+  /// done_with. Returns the moves, once the placements were issued on `stream` (none: the
+  /// allocator's lanes' own streams) or, with `when` complete, once they are done.
   residency_result will_access(std::vector<byte_ref> refs, int device, access_mode mode,
                                residency_policy policy = residency_policy::automatic,
-                               stream_view stream = {});
+                               stream_view stream = {}, completion when = completion::enqueued);
+  /// will_access without waiting: the plan is sent now and `get()` waits for its reply. A
+  /// pipeline sends step i + 1's plan, runs step i, then gets the plan: the data of the next
+  /// step moves while this one runs.
+  [[nodiscard]] pending_plan will_access_async(
+      std::vector<byte_ref> refs, int device, access_mode mode,
+      residency_policy policy = residency_policy::automatic, stream_view stream = {},
+      completion when = completion::enqueued);
   /// The plans on `refs` are over: their regions may be evicted again. Returns the holds ended.
   std::uint64_t done_with(std::vector<byte_ref> refs) {
     return call<std::uint64_t>(done_with_atom_v, std::move(refs));

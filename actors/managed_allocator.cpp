@@ -1,6 +1,7 @@
 #include <uma/actors/managed_allocator.hpp>
 
 #include <functional>
+#include <optional>
 #include <unordered_map>
 
 #include <caf/actor_cast.hpp>
@@ -8,6 +9,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <uma/actors/detail/allocation_core.hpp>
+#include <uma/actors/detail/error_reply.hpp>
 #include <uma/actors/detail/lane_job.hpp>
 #include <uma/actors/detail/release_ticker.hpp>
 #include <uma/actors/detail/request_checks.hpp>
@@ -179,7 +181,7 @@ class managed_allocator final : public allocator_impl::base {
     auto reply = [this, rp, attach, finish = std::move(finish)](caf::message& payload,
                                                                 caf::error& err) mutable {
       if (!err)
-        err = guarded_error([&] {
+        err = detail::error_of([&] {
           auto handoff = payload.get_as<allocation_handoff>(0);  // a copy: shares the state
           auto memory = handoff.take();
           if (!memory)
@@ -191,7 +193,7 @@ class managed_allocator final : public allocator_impl::base {
         rp.deliver(std::move(err));
       }
     };
-    const auto queued = guarded_error([&] {
+    const auto queued = detail::error_of([&] {
       post_job(
           worker_lanes::general,
           [stack = core_.resources(), req = std::move(req)] {
@@ -209,13 +211,7 @@ class managed_allocator final : public allocator_impl::base {
   caf::typed_response_promise<op_result> prefetch(const prefetch_request& r, bool discard_first) {
     const char* op = discard_first ? "discard_prefetch" : "prefetch";
     check_refs(r.refs, op);
-    if (r.locations.empty() || (r.locations.size() != 1 && r.locations.size() != r.refs.size()))
-      raise(errc::invalid_argument,
-            std::string(op) + ": " + std::to_string(r.refs.size()) + " refs but " +
-                std::to_string(r.locations.size()) +
-                " locations (give one location to broadcast, or one per ref)");
-    for (const auto& loc : r.locations)
-      validate_location(*backend_, location_use::prefetch, loc);
+    detail::check_targets(*backend_, r, op);
     check_stream(r.stream, op);
     core_.note(event_kind::prefetch, r.refs, r.locations,
                discard_first ? "after discard to" : "to");
@@ -278,22 +274,40 @@ class managed_allocator final : public allocator_impl::base {
 
   // -- residency (actors/detail/residency_core.hpp): plans, budgets, the account ---------------
   caf::result<residency_result> plan_access(const access_plan_request& r) {
-    return guarded<residency_result>([&] {
-      auto& residency = checked(r.refs, "will_access");
-      check_stream(r.stream, "will_access");
-      core_.note(event_kind::prefetch, r.refs, {}, "access plan");
-      return residency.will_access(r);
-    });
-  }
-  caf::result<std::uint64_t> done_with(const std::vector<byte_ref>& refs) {
-    return guarded<std::uint64_t>([&] { return checked(refs, "done_with").done_with(refs); });
+    return plan(
+        [&] {
+          check_refs(r.refs, "will_access");
+          check_stream(r.stream, "will_access");
+          core_.note(event_kind::prefetch, r.refs, {}, "access plan");
+          return residency_.will_access(r);
+        },
+        r.reply_when, r.stream.handle != nullptr);
   }
   caf::result<residency_result> dead(const std::vector<byte_ref>& refs) {
-    return guarded<residency_result>([&] { return checked(refs, "dead").dead(refs, {}); });
+    return plan([&] { return check_refs(refs, "dead"), residency_.dead(refs, {}); },
+                completion::enqueued, false);
   }
-  detail::residency_core& checked(std::span<const byte_ref> refs, const char* op) {
-    check_refs(refs, op);
-    return residency_;
+  /// Decides a plan (`decide` validates first), then queues its moves: evictions on the host
+  /// lane, placements on the device's; the reply waits for the placements (issued or complete).
+  template <class Decide>
+  caf::result<residency_result> plan(Decide decide, completion when, bool stream_ordered) {
+    std::optional<detail::residency_work> w;
+    auto reply = guarded<residency_result>([&] {
+      auto work = decide();
+      const location host = location::host();
+      if (work.evict)
+        lanes_.post(worker_lanes::for_destinations({&host, 1}), std::move(work.evict));
+      return (w = std::move(work))->result;
+    });
+    if (!w || !w->place)
+      return reply;
+    return offload<residency_result>(
+        w->place_lane, [job = std::move(w->place), result = w->result] { return job(), result; },
+        w->stream, when, [](residency_result&) {}, {}, stream_ordered);
+  }
+  caf::result<std::uint64_t> done_with(const std::vector<byte_ref>& refs) {
+    return guarded<std::uint64_t>(
+        [&] { return check_refs(refs, "done_with"), residency_.done_with(refs); });
   }
   residency_report report_residency() {
     drain();  // freed regions leave the account first
@@ -421,21 +435,6 @@ class managed_allocator final : public allocator_impl::base {
 
   // -- helpers -----------------------------------------------------------------------------------
 
-  /// Runs `f`; what it throws comes back as the caf::error to reply (none when it returned).
-  template <class F>
-  static caf::error guarded_error(F&& f) {
-    try {
-      f();
-      return {};
-    } catch (const error& e) {
-      return make_caf_error(e);
-    } catch (const std::bad_alloc&) {
-      return make_caf_error(errc::out_of_memory, "host memory exhausted while serving a request");
-    } catch (const std::exception& e) {
-      return make_caf_error(errc::backend_error, e.what());
-    }
-  }
-
   /// Runs a handler body; a thrown uma::error becomes the error reply (and a failure count).
   template <class R, class F>
   caf::result<R> guarded(F&& f) {
@@ -483,7 +482,7 @@ class managed_allocator final : public allocator_impl::base {
   std::unordered_map<std::uint64_t, std::function<void(caf::message&, caf::error&)>> pending_;
   detail::allocation_core core_;  // holds a reference to lanes_, used only after construction
   detail::release_ticker ticker_{*control_, core_};
-  detail::residency_core residency_{config_, backend_, lanes_, core_.table()};  // lanes_: later
+  detail::residency_core residency_{config_, backend_, core_.table()};
   worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};  // last: joined first
 };
 

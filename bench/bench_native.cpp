@@ -125,6 +125,61 @@ std::vector<row> facade_rows(uma::backend_choice choice, int pairs) {
   return out;
 }
 
+/// CAF alone: request/response round trips between two plain actors (an int echoed), the shape
+/// of the typed-request rows with no uma in it: the floor CAF's messaging puts under them.
+struct ping_state {
+  caf::actor echo;
+  int left = 0;
+  int warmup = 0;
+  clock_type::time_point t0;
+  std::shared_ptr<std::vector<double>> out;
+};
+
+void ping_next(caf::stateful_actor<ping_state>* self) {
+  auto& st = self->state;
+  if (st.left-- <= 0)
+    return;
+  st.t0 = clock_type::now();
+  self->request(st.echo, caf::infinite, 1).then([self](int) {
+    auto& st = self->state;
+    const double ns = std::chrono::duration<double, std::nano>(clock_type::now() - st.t0).count();
+    if (st.warmup > 0)
+      --st.warmup;
+    else
+      st.out->push_back(ns);
+    ping_next(self);
+  });
+}
+
+void ping_actor(caf::stateful_actor<ping_state>* self, caf::actor echo, int n,
+                std::shared_ptr<std::vector<double>> out) {
+  self->state.echo = std::move(echo);
+  self->state.warmup = n / 10;
+  self->state.left = n + n / 10;
+  self->state.out = std::move(out);
+  ping_next(self);
+}
+
+// The unused argument: CAF 0.17 dereferences a null argument tuple when a function-based actor
+// is spawned with none (a UBSan report).
+caf::behavior echo_actor(caf::event_based_actor*, int) {
+  return {[](int x) { return x; }};
+}
+
+row caf_ping_row(caf::actor_system& sys, int n, const std::string& workers) {
+  auto out = std::make_shared<std::vector<double>>();
+  out->reserve(static_cast<std::size_t>(n));
+  const auto echo = sys.spawn(echo_actor, 0);
+  const auto start = clock_type::now();
+  const std::vector<caf::actor> chain{sys.spawn(ping_actor, echo, n, out)};
+  uma::bench::wait_all(sys, chain);
+  const double s = std::chrono::duration<double>(clock_type::now() - start).count();
+  caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+  return row{"CAF alone: int request/response (" + workers + ")", 1, percentile(*out, 0.5),
+             percentile(*out, 0.99), static_cast<double>(out->size()) / s / 1e6,
+             "no uma: the floor under the rows above"};
+}
+
 /// Typed requests from event-based actors (`request(...).then(...)`, the ref dropped in the
 /// handler, so the release is inside the pair): one chain per "thread", each with one request
 /// in flight. Then the same from plain threads through a blocking `caf::scoped_actor`.
@@ -193,6 +248,7 @@ std::vector<row> actor_rows(uma::backend_choice choice, int pairs, int max_threa
                       res->error ? "FAILED: " + sys.render(res->error) : std::string{}});
     caf::anon_send_exit(bare, caf::exit_reason::user_shutdown);
   }
+  out.push_back(caf_ping_row(sys, n, workers));
   for (int threads : {1, 8}) {
     if (!scoped)
       break;

@@ -83,6 +83,19 @@ __global__ void read_kernel(const uint4* data, std::size_t n, std::uint32_t* sin
   }
 }
 
+__global__ void add_one_kernel(uint4* data, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(blockDim.x) * gridDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    uint4 v = data[i];
+    v.x += 1u;
+    v.y += 1u;
+    v.z += 1u;
+    v.w += 1u;
+    data[i] = v;
+  }
+}
+
 unsigned int fill_grid(std::size_t n) {
   const std::size_t blocks = (n + block_size - 1) / block_size;
   return static_cast<unsigned int>(std::clamp<std::size_t>(blocks, 1, 65535));
@@ -300,6 +313,23 @@ void advise_accessed_by(const void* ptr, std::size_t bytes, int device) {
 
 void copy(void* dst, const void* src, std::size_t bytes, void* stream) {
   UMA_BENCH_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)));
+}
+
+void read_async(const void* ptr, std::size_t bytes, void* stream) {
+  static std::uint32_t* sink = [] {
+    void* p = nullptr;
+    UMA_BENCH_CUDA(cudaMalloc(&p, sizeof(std::uint32_t)));
+    return static_cast<std::uint32_t*>(p);
+  }();
+  read_kernel<<<read_grid(), block_size, 0, as_stream(stream)>>>(static_cast<const uint4*>(ptr),
+                                                                 bytes / sizeof(uint4), sink);
+  UMA_BENCH_CUDA(cudaGetLastError());
+}
+
+void add_one_async(void* ptr, std::size_t bytes, void* stream) {
+  add_one_kernel<<<read_grid(), block_size, 0, as_stream(stream)>>>(static_cast<uint4*>(ptr),
+                                                                    bytes / sizeof(uint4));
+  UMA_BENCH_CUDA(cudaGetLastError());
 }
 
 double read_kernel_ms(const void* ptr, std::size_t bytes, void* stream) {

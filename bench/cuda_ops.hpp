@@ -64,6 +64,12 @@ void advise_accessed_by(const void* ptr, std::size_t bytes, int device);
 /// cudaMemcpyAsync(cudaMemcpyDefault).
 void copy(void* dst, const void* src, std::size_t bytes, void* stream);
 
+/// Enqueues the read kernel (below) over `bytes` (a multiple of 16) at `ptr` on `stream`.
+void read_async(const void* ptr, std::size_t bytes, void* stream);
+/// Enqueues a kernel adding 1 to every 32-bit word of `bytes` (a multiple of 16) at `ptr` on
+/// `stream`: every byte read and written once.
+void add_one_async(void* ptr, std::size_t bytes, void* stream);
+
 /// Milliseconds one launch of the read kernel over `bytes` at `ptr` takes on `stream` (CUDA
 /// events): every 16-byte word is loaded once; nothing is written unless a checksum matches a
 /// value it practically never has, so the loads cannot be optimised away.

@@ -81,6 +81,14 @@ void copy(void*, const void*, std::size_t, void*) {
   unavailable();
 }
 
+void read_async(const void*, std::size_t, void*) {
+  unavailable();
+}
+
+void add_one_async(void*, std::size_t, void*) {
+  unavailable();
+}
+
 double read_kernel_ms(const void*, std::size_t, void*) {
   unavailable();
 }

@@ -142,7 +142,9 @@ void residency_account::place(std::uint64_t id, entry& e, int device, residency_
     ++e.ledger.refetches;
   ++e.ledger.placements;
   e.ledger.to_device_bytes += e.bytes;
-  plan.placements.push_back({residency_move_kind::to_device, id, device, e.bytes, e.effective});
+  plan.placements.push_back(
+      {residency_move_kind::to_device, id, device, e.bytes, e.effective, e.mapped >= 0});
+  e.mapped = -1;
 }
 
 residency_account::decision residency_account::decide(std::span<const planned_region> regions,
@@ -220,7 +222,10 @@ void residency_account::apply(std::uint64_t id, entry& e, int device, access_mod
   } else {
     if (e.device >= 0)  // now remote_map: out of the device first, then mapped
       plan.evictions.push_back(evict(id, e));
-    plan.placements.push_back({residency_move_kind::map_remote, id, device, e.bytes, e.effective});
+    if (e.mapped != device)  // mapped once: advice costs milliseconds even when it changes nothing
+      plan.placements.push_back(
+          {residency_move_kind::map_remote, id, device, e.bytes, e.effective});
+    e.mapped = device;
   }
   e.streamed =
       e.requested == residency_policy::automatic && e.effective == residency_policy::remote_map;

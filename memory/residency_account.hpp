@@ -47,6 +47,9 @@ struct residency_move {
   int device = 0;
   std::size_t bytes = 0;                                ///< the region's bytes the move covers
   residency_policy policy = residency_policy::migrate;  ///< the policy it follows (never automatic)
+  /// A placement of a region mapped remotely until now: the mapping goes first (its preferred
+  /// location and accessed-by advice), then the region moves.
+  bool unmap_first = false;
 };
 
 /// What one will_access or dead decided. Evictions come first in the account; a caller may run
@@ -137,6 +140,7 @@ class residency_account {
     bool written = false;  // ever written by a plan
     bool evicted_unused = false;
     bool streamed = false;  // automatic chose remote_map: it stays mapped
+    int mapped = -1;        // remotely mapped for this device (-1: not mapped)
     std::uint32_t holds = 0;
     std::uint64_t last_use = 0;
     residency_ledger ledger;

@@ -80,7 +80,12 @@ struct access_plan_request {
   int device = 0;
   access_mode mode = access_mode::read;
   residency_policy policy = residency_policy::automatic;
-  stream_view stream{};  ///< the placements' and evictions' stream
+  /// The moves' stream; none: each lane's own (cudaStreamPerThread of the lane's thread), so
+  /// evictions and placements run at once. Name your stream to order them before your kernels.
+  stream_view stream{};
+  /// The reply comes once the placements were issued (`enqueued`: the prefetch calls returned)
+  /// or once their stream finished them (`complete`).
+  completion reply_when = completion::enqueued;
 };
 
 /// Reply to an access plan or to dead: the moves queued, by kind, and their bytes.

@@ -29,6 +29,11 @@ enum class attach_flag : std::uint8_t { global = 1, host = 2 };
 struct stream_view {
   void* handle = nullptr;
   friend constexpr bool operator==(stream_view, stream_view) = default;
+  /// CUDA's `cudaStreamPerThread`: the calling thread's own default stream. uma's lanes use it
+  /// for moves that name no stream, so that each lane's work runs on a stream of its own.
+  [[nodiscard]] static stream_view per_thread() noexcept {
+    return stream_view{reinterpret_cast<void*>(std::uintptr_t{2})};
+  }
 };
 
 /// A byte range inside one managed allocation.

@@ -139,6 +139,30 @@ TEST_F(residency, AutomaticMapsARegionThatStreamsThroughTheBudgetAndStopsMovingI
   EXPECT_EQ(account_.totals().refetches, 0u);
 }
 
+TEST_F(residency, ARemoteMappingIsAdvisedOnceAndUndoneBeforeTheRegionMoves) {
+  auto plan = use(1, policy::remote_map);
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].kind, kind::map_remote);
+  done(1);
+  plan = use(1, policy::remote_map);  // already mapped for device 0: no advice again
+  EXPECT_TRUE(plan.placements.empty());
+  EXPECT_TRUE(plan.evictions.empty());
+  done(1);
+  plan = use(1, policy::migrate);  // now placed: the mapping's advice goes first
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].kind, kind::to_device);
+  EXPECT_TRUE(plan.placements[0].unmap_first);
+  done(1);
+  plan = use(2, policy::migrate);  // never mapped: nothing to undo
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_FALSE(plan.placements[0].unmap_first);
+  done(2);
+  plan = use(1, policy::remote_map);  // out of the device, then mapped again
+  ASSERT_EQ(plan.evictions.size(), 1u);
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_EQ(plan.placements[0].kind, kind::map_remote);
+}
+
 TEST_F(residency, AutomaticKeepsAReusedRegionResidentAndMigratesWrittenOnes) {
   for (int step = 0; step < 5; ++step) {
     (void)use(1, policy::automatic, access_mode::write);

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include <uma/memory/location_rules.hpp>
 #include <uma/sys/detail/format.hpp>
 
 namespace uma::detail {
@@ -48,6 +49,16 @@ void check_refs(std::span<const byte_ref> refs, const char* op, const control_bl
                                         std::to_string(a->byte_offset()) + " and " +
                                         std::to_string(b->byte_offset()) + ")");
   }
+}
+
+void check_targets(const backend& b, const prefetch_request& r, const char* op) {
+  if (r.locations.empty() || (r.locations.size() != 1 && r.locations.size() != r.refs.size()))
+    raise(errc::invalid_argument,
+          std::string(op) + ": " + std::to_string(r.refs.size()) + " refs but " +
+              std::to_string(r.locations.size()) +
+              " locations (give one location to broadcast, or one per ref)");
+  for (const auto& loc : r.locations)
+    validate_location(b, location_use::prefetch, loc);
 }
 
 void check_stream(backend& b, stream_view stream, const char* op) {

@@ -23,6 +23,10 @@ void check_refs(std::span<const byte_ref> refs, const char* op, const control_bl
 /// backend takes no stream at all.
 void check_stream(backend& b, stream_view stream, const char* op);
 
+/// A prefetch names one location (broadcast) or one per ref, each one `b` can prefetch to;
+/// else invalid_argument naming `op`.
+void check_targets(const backend& b, const prefetch_request& r, const char* op);
+
 /// The byte ranges of `refs`, in order.
 [[nodiscard]] std::vector<byte_range> ranges_of(std::span<const byte_ref> refs);
 

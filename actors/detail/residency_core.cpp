@@ -11,8 +11,9 @@ namespace uma::detail {
 
 namespace {
 
-/// A lane job that logs what the runtime refused instead of throwing on the lane's thread: the
-/// plan's reply went out when the moves were queued, and the account stays what it decided.
+/// A move that logs what the runtime refused instead of throwing on the lane's thread: an
+/// eviction's failure reaches no caller (the plan's reply waits for its placements only), and
+/// the account stays what it decided.
 template <class F>
 std::function<void()> logged(const char* what, F f) {
   return [what, f = std::move(f)]() mutable {
@@ -27,9 +28,8 @@ std::function<void()> logged(const char* what, F f) {
 }  // namespace
 
 residency_core::residency_core(const allocator_config& config, std::shared_ptr<backend> backend,
-                               worker_lanes& lanes, const region_table& table)
+                               const region_table& table)
     : backend_(std::move(backend)),
-      lanes_(lanes),
       table_(table),
       counted_only_(backend_->kind() == backend_kind::host),
       account_(devices_of(config, *backend_)) {
@@ -98,63 +98,75 @@ residency_result residency_core::summarize(const residency_plan& plan) {
   return out;
 }
 
-void residency_core::carry_out(const residency_plan& plan, stream_view stream) {
+residency_work residency_core::carry_out(const residency_plan& plan, stream_view stream) const {
+  residency_work out;
+  out.result = summarize(plan);
+  out.stream = stream.handle != nullptr ? stream : stream_view::per_thread();
   if (counted_only_)
-    return;
-  const auto range_of = [this](std::uint64_t id) -> std::optional<byte_range> {
-    const auto* e = table_.find(id);
-    if (e == nullptr)
-      return std::nullopt;
-    return byte_range{e->region->data, e->region->bytes};
+    return out;
+  struct move {
+    residency_move_kind kind;
+    byte_range range;
+    int device;
+    bool replica;
+    bool unmap_first;
+  };
+  const auto moves_of = [this](const std::vector<residency_move>& from) {
+    std::vector<move> to;
+    for (const auto& m : from)
+      if (const auto* e = table_.find(m.region))
+        to.push_back({m.kind,
+                      {e->region->data, e->region->bytes},
+                      m.device,
+                      m.policy == residency_policy::read_mostly,
+                      m.unmap_first});
+    return to;
   };
   const location host = location::host();
-  for (const auto& m : plan.evictions) {
-    const auto range = range_of(m.region);
-    if (!range)
-      continue;
-    const auto b = backend_;
-    if (m.kind == residency_move_kind::to_host)
-      lanes_.post(worker_lanes::for_destinations({&host, 1}),
-                  logged("evict to host", [b, r = *range, host, stream] {
-                    b->prefetch({&r, 1}, {&host, 1}, stream);
-                  }));
-    else if (m.kind == residency_move_kind::drop_copy)
-      lanes_.post(worker_lanes::general, logged("drop a read-mostly copy", [b, r = *range] {
-                    b->advise(r, advice::unset_read_mostly, location::host());
-                  }));
-    else
-      lanes_.post(worker_lanes::general, logged("discard", [b, r = *range, stream] {
-                    b->discard({&r, 1}, stream);
-                  }));
+  if (auto evictions = moves_of(plan.evictions); !evictions.empty())
+    out.evict = [b = backend_, evictions = std::move(evictions), host, s = out.stream] {
+      for (const auto& m : evictions)
+        logged(to_string(m.kind).data(), [&] {
+          if (m.kind == residency_move_kind::to_host) {
+            b->prefetch({&m.range, 1}, {&host, 1}, s);
+          } else if (m.kind == residency_move_kind::drop_copy) {
+            // Unsetting read-mostly collapses the copies to the preferred location when it
+            // holds one (else to any): the host's copy stays, the device's goes, nothing moves.
+            b->advise(m.range, advice::set_preferred_location, host);
+            b->advise(m.range, advice::unset_read_mostly, host);
+            b->advise(m.range, advice::unset_preferred_location, host);
+          } else {
+            b->discard({&m.range, 1}, s);
+          }
+        })();
+    };
+  if (auto placements = moves_of(plan.placements); !placements.empty()) {
+    const location dev = location::device(placements.front().device);
+    out.place_lane = worker_lanes::for_destinations({&dev, 1});
+    out.place = [b = backend_, placements = std::move(placements), host, s = out.stream] {
+      for (const auto& m : placements) {
+        const location to = location::device(m.device);
+        if (m.kind == residency_move_kind::map_remote) {
+          b->advise(m.range, advice::set_preferred_location, host);
+          b->advise(m.range, advice::set_accessed_by, to);
+          continue;
+        }
+        if (m.unmap_first) {
+          b->advise(m.range, advice::unset_accessed_by, to);
+          b->advise(m.range, advice::unset_preferred_location, host);
+        }
+        if (m.replica)
+          b->advise(m.range, advice::set_read_mostly, to);
+        b->prefetch({&m.range, 1}, {&to, 1}, s);
+      }
+    };
   }
-  for (const auto& m : plan.placements) {
-    const auto range = range_of(m.region);
-    if (!range)
-      continue;
-    const auto b = backend_;
-    const location dev = location::device(m.device);
-    if (m.kind == residency_move_kind::map_remote)
-      lanes_.post(worker_lanes::general, logged("map remotely", [b, r = *range, dev] {
-                    b->advise(r, advice::set_preferred_location, location::host());
-                    b->advise(r, advice::set_accessed_by, dev);
-                  }));
-    else
-      lanes_.post(
-          worker_lanes::for_destinations({&dev, 1}),
-          logged("place on the device",
-                 [b, r = *range, dev, stream, replica = m.policy == residency_policy::read_mostly] {
-                   if (replica)
-                     b->advise(r, advice::set_read_mostly, dev);
-                   b->prefetch({&r, 1}, {&dev, 1}, stream);
-                 }));
-  }
+  return out;
 }
 
-residency_result residency_core::will_access(const access_plan_request& r) {
+residency_work residency_core::will_access(const access_plan_request& r) {
   const auto regions = regions_of(r.refs, r.policy);
-  auto plan = account_.will_access(regions, r.device, r.mode);
-  carry_out(plan, r.stream);
-  return summarize(plan);
+  return carry_out(account_.will_access(regions, r.device, r.mode), r.stream);
 }
 
 std::uint64_t residency_core::done_with(std::span<const byte_ref> refs) {
@@ -165,13 +177,11 @@ std::uint64_t residency_core::done_with(std::span<const byte_ref> refs) {
   return ids.size();
 }
 
-residency_result residency_core::dead(std::span<const byte_ref> refs, stream_view stream) {
+residency_work residency_core::dead(std::span<const byte_ref> refs, stream_view stream) {
   std::vector<std::uint64_t> ids;
   for (const auto& region : regions_of(refs, residency_policy::automatic))
     ids.push_back(region.id);
-  auto plan = account_.dead(ids);
-  carry_out(plan, stream);
-  return summarize(plan);
+  return carry_out(account_.dead(ids), stream);
 }
 
 std::uint64_t residency_core::budget(int device, std::uint64_t bytes) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -13,6 +14,18 @@
 
 namespace uma::detail {
 
+/// A plan's moves as two lane jobs for the allocator to queue: the evictions on the host lane
+/// while the placements run on the device's lane, so that both directions of the link are busy
+/// at once. An empty job: nothing of that kind (the host backend only counts its moves).
+struct residency_work {
+  residency_result result;
+  std::function<void()> evict;  ///< device -> host prefetches, dropped copies, discards (logged)
+  std::function<void()> place;  ///< host -> device prefetches and remote mappings (throws)
+  std::size_t place_lane = worker_lanes::general;
+  /// The moves' stream: the plan's, or each lane thread's own when the plan names none.
+  stream_view stream{};
+};
+
 /// The allocator's residency (docs/residency.md): its account of what is placed on which device
 /// under which budget, and the moves that keep it so, queued on the allocator's lanes (device
 /// -> host prefetches on the host lane while host -> device prefetches run on the device's
@@ -22,15 +35,15 @@ namespace uma::detail {
 class residency_core {
  public:
   residency_core(const allocator_config& config, std::shared_ptr<backend> backend,
-                 worker_lanes& lanes, const region_table& table);
+                 const region_table& table);
 
   /// Throws what the constructor would for `config`'s device budgets (invalid_argument naming
   /// the device and the bytes).
   static void check(const allocator_config& config, const backend& b);
 
-  [[nodiscard]] residency_result will_access(const access_plan_request& r);
+  [[nodiscard]] residency_work will_access(const access_plan_request& r);
   [[nodiscard]] std::uint64_t done_with(std::span<const byte_ref> refs);
-  [[nodiscard]] residency_result dead(std::span<const byte_ref> refs, stream_view stream);
+  [[nodiscard]] residency_work dead(std::span<const byte_ref> refs, stream_view stream);
   /// Sets device `device`'s budget when `bytes` is not 0; returns the budget in force.
   [[nodiscard]] std::uint64_t budget(int device, std::uint64_t bytes);
   [[nodiscard]] residency_report report() const;
@@ -47,11 +60,10 @@ class residency_core {
   [[nodiscard]] std::vector<planned_region> regions_of(std::span<const byte_ref> refs,
                                                        residency_policy policy) const;
   [[nodiscard]] static residency_result summarize(const residency_plan& plan);
-  /// Queues the plan's moves on the lanes (nothing on the host backend).
-  void carry_out(const residency_plan& plan, stream_view stream);
+  /// The plan's moves as lane jobs (none on the host backend).
+  [[nodiscard]] residency_work carry_out(const residency_plan& plan, stream_view stream) const;
 
   std::shared_ptr<backend> backend_;
-  worker_lanes& lanes_;
   const region_table& table_;
   const bool counted_only_;
   residency_account account_;

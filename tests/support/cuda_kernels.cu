@@ -93,6 +93,12 @@ double sum_on_device(const float* data, std::size_t n) {
   return result;
 }
 
+std::size_t device_used_bytes() {
+  std::size_t free = 0, total = 0;
+  UMA_TEST_CUDA(cudaMemGetInfo(&free, &total));
+  return total - free;
+}
+
 void* create_stream() {
   cudaStream_t stream = nullptr;
   UMA_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -20,6 +20,9 @@ void add_on_device(float* data, std::size_t n, float delta, void* stream);
 /// Sums `data[0, n)` on the device (legacy default stream) and waits for the result.
 [[nodiscard]] double sum_on_device(const float* data, std::size_t n);
 
+/// Bytes of the current device's memory in use (cudaMemGetInfo: total - free), by anyone.
+[[nodiscard]] std::size_t device_used_bytes();
+
 /// A new non-blocking stream on the current device.
 [[nodiscard]] void* create_stream();
 /// Destroys a stream from create_stream (null is ignored).
