@@ -10,7 +10,9 @@
 // step: the report gives their maxima against the budget, and a thread asking for the
 // allocator's stats all along gives the stats latency's p99.
 //
-//   uma_residency_bench [--budget-mib N] [--chunk-mib N] [--factors 2,3] [--passes N] [--smoke]
+//   uma_residency_bench [--budget-mib N] [--chunk-mib N] [--factors 2,3] [--passes N]
+//                       [--pass-limit-s S] [--smoke]
+// A uma run whose pass takes longer than S seconds (default 20) stops after it, saying so.
 //
 // Needs a CUDA device (the kernels); elsewhere it says so and exits 0. The sum of managed
 // memory stays at the set of one factor (at most 3 x the budget) plus nothing else.
@@ -44,6 +46,7 @@ struct options {
   std::size_t chunk = 256 * MiB;
   std::vector<int> factors{2, 3};
   int passes = 3;
+  double pass_limit_s = 20;
 };
 
 enum class pattern { read, write, iterative };
@@ -168,23 +171,32 @@ row uma_run(caf::actor_system& sys, const options& o, std::size_t set, pattern p
   row r{std::string("uma ") + std::string(uma::to_string(policy)), 0, {}, ""};
   double max_used = 0;
   std::size_t max_account = 0;
+  std::size_t steps_done = 0;
   const auto t0 = clock_type::now();
   {
     uma::access_sequence seq(c, steps);
-    for (int pass = 0; pass < o.passes; ++pass) {
+    bool over = false;
+    for (int pass = 0; pass < o.passes && !over; ++pass) {
       const auto tp = clock_type::now();
-      for (std::size_t i = 0; i < chunks; ++i) {
+      for (std::size_t i = 0; i < chunks && !over; ++i) {
         (void)seq.begin(static_cast<std::size_t>(pass) * chunks + i);
         kernel(data[i].data(), o.chunk, mode_of(p, i), stream);
         cu::synchronize(stream);
         max_used = std::max(max_used, used_bytes() - before);
+        ++steps_done;
+        // A pathological pairing (written read-mostly data) can take minutes: it stops here.
+        over = seconds_since(tp) > o.pass_limit_s;
       }
-      r.pass_gbps.push_back(static_cast<double>(set) / seconds_since(tp) / 1e9);
+      if (!over)
+        r.pass_gbps.push_back(static_cast<double>(set) / seconds_since(tp) / 1e9);
       max_account = std::max(max_account, c.residency().devices.at(0).peak);
     }
     seq.finish();
   }
-  r.gbps = static_cast<double>(set) * o.passes / seconds_since(t0) / 1e9;
+  r.gbps = static_cast<double>(steps_done * o.chunk) / seconds_since(t0) / 1e9;
+  if (steps_done < chunks * static_cast<std::size_t>(o.passes))
+    r.note = "stopped after " + std::to_string(steps_done) + " steps: a pass passed " +
+             std::to_string(static_cast<int>(o.pass_limit_s)) + " s; ";
   done = true;
   stats_thread.join();
   const auto report = c.residency();
@@ -197,7 +209,7 @@ row uma_run(caf::actor_system& sys, const options& o, std::size_t set, pattern p
                 max_used / MiB, max_account / MiB, o.budget / MiB, o.chunk / MiB,
                 static_cast<double>(report.totals.to_device_bytes) / (1024.0 * MiB),
                 static_cast<double>(report.totals.to_host_bytes) / (1024.0 * MiB), p99);
-  r.note = note;
+  r.note += note;
   if (max_used > static_cast<double>(o.budget + o.chunk) + 32.0 * MiB)
     r.note += "; OVER the budget by more than one chunk";
   return r;
@@ -219,6 +231,7 @@ void print(const std::vector<row>& rows, double link) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it comes, also into a file
   options o;
   bool smoke = false;
   for (int i = 1; i < argc; ++i) {
@@ -230,6 +243,8 @@ int main(int argc, char** argv) {
       o.chunk = std::strtoull(argv[++i], nullptr, 10) * MiB;
     else if (a == "--passes" && more)
       o.passes = std::atoi(argv[++i]);
+    else if (a == "--pass-limit-s" && more)
+      o.pass_limit_s = std::atof(argv[++i]);
     else if (a == "--factors" && more) {
       o.factors.clear();
       const std::string list = argv[++i];
@@ -243,7 +258,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: uma_residency_bench [--budget-mib N] [--chunk-mib N] "
-                   "[--factors 2,3] [--passes N] [--smoke]\n");
+                   "[--factors 2,3] [--passes N] [--pass-limit-s S] [--smoke]\n");
       return 2;
     }
   }
@@ -256,7 +271,7 @@ int main(int argc, char** argv) {
   const bool factors_ok = !o.factors.empty() && std::all_of(o.factors.begin(), o.factors.end(),
                                                             [](int f) { return f >= 1 && f <= 4; });
   if (o.chunk == 0 || o.chunk % (2 * MiB) != 0 || o.budget < 2 * o.chunk || o.passes < 1 ||
-      o.passes > 100 || !factors_ok) {
+      o.passes > 100 || !factors_ok || !(o.pass_limit_s > 0)) {
     std::fprintf(stderr,
                  "uma_residency_bench: the chunk must be a non-zero multiple of 2 MiB, "
                  "the budget at least two chunks, passes 1 to 100, factors 1 to 4\n");
@@ -288,11 +303,14 @@ int main(int argc, char** argv) {
       for (auto p : {pattern::read, pattern::write, pattern::iterative}) {
         std::printf("== set %dx the budget (%zu MiB), %s\n", f, set / MiB, name_of(p));
         const auto base = baselines(o, set, p, stream);
+        print(base, base.front().gbps);
         std::vector<row> rows = base;
-        for (auto policy : {uma::residency_policy::automatic, uma::residency_policy::migrate,
-                            uma::residency_policy::read_mostly, uma::residency_policy::remote_map})
+        for (auto policy :
+             {uma::residency_policy::automatic, uma::residency_policy::migrate,
+              uma::residency_policy::read_mostly, uma::residency_policy::remote_map}) {
           rows.push_back(uma_run(sys, o, set, p, policy, stream));
-        print(rows, base.front().gbps);
+          print({rows.back()}, base.front().gbps);
+        }
         double best_static = 0;
         for (std::size_t k = base.size() + 1; k < rows.size(); ++k)
           best_static = std::max(best_static, rows[k].gbps);

@@ -1,6 +1,10 @@
-// Residency on the GPU (issue 15): each placement policy's effect on the device's memory, seen
-// with cudaMemGetInfo (test::device_used_bytes) and cudaMemRangeGetAttribute, against uma's
-// account and ledger. Regions are 256 MiB; the whole test stays far below the card's memory.
+// Residency on the GPU (issue 15): each placement policy's effect on where the bytes are, against
+// uma's account and ledger. Where a region lives is read from cudaMemRangeGetAttribute (the
+// last prefetch location, the advice) and from how fast a kernel reads it: resident data reads
+// at the device memory's speed (thousands of GB/s), data on the host at the link's (tens of
+// GB/s). cudaMemGetInfo is printed too: on the H100 machine (driver 580) it does not change
+// when managed memory moves onto the device, so it cannot be the test's observable there.
+// Regions are 256 MiB; the whole test stays far below the card's memory.
 
 #include <gtest/gtest.h>
 
@@ -20,8 +24,10 @@ namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr std::size_t region_bytes = 256 * MiB;
-/// cudaMemGetInfo moves in 2 MiB pages and other bookkeeping; a move of 256 MiB is unmistakable.
-constexpr double slack = 24.0 * MiB;
+/// Reading 256 MiB resident on an H100 runs at more than 1,000 GB/s; over PCIe, or migrating
+/// on fault, at most the link's ~55 GB/s. The thresholds leave a wide margin either side.
+constexpr double resident_gbps = 400;
+constexpr double remote_gbps = 150;
 
 class gpu_residency : public test::actor_fixture {
  protected:
@@ -42,11 +48,13 @@ class gpu_residency : public test::actor_fixture {
     test::device_synchronize();
     return ref;
   }
-  /// Device memory in use once every lane's queued move and the device are done.
-  double used() {
+  /// Every lane's queued move and the device are done.
+  void settle() {
     (void)gpu_->flush();
     test::device_synchronize();
-    return static_cast<double>(test::device_used_bytes());
+  }
+  static double gbps(const ManagedRef<float>& ref) {
+    return test::read_gbps(ref.data(), ref.size());
   }
   residency_result plan(const ManagedRef<float>& ref, residency_policy p,
                         access_mode m = access_mode::read) {
@@ -60,18 +68,23 @@ class gpu_residency : public test::actor_fixture {
 TEST_F(gpu_residency, MigratePlacesOnTheDeviceAndEvictsTheLeastRecentlyUsedBackToTheHost) {
   gpu_->device_budget(0, 2 * region_bytes);
   auto a = on_host(1.0f), b = on_host(2.0f), c = on_host(3.0f);
-  const double base = used();
+  settle();
+  const auto used_before = test::device_used_bytes();
   EXPECT_EQ(plan(a, residency_policy::migrate).to_device_bytes, region_bytes);
-  EXPECT_NEAR(used() - base, 1.0 * region_bytes, slack);
   EXPECT_EQ(gpu_->attributes(a).last_prefetch_location, location::device(0));
   (void)plan(b, residency_policy::migrate);
-  EXPECT_NEAR(used() - base, 2.0 * region_bytes, slack);
+  settle();
+  std::printf("cudaMemGetInfo: %+.1f MiB in use after 512 MiB were placed\n",
+              (static_cast<double>(test::device_used_bytes()) - used_before) / MiB);
   done(a);
   done(b);
   const auto r = plan(c, residency_policy::migrate);  // a is the least recently used: it goes
   EXPECT_EQ(r.to_host_bytes, region_bytes);
-  EXPECT_NEAR(used() - base, 2.0 * region_bytes, slack);  // a out, c in: the budget holds
+  settle();
   EXPECT_EQ(gpu_->attributes(a).last_prefetch_location, location::host());
+  EXPECT_GT(gbps(b), resident_gbps);
+  EXPECT_GT(gbps(c), resident_gbps);
+  EXPECT_LT(gbps(a), remote_gbps);  // on the host: read across the link (and migrated now)
   EXPECT_DOUBLE_EQ(test::sum_on_device(a.data(), a.size()), 1.0 * a.size());  // contents intact
   const auto report = gpu_->residency();
   EXPECT_EQ(report.totals.to_device_bytes, 3 * region_bytes);
@@ -82,32 +95,33 @@ TEST_F(gpu_residency, MigratePlacesOnTheDeviceAndEvictsTheLeastRecentlyUsedBackT
 TEST_F(gpu_residency, ReadMostlyEvictionDropsTheDeviceCopyAndMovesNothingBack) {
   gpu_->device_budget(0, region_bytes);
   auto a = on_host(1.0f), b = on_host(2.0f);
-  const double base = used();
   (void)plan(a, residency_policy::read_mostly);
-  EXPECT_NEAR(used() - base, 1.0 * region_bytes, slack);  // the replica counts as resident
   EXPECT_TRUE(gpu_->attributes(a).read_mostly);
+  EXPECT_GT(gbps(a), resident_gbps);  // the replica is on the device
   done(a);
   const auto r = plan(b, residency_policy::read_mostly);
   EXPECT_EQ(r.dropped_bytes, region_bytes);
   EXPECT_EQ(r.to_host_bytes, 0u);
-  EXPECT_NEAR(used() - base, 1.0 * region_bytes, slack);  // a's copy gone, b's here
+  settle();
   const auto attrs = gpu_->attributes(a);
   EXPECT_FALSE(attrs.read_mostly);
   EXPECT_EQ(attrs.preferred_location, std::nullopt);  // the collapse's advice is undone
+  EXPECT_GT(gbps(b), resident_gbps);
+  EXPECT_LT(gbps(a), remote_gbps);  // the copies collapsed to the host's, not the device's
   EXPECT_DOUBLE_EQ(test::sum_on_device(a.data(), a.size()), 1.0 * a.size());
   EXPECT_EQ(gpu_->residency().totals.to_host_bytes, 0u);
 }
 
-TEST_F(gpu_residency, RemoteMapLeavesDeviceMemoryAloneAndIsAdvisedOnce) {
+TEST_F(gpu_residency, RemoteMapReadsAcrossTheLinkWithoutMigratingAndIsAdvisedOnce) {
   gpu_->device_budget(0, 64 * MiB);  // smaller than the region: a mapping needs no budget
   auto a = on_host(2.0f);
-  const double base = used();
   EXPECT_EQ(plan(a, residency_policy::remote_map).mapped_bytes, region_bytes);
-  EXPECT_DOUBLE_EQ(test::sum_on_device(a.data(), a.size()), 2.0 * a.size());  // read remotely
-  EXPECT_NEAR(used() - base, 0.0, slack);
   const auto attrs = gpu_->attributes(a);
   EXPECT_EQ(attrs.preferred_location, location::host());
   EXPECT_EQ(attrs.accessed_by, std::vector<location>{location::device(0)});
+  EXPECT_LT(gbps(a), remote_gbps);
+  EXPECT_LT(gbps(a), remote_gbps);  // read again: still remote, nothing migrated on access
+  EXPECT_DOUBLE_EQ(test::sum_on_device(a.data(), a.size()), 2.0 * a.size());
   done(a);
   EXPECT_EQ(plan(a, residency_policy::remote_map).mapped_bytes, 0u);  // mapped already
   done(a);
@@ -116,30 +130,30 @@ TEST_F(gpu_residency, RemoteMapLeavesDeviceMemoryAloneAndIsAdvisedOnce) {
   EXPECT_EQ(plan(a, residency_policy::migrate).to_device_bytes, region_bytes);
   EXPECT_EQ(gpu_->attributes(a).accessed_by, std::vector<location>{});
   EXPECT_EQ(gpu_->attributes(a).preferred_location, std::nullopt);
-  EXPECT_NEAR(used() - base, 1.0 * region_bytes, slack);
+  EXPECT_GT(gbps(a), resident_gbps);
 }
 
 TEST_F(gpu_residency, DeadDataIsDiscardedAndNothingMovesBack) {
   gpu_->device_budget(0, 2 * region_bytes);
   auto a = on_host(1.0f);
-  const double base = used();
   (void)plan(a, residency_policy::migrate, access_mode::write);
   test::fill_on_device(a.data(), a.size(), 5.0f, nullptr);
-  const double placed = used() - base;
-  EXPECT_NEAR(placed, 1.0 * region_bytes, slack);
+  test::device_synchronize();
+  EXPECT_GT(gbps(a), resident_gbps);
   done(a);
   const auto r = gpu_->dead({client::erase(a)});
   EXPECT_EQ(r.discarded_bytes, region_bytes);
   EXPECT_EQ(r.to_host_bytes, 0u);
-  const double after = used() - base;
-  std::printf("dead: device memory in use %.1f MiB after placement, %.1f MiB after discard\n",
-              placed / MiB, after / MiB);
+  settle();
   const auto report = gpu_->residency();
   EXPECT_EQ(report.totals.to_host_bytes, 0u);
+  EXPECT_EQ(report.totals.discarded_bytes, region_bytes);
   EXPECT_EQ(report.devices.at(0).resident, 0u);
+  test::fill_on_device(a.data(), a.size(), 6.0f, nullptr);  // the region is still usable
+  EXPECT_DOUBLE_EQ(test::sum_on_device(a.data(), a.size()), 6.0 * a.size());
 }
 
-TEST_F(gpu_residency, APipelinedSequenceKeepsTheDeviceWithinTheBudgetPlusOneStep) {
+TEST_F(gpu_residency, APipelinedSequenceHasEachStepResidentWhenItBeginsAndEvictsBehind) {
   constexpr std::size_t steps = 6, step_bytes = 64 * MiB, budget = 3 * step_bytes;
   gpu_->device_budget(0, budget);
   std::vector<ManagedRef<float>> data;
@@ -155,22 +169,25 @@ TEST_F(gpu_residency, APipelinedSequenceKeepsTheDeviceWithinTheBudgetPlusOneStep
     s.mode = access_mode::write;
     plan_steps.push_back(std::move(s));
   }
-  const double base = used();
-  double peak = 0;
+  settle();
   access_sequence seq(*gpu_, plan_steps);
   for (std::size_t i = 0; i < 3 * steps; ++i) {
-    (void)seq.begin(i);
+    (void)seq.begin(i);  // step i's data is on the device when begin returns
     auto& d = data[i % steps];
     EXPECT_EQ(gpu_->attributes(d).last_prefetch_location, location::device(0)) << "step " << i;
+    EXPECT_GT(gbps(d), resident_gbps) << "step " << i;
     test::add_on_device(d.data(), d.size(), 1.0f, nullptr);
     test::device_synchronize();
-    peak = std::max(peak, static_cast<double>(test::device_used_bytes()) - base);
+    if (i >= 2) {  // held: i and i + 1; resident besides: i - 1; so i - 2 was evicted
+      settle();
+      EXPECT_EQ(gpu_->attributes(data[(i - 2) % steps]).last_prefetch_location, location::host())
+          << "step " << i;
+    }
   }
   seq.finish();
-  EXPECT_LE(peak, static_cast<double>(budget + step_bytes) + slack);
   EXPECT_LE(gpu_->residency().devices.at(0).peak, budget);
-  for (auto& d : data)
-    EXPECT_DOUBLE_EQ(test::sum_on_device(d.data(), d.size()), 4.0 * d.size());  // 1 + 3 passes
+  for (auto& d : data)  // 1, plus 3 passes; the kernel reads in gbps() changed nothing
+    EXPECT_DOUBLE_EQ(test::sum_on_device(d.data(), d.size()), 4.0 * d.size());
   EXPECT_EQ(seq.refused_ahead(), 0u);
 }
 

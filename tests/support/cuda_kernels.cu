@@ -63,7 +63,40 @@ __global__ void sum_kernel(const float* data, std::size_t n, double* out) {
   atomicAdd(out, local);
 }
 
+__global__ void touch_kernel(const float4* data, std::size_t n, float* sink) {
+  float acc = 0.0f;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(blockDim.x) * gridDim.x) {
+    const float4 v = data[i];
+    acc += v.x + v.y + v.z + v.w;
+  }
+  if (acc == -1.25e-30f) {
+    *sink = acc;
+  }
+}
+
 }  // namespace
+
+double read_gbps(const float* data, std::size_t n) {
+  static float* sink = [] {
+    void* p = nullptr;
+    UMA_TEST_CUDA(cudaMalloc(&p, sizeof(float)));
+    return static_cast<float*>(p);
+  }();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  UMA_TEST_CUDA(cudaEventCreate(&start));
+  UMA_TEST_CUDA(cudaEventCreate(&stop));
+  UMA_TEST_CUDA(cudaEventRecord(start, nullptr));
+  touch_kernel<<<4096, block_size>>>(reinterpret_cast<const float4*>(data), n / 4, sink);
+  UMA_TEST_CUDA(cudaGetLastError());
+  UMA_TEST_CUDA(cudaEventRecord(stop, nullptr));
+  UMA_TEST_CUDA(cudaEventSynchronize(stop));
+  float ms = 0;
+  UMA_TEST_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  UMA_TEST_CUDA(cudaEventDestroy(start));
+  UMA_TEST_CUDA(cudaEventDestroy(stop));
+  return static_cast<double>(n / 4 * sizeof(float4)) / (static_cast<double>(ms) * 1e6);
+}
 
 void fill_on_device(float* data, std::size_t n, float value, void* stream) {
   fill_kernel<<<grid_for(n), block_size, 0, as_stream(stream)>>>(data, n, value);
