@@ -7,13 +7,17 @@
 
 namespace uma {
 
-access_sequence::access_sequence(client& c, std::vector<access_step> steps)
-    : client_(c), steps_(std::move(steps)), held_(steps_.size(), false) {
+access_sequence::access_sequence(client& c, std::vector<access_step> steps, std::size_t lookahead)
+    : client_(c), steps_(std::move(steps)), lookahead_(lookahead), held_(steps_.size(), false) {
   if (steps_.empty())
     raise(errc::invalid_argument, "access_sequence: a sequence of no step");
   for (std::size_t i = 0; i < steps_.size(); ++i)
     if (steps_[i].refs.empty())
       raise(errc::invalid_argument, "access_sequence: step " + std::to_string(i) + " names no ref");
+  if (lookahead_ >= steps_.size())
+    raise(errc::invalid_argument, "access_sequence: a lookahead of " + std::to_string(lookahead_) +
+                                      " steps in a sequence of " + std::to_string(steps_.size()) +
+                                      " (at most " + std::to_string(steps_.size() - 1) + ")");
 }
 
 access_sequence::~access_sequence() {
@@ -31,22 +35,34 @@ residency_result access_sequence::issue(std::size_t step) {
   return r;
 }
 
-std::optional<std::pair<std::size_t, residency_result>> access_sequence::collect_ahead() {
-  if (!ahead_plan_)
-    return std::nullopt;
-  auto [step, plan] = std::move(*ahead_plan_);
-  ahead_plan_.reset();
-  try {
-    auto r = plan.get();
-    held_[step] = true;
-    ++ahead_;
-    return std::pair{step, r};
-  } catch (const error& e) {
-    if (e.code() != errc::quota_exceeded)
-      throw;
-    ++refused_ahead_;  // the budget holds one step at a time: it is issued at its own step
-    return std::nullopt;
+bool access_sequence::sent_ahead(std::size_t step) const noexcept {
+  for (const auto& [s, plan] : in_flight_)
+    if (s == step)
+      return true;
+  return false;
+}
+
+std::optional<residency_result> access_sequence::collect_until(std::size_t step) {
+  const bool wanted = sent_ahead(step);
+  std::optional<residency_result> out;
+  while (!in_flight_.empty()) {
+    auto [s, plan] = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    try {
+      auto r = plan.get();
+      held_[s] = true;
+      ++ahead_;
+      if (s == step)
+        out = r;
+    } catch (const error& e) {
+      if (e.code() != errc::quota_exceeded)
+        throw;
+      ++refused_ahead_;  // no room yet: sent again later, or issued at its own step
+    }
+    if (wanted && s == step)
+      break;
   }
+  return out;
 }
 
 void access_sequence::end(std::size_t step) {
@@ -57,30 +73,31 @@ void access_sequence::end(std::size_t step) {
 }
 
 residency_result access_sequence::begin(std::size_t i) {
-  const auto step = i % steps_.size();
-  residency_result out;
-  if (auto ahead = collect_ahead()) {
-    if (ahead->first == step)
-      out = ahead->second;
-    else
-      end(ahead->first);  // the caller jumped: the plan sent ahead is not wanted now
-  }
+  const std::size_t n = steps_.size();
+  const auto step = i % n;
+  auto out = collect_until(step);
   if (current_ && *current_ != step)
     end(*current_);  // its regions may be evicted for what comes next
   current_ = step;
-  if (!held_[step])
+  if (!held_[step]) {
+    for (std::size_t k = 0; k < n; ++k)  // steps held ahead of a refused one make room for it
+      if (k != step && held_[k] && !sent_ahead(k))
+        end(k);
     out = issue(step);
-  const auto next = (step + 1) % steps_.size();
-  if (next != step && !held_[next]) {
-    const auto& s = steps_[next];
-    ahead_plan_.emplace(next, client_.will_access_async(s.refs, s.device, s.mode, s.policy,
-                                                        s.stream, s.reply_when));
   }
-  return out;
+  for (std::size_t d = 1; d <= lookahead_; ++d) {
+    const auto next = (step + d) % n;
+    if (held_[next] || sent_ahead(next))
+      continue;
+    const auto& s = steps_[next];
+    in_flight_.emplace_back(next, client_.will_access_async(s.refs, s.device, s.mode, s.policy,
+                                                            s.stream, s.reply_when));
+  }
+  return out ? *out : residency_result{};
 }
 
 void access_sequence::finish() {
-  (void)collect_ahead();
+  (void)collect_until(steps_.size());  // every plan in flight
   for (std::size_t step = 0; step < steps_.size(); ++step)
     end(step);
   current_.reset();

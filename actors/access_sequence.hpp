@@ -5,6 +5,7 @@
 // while the current step runs (the allocator's lanes carry placements and evictions at once).
 
 #include <cstddef>
+#include <deque>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -26,15 +27,17 @@ struct access_step {
 };
 
 /// The same plans every pass. `begin(i)` ends the plan of the step before, makes step i's plan
-/// the one in force (sent ahead at the step before, or now) and sends step i + 1's plan without
-/// waiting for it, so that its data moves while step i runs. A plan the budget did not hold
-/// ahead is issued at its own step, where a refusal is the caller's. Not thread-safe: one
-/// caller steps it.
+/// the one in force (sent ahead earlier, or now) and sends the plans of the `lookahead` steps
+/// after it without waiting for them, so that their data moves while step i runs (the
+/// allocator's device lane takes them one after another: the link stays busy). A plan the
+/// budget did not hold ahead is sent again at the next step and issued at its own step at the
+/// latest, where a refusal is the caller's; before that, plans held ahead of it are ended to
+/// make room. Not thread-safe: one caller steps it.
 class access_sequence {
  public:
-  /// Refuses (invalid_argument) an empty sequence or a step with no ref, before anything is
-  /// sent.
-  access_sequence(client& c, std::vector<access_step> steps);
+  /// Refuses (invalid_argument) an empty sequence, a step with no ref, or a lookahead of the
+  /// sequence's length or more, before anything is sent.
+  access_sequence(client& c, std::vector<access_step> steps, std::size_t lookahead = 1);
   access_sequence(const access_sequence&) = delete;
   access_sequence& operator=(const access_sequence&) = delete;
   /// Ends the plans still held (errors are logged: the allocator may be gone).
@@ -47,22 +50,26 @@ class access_sequence {
   void finish();
 
   [[nodiscard]] std::size_t size() const noexcept { return steps_.size(); }
-  /// Plans issued ahead, and those that the budget did not hold ahead.
+  [[nodiscard]] std::size_t lookahead() const noexcept { return lookahead_; }
+  /// Plans held from ahead, and those that the budget did not hold ahead.
   [[nodiscard]] std::size_t issued_ahead() const noexcept { return ahead_; }
   [[nodiscard]] std::size_t refused_ahead() const noexcept { return refused_ahead_; }
 
  private:
   residency_result issue(std::size_t step);
-  /// The plan sent ahead, if any, with its reply: held from now on; nullopt when the budget
-  /// did not hold it (or nothing was sent ahead).
-  std::optional<std::pair<std::size_t, residency_result>> collect_ahead();
+  /// Takes the replies of the plans sent ahead, in the order sent, up to and including
+  /// `step`'s (all of them when it has none): each is held from then on unless the budget
+  /// refused it. Returns `step`'s reply if it was sent ahead and held.
+  std::optional<residency_result> collect_until(std::size_t step);
+  [[nodiscard]] bool sent_ahead(std::size_t step) const noexcept;
   void end(std::size_t step);
 
   client& client_;
   std::vector<access_step> steps_;
+  std::size_t lookahead_;
   std::vector<bool> held_;
   std::optional<std::size_t> current_;
-  std::optional<std::pair<std::size_t, pending_plan>> ahead_plan_;  ///< step, its reply
+  std::deque<std::pair<std::size_t, pending_plan>> in_flight_;  ///< step, its reply; in order
   std::size_t ahead_ = 0;
   std::size_t refused_ahead_ = 0;
 };

@@ -11,7 +11,8 @@
 // allocator's stats all along gives the stats latency's p99.
 //
 //   uma_residency_bench [--budget-mib N] [--chunk-mib N] [--factors 2,3] [--passes N]
-//                       [--pass-limit-s S] [--smoke]
+//                       [--pass-limit-s S] [--lookahead N] [--smoke]
+// --lookahead: plans sent ahead of the running step (access_sequence; default 1).
 // A uma run whose pass takes longer than S seconds (default 20) stops after it, saying so.
 //
 // Needs a CUDA device (the kernels); elsewhere it says so and exits 0. The sum of managed
@@ -33,6 +34,7 @@
 #include <uma/actors/client.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/cuda_backend.hpp>
+#include "bench/bench_actors.hpp"
 #include "bench/cuda_ops.hpp"
 
 namespace {
@@ -47,6 +49,7 @@ struct options {
   std::vector<int> factors{2, 3};
   int passes = 3;
   double pass_limit_s = 20;
+  std::size_t lookahead = 1;
 };
 
 enum class pattern { read, write, iterative };
@@ -158,23 +161,21 @@ row uma_run(caf::actor_system& sys, const options& o, std::size_t set, pattern p
   }
   cu::synchronize(stream);
   const double before = used_bytes();
+  // A monitoring actor asking for the allocator's stats all along, one request in flight
+  // (request(...).then(...): what an actor pays, without a scoped actor's own cost).
   std::atomic<bool> done{false};
-  std::vector<double> stats_us;
-  std::thread stats_thread([&] {  // a monitoring client asking all along
-    while (!done.load()) {
-      const auto t = clock_type::now();
-      (void)c.stats();
-      stats_us.push_back(seconds_since(t) * 1e6);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
+  uma::bench::chain_limits lim;
+  lim.stop = &done;
+  auto stats = std::make_shared<uma::bench::chain_result>();
+  const std::vector<caf::actor> monitor{uma::bench::spawn_chain<uma::allocator_stats>(
+      sys, c.handle(), lim, stats, uma::stats_atom_v)};
   row r{std::string("uma ") + std::string(uma::to_string(policy)), 0, {}, ""};
   double max_used = 0;
   std::size_t max_account = 0;
   std::size_t steps_done = 0;
   const auto t0 = clock_type::now();
   {
-    uma::access_sequence seq(c, steps);
+    uma::access_sequence seq(c, steps, o.lookahead);
     bool over = false;
     for (int pass = 0; pass < o.passes && !over; ++pass) {
       const auto tp = clock_type::now();
@@ -198,7 +199,10 @@ row uma_run(caf::actor_system& sys, const options& o, std::size_t set, pattern p
     r.note = "stopped after " + std::to_string(steps_done) + " steps: a pass passed " +
              std::to_string(static_cast<int>(o.pass_limit_s)) + " s; ";
   done = true;
-  stats_thread.join();
+  uma::bench::wait_all(sys, monitor);
+  auto& stats_us = stats->ns;
+  for (auto& v : stats_us)
+    v /= 1e3;
   const auto report = c.residency();
   std::sort(stats_us.begin(), stats_us.end());
   const double p99 = stats_us.empty() ? 0 : stats_us[stats_us.size() * 99 / 100];
@@ -245,6 +249,8 @@ int main(int argc, char** argv) {
       o.passes = std::atoi(argv[++i]);
     else if (a == "--pass-limit-s" && more)
       o.pass_limit_s = std::atof(argv[++i]);
+    else if (a == "--lookahead" && more)
+      o.lookahead = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--factors" && more) {
       o.factors.clear();
       const std::string list = argv[++i];
@@ -258,7 +264,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: uma_residency_bench [--budget-mib N] [--chunk-mib N] "
-                   "[--factors 2,3] [--passes N] [--pass-limit-s S] [--smoke]\n");
+                   "[--factors 2,3] [--passes N] [--pass-limit-s S] [--lookahead N] [--smoke]\n");
       return 2;
     }
   }
@@ -271,10 +277,12 @@ int main(int argc, char** argv) {
   const bool factors_ok = !o.factors.empty() && std::all_of(o.factors.begin(), o.factors.end(),
                                                             [](int f) { return f >= 1 && f <= 4; });
   if (o.chunk == 0 || o.chunk % (2 * MiB) != 0 || o.budget < 2 * o.chunk || o.passes < 1 ||
-      o.passes > 100 || !factors_ok || !(o.pass_limit_s > 0)) {
+      o.passes > 100 || !factors_ok || !(o.pass_limit_s > 0) ||
+      (o.lookahead + 1) * o.chunk > o.budget) {
     std::fprintf(stderr,
                  "uma_residency_bench: the chunk must be a non-zero multiple of 2 MiB, "
-                 "the budget at least two chunks, passes 1 to 100, factors 1 to 4\n");
+                 "the budget at least two chunks and lookahead + 1 chunks, passes 1 to 100, "
+                 "factors 1 to 4\n");
     return 2;
   }
   if (!cu::compiled() || !uma::probe_cuda().usable) {
@@ -296,8 +304,8 @@ int main(int argc, char** argv) {
     uma::register_types(cfg);
     caf::actor_system sys{cfg};
     void* stream = cu::create_stream();
-    std::printf("uma_residency_bench: budget %zu MiB, chunk %zu MiB, %d passes\n", o.budget / MiB,
-                o.chunk / MiB, o.passes);
+    std::printf("uma_residency_bench: budget %zu MiB, chunk %zu MiB, %d passes, lookahead %zu\n",
+                o.budget / MiB, o.chunk / MiB, o.passes, o.lookahead);
     for (int f : o.factors) {
       const std::size_t set = static_cast<std::size_t>(f) * o.budget;
       for (auto p : {pattern::read, pattern::write, pattern::iterative}) {

@@ -59,6 +59,39 @@ TEST_F(sequences, EachStepsPlanIsIssuedOneStepAheadAndTheStepBeforeEnds) {
   EXPECT_LE(device().peak, 16 * MiB);
 }
 
+TEST_F(sequences, ALookaheadOfThreeKeepsThreePlansAheadWithinTheBudget) {
+  uma_->device_budget(0, 16 * MiB);
+  access_sequence seq(*uma_, steps(6, 4 * MiB), 3);  // this step and three ahead: the budget
+  EXPECT_EQ(seq.begin(0).placements, 1u);
+  EXPECT_EQ(device().held, 16 * MiB);
+  for (std::size_t i = 1; i < 14; ++i) {
+    const auto r = seq.begin(i);
+    EXPECT_EQ(r.placements, 1u) << "step " << i;  // sent ahead three steps before
+    const auto d = device();
+    EXPECT_EQ(d.held, 16 * MiB) << "step " << i;
+    EXPECT_LE(d.resident, 16 * MiB) << "step " << i;
+  }
+  EXPECT_EQ(seq.refused_ahead(), 0u);
+  EXPECT_EQ(seq.issued_ahead(), 13u);  // steps 1 to 13 came from ahead; 14 to 16 are in flight
+  seq.finish();
+  EXPECT_EQ(device().held, 0u);
+  EXPECT_LE(device().peak, 16 * MiB);
+}
+
+TEST_F(sequences, ALookaheadTheBudgetCannotHoldEndsPlansAheadToMakeRoom) {
+  uma_->device_budget(0, 12 * MiB);
+  access_sequence seq(*uma_, steps(5, 4 * MiB), 4);  // room for this step and two ahead only
+  for (std::size_t i = 0; i < 15; ++i) {
+    const auto r = seq.begin(i);
+    EXPECT_LE(r.placements, 1u) << "step " << i;  // placed now, or still resident from before
+    const auto d = device();
+    EXPECT_GE(d.held, 4 * MiB) << "step " << i;  // this step's plan is in force
+    EXPECT_LE(d.held, 12 * MiB) << "step " << i;
+    EXPECT_LE(d.resident, 12 * MiB) << "step " << i;
+  }
+  EXPECT_GT(seq.refused_ahead(), 0u);
+}
+
 TEST_F(sequences, AStepTheBudgetCannotHoldAheadIsIssuedAtItsOwnStep) {
   uma_->device_budget(0, 8 * MiB);
   access_sequence seq(*uma_, steps(3, 6 * MiB));  // two steps need 12 MiB: never both
@@ -86,6 +119,8 @@ TEST_F(sequences, ASequenceOfNoStepOrAStepOfNoRefIsRefused) {
   auto s = steps(2, MiB);
   s[1].refs.clear();
   UMA_EXPECT_ERROR(access_sequence(*uma_, s), errc::invalid_argument, "step 1 names no ref");
+  UMA_EXPECT_ERROR(access_sequence(*uma_, steps(3, MiB), 3), errc::invalid_argument,
+                   "a lookahead of 3 steps in a sequence of 3 (at most 2)");
 }
 
 }  // namespace
