@@ -83,13 +83,20 @@ double read_gbps(const float* data, std::size_t n) {
     UMA_TEST_CUDA(cudaMalloc(&p, sizeof(float)));
     return static_cast<float*>(p);
   }();
+  // A non-blocking stream of its own: the legacy default stream would first wait for work on
+  // every blocking stream, uma's lanes' moves in flight (per-thread streams) among them.
+  static cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    UMA_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
   cudaEvent_t start = nullptr, stop = nullptr;
   UMA_TEST_CUDA(cudaEventCreate(&start));
   UMA_TEST_CUDA(cudaEventCreate(&stop));
-  UMA_TEST_CUDA(cudaEventRecord(start, nullptr));
-  touch_kernel<<<4096, block_size>>>(reinterpret_cast<const float4*>(data), n / 4, sink);
+  UMA_TEST_CUDA(cudaEventRecord(start, stream));
+  touch_kernel<<<4096, block_size, 0, stream>>>(reinterpret_cast<const float4*>(data), n / 4, sink);
   UMA_TEST_CUDA(cudaGetLastError());
-  UMA_TEST_CUDA(cudaEventRecord(stop, nullptr));
+  UMA_TEST_CUDA(cudaEventRecord(stop, stream));
   UMA_TEST_CUDA(cudaEventSynchronize(stop));
   float ms = 0;
   UMA_TEST_CUDA(cudaEventElapsedTime(&ms, start, stop));

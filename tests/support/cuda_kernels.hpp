@@ -20,8 +20,8 @@ void add_on_device(float* data, std::size_t n, float delta, void* stream);
 /// Sums `data[0, n)` on the device (legacy default stream) and waits for the result.
 [[nodiscard]] double sum_on_device(const float* data, std::size_t n);
 
-/// GB/s of one kernel reading `data[0, n)` (n a multiple of 4) on the legacy default stream,
-/// waited for: thousands of GB/s when the data is resident on the device, the link's tens when
+/// GB/s of one kernel reading `data[0, n)` (n a multiple of 4) on a non-blocking stream of its
+/// own, waited for: thousands of GB/s when the data is resident on the device, the link's tens when
 /// it is read remotely or migrated on fault. The read itself may migrate pages.
 [[nodiscard]] double read_gbps(const float* data, std::size_t n);
 /// Bytes of the current device's memory in use (cudaMemGetInfo: total - free), by anyone.
