@@ -98,21 +98,59 @@ residency_result residency_core::summarize(const residency_plan& plan) {
   return out;
 }
 
+namespace {
+
+/// One move as its lane job sees it: the region's range, no table lookups.
+struct lane_move {
+  residency_move_kind kind;
+  byte_range range;
+  int device;
+  bool replica;
+  bool unmap_first;
+};
+
+void evict(backend& b, const lane_move& m, stream_view s) {
+  const location host = location::host();
+  if (m.kind == residency_move_kind::to_host) {
+    b.prefetch({&m.range, 1}, {&host, 1}, s);
+  } else if (m.kind == residency_move_kind::drop_copy) {
+    // Unsetting read-mostly collapses the copies to the preferred location when it holds one
+    // (else to any): the host's copy stays, the device's goes, nothing moves.
+    b.advise(m.range, advice::set_preferred_location, host);
+    b.advise(m.range, advice::unset_read_mostly, host);
+    b.advise(m.range, advice::unset_preferred_location, host);
+  } else {
+    b.discard({&m.range, 1}, s);
+  }
+}
+
+void place(backend& b, const lane_move& m, stream_view s) {
+  const location host = location::host();
+  const location to = location::device(m.device);
+  if (m.kind == residency_move_kind::map_remote) {
+    b.advise(m.range, advice::set_preferred_location, host);
+    b.advise(m.range, advice::set_accessed_by, to);
+    return;
+  }
+  if (m.unmap_first) {
+    b.advise(m.range, advice::unset_accessed_by, to);
+    b.advise(m.range, advice::unset_preferred_location, host);
+  }
+  if (m.replica)
+    b.advise(m.range, advice::set_read_mostly, to);
+  b.prefetch({&m.range, 1}, {&to, 1}, s);
+}
+
+}  // namespace
+
 residency_work residency_core::carry_out(const residency_plan& plan, stream_view stream) const {
   residency_work out;
   out.result = summarize(plan);
   out.stream = stream.handle != nullptr ? stream : stream_view::per_thread();
   if (counted_only_)
     return out;
-  struct move {
-    residency_move_kind kind;
-    byte_range range;
-    int device;
-    bool replica;
-    bool unmap_first;
-  };
   const auto moves_of = [this](const std::vector<residency_move>& from) {
-    std::vector<move> to;
+    std::vector<lane_move> to;
     for (const auto& m : from)
       if (const auto* e = table_.find(m.region))
         to.push_back({m.kind,
@@ -122,43 +160,17 @@ residency_work residency_core::carry_out(const residency_plan& plan, stream_view
                       m.unmap_first});
     return to;
   };
-  const location host = location::host();
   if (auto evictions = moves_of(plan.evictions); !evictions.empty())
-    out.evict = [b = backend_, evictions = std::move(evictions), host, s = out.stream] {
+    out.evict = [b = backend_, evictions = std::move(evictions), s = out.stream] {
       for (const auto& m : evictions)
-        logged(to_string(m.kind).data(), [&] {
-          if (m.kind == residency_move_kind::to_host) {
-            b->prefetch({&m.range, 1}, {&host, 1}, s);
-          } else if (m.kind == residency_move_kind::drop_copy) {
-            // Unsetting read-mostly collapses the copies to the preferred location when it
-            // holds one (else to any): the host's copy stays, the device's goes, nothing moves.
-            b->advise(m.range, advice::set_preferred_location, host);
-            b->advise(m.range, advice::unset_read_mostly, host);
-            b->advise(m.range, advice::unset_preferred_location, host);
-          } else {
-            b->discard({&m.range, 1}, s);
-          }
-        })();
+        logged(to_string(m.kind).data(), [&] { evict(*b, m, s); })();
     };
   if (auto placements = moves_of(plan.placements); !placements.empty()) {
     const location dev = location::device(placements.front().device);
     out.place_lane = worker_lanes::for_destinations({&dev, 1});
-    out.place = [b = backend_, placements = std::move(placements), host, s = out.stream] {
-      for (const auto& m : placements) {
-        const location to = location::device(m.device);
-        if (m.kind == residency_move_kind::map_remote) {
-          b->advise(m.range, advice::set_preferred_location, host);
-          b->advise(m.range, advice::set_accessed_by, to);
-          continue;
-        }
-        if (m.unmap_first) {
-          b->advise(m.range, advice::unset_accessed_by, to);
-          b->advise(m.range, advice::unset_preferred_location, host);
-        }
-        if (m.replica)
-          b->advise(m.range, advice::set_read_mostly, to);
-        b->prefetch({&m.range, 1}, {&to, 1}, s);
-      }
+    out.place = [b = backend_, placements = std::move(placements), s = out.stream] {
+      for (const auto& m : placements)
+        place(*b, m, s);
     };
   }
   return out;
