@@ -111,7 +111,7 @@ residency_move residency_account::evict(std::uint64_t id, entry& e) {
   residency_move m{residency_move_kind::to_host, id, e.device, e.bytes, e.effective};
   if (e.effective == residency_policy::discard)
     m.kind = residency_move_kind::discard;
-  else if (e.effective == residency_policy::read_mostly && !e.dirty)
+  else if (e.replica && !e.dirty)  // placed as a copy (whatever the policy is now), not written
     m.kind = residency_move_kind::drop_copy;
   switch (m.kind) {
     case residency_move_kind::to_host:
@@ -127,6 +127,7 @@ residency_move residency_account::evict(std::uint64_t id, entry& e) {
   devices_[static_cast<std::size_t>(e.device)].resident -= e.bytes;
   e.device = -1;
   e.dirty = false;
+  e.replica = false;
   e.evicted_unused = true;
   return m;
 }
@@ -142,9 +143,16 @@ void residency_account::place(std::uint64_t id, entry& e, int device, residency_
     ++e.ledger.refetches;
   ++e.ledger.placements;
   e.ledger.to_device_bytes += e.bytes;
-  plan.placements.push_back(
-      {residency_move_kind::to_device, id, device, e.bytes, e.effective, e.mapped >= 0});
-  e.mapped = -1;
+  residency_move m{residency_move_kind::to_device, id, device, e.bytes, e.effective};
+  if (e.mapped >= 0) {  // the mapping's advice goes, the preferred location with it
+    m.unmap_first = true;
+    e.mapped = -1;
+    e.host_preferred = false;
+  }
+  e.replica = e.effective == residency_policy::read_mostly;
+  if (e.replica && !e.host_preferred)
+    m.prefer_host = e.host_preferred = true;
+  plan.placements.push_back(m);
 }
 
 residency_account::decision residency_account::decide(std::span<const planned_region> regions,
@@ -222,10 +230,13 @@ void residency_account::apply(std::uint64_t id, entry& e, int device, access_mod
   } else {
     if (e.device >= 0)  // now remote_map: out of the device first, then mapped
       plan.evictions.push_back(evict(id, e));
-    if (e.mapped != device)  // mapped once: advice costs milliseconds even when it changes nothing
-      plan.placements.push_back(
-          {residency_move_kind::map_remote, id, device, e.bytes, e.effective});
+    if (e.mapped != device) {  // mapped once: advice costs milliseconds even when it changes
+      residency_move m{residency_move_kind::map_remote, id, device, e.bytes, e.effective};
+      m.prefer_host = !e.host_preferred;
+      plan.placements.push_back(m);
+    }
     e.mapped = device;
+    e.host_preferred = true;
   }
   e.streamed =
       e.requested == residency_policy::automatic && e.effective == residency_policy::remote_map;
@@ -300,6 +311,7 @@ residency_plan residency_account::dead(std::span<const std::uint64_t> ids) {
       devices_[static_cast<std::size_t>(e.device)].resident -= e.bytes;
     e.device = -1;
     e.dirty = false;
+    e.replica = false;
     e.evicted_unused = false;  // nothing was lost: the contents were not wanted
   }
   return plan;

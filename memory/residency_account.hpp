@@ -50,6 +50,10 @@ struct residency_move {
   /// A placement of a region mapped remotely until now: the mapping goes first (its preferred
   /// location and accessed-by advice), then the region moves.
   bool unmap_first = false;
+  /// The region's preferred location becomes the host first (a read-mostly placement or a
+  /// remote mapping; it stays so, and a dropped copy collapses to the host's by it). False when
+  /// it is the host already: advice costs milliseconds even when it changes nothing.
+  bool prefer_host = false;
 };
 
 /// What one will_access or dead decided. Evictions come first in the account; a caller may run
@@ -139,8 +143,10 @@ class residency_account {
     bool dirty = false;    // written on the device since placed
     bool written = false;  // ever written by a plan
     bool evicted_unused = false;
-    bool streamed = false;  // automatic chose remote_map: it stays mapped
-    int mapped = -1;        // remotely mapped for this device (-1: not mapped)
+    bool streamed = false;        // automatic chose remote_map: it stays mapped
+    int mapped = -1;              // remotely mapped for this device (-1: not mapped)
+    bool replica = false;         // resident as a read-mostly copy (its eviction drops it)
+    bool host_preferred = false;  // its preferred location is the host (advised by a move)
     std::uint32_t holds = 0;
     std::uint64_t last_use = 0;
     residency_ledger ledger;

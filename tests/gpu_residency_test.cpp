@@ -105,7 +105,7 @@ TEST_F(gpu_residency, ReadMostlyEvictionDropsTheDeviceCopyAndMovesNothingBack) {
   settle();
   const auto attrs = gpu_->attributes(a);
   EXPECT_FALSE(attrs.read_mostly);
-  EXPECT_EQ(attrs.preferred_location, std::nullopt);  // the collapse's advice is undone
+  EXPECT_EQ(attrs.preferred_location, location::host());  // kept: the next drop needs it
   EXPECT_GT(gbps(b), resident_gbps);
   EXPECT_LT(gbps(a), remote_gbps);  // the copies collapsed to the host's, not the device's
   EXPECT_DOUBLE_EQ(test::sum_on_device(a.data(), a.size()), 1.0 * a.size());

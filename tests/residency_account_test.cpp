@@ -163,6 +163,35 @@ TEST_F(residency, ARemoteMappingIsAdvisedOnceAndUndoneBeforeTheRegionMoves) {
   EXPECT_EQ(plan.placements[0].kind, kind::map_remote);
 }
 
+TEST_F(residency, TheHostBecomesPreferredOnceAndOnlyACopyIsDropped) {
+  auto plan = use(1, policy::read_mostly);
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_TRUE(plan.placements[0].prefer_host);  // first copy: the host becomes preferred
+  done(1);
+  (void)use(2, policy::migrate);  // the budget (8 MiB) is full now
+  done(2);
+  plan = use(3, policy::migrate);
+  ASSERT_EQ(plan.evictions.size(), 1u);
+  EXPECT_EQ(plan.evictions[0].region, 1u);
+  EXPECT_EQ(plan.evictions[0].kind, kind::drop_copy);
+  done(3);
+  plan = use(1, policy::read_mostly);  // placed again: the host is preferred already
+  ASSERT_EQ(plan.placements.size(), 1u);
+  EXPECT_FALSE(plan.placements[0].prefer_host);
+  ASSERT_EQ(plan.evictions.size(), 1u);
+  EXPECT_EQ(plan.evictions[0].kind, kind::to_host);  // 2, migrated
+  done(1);
+  // Region 3 was migrated; asked for as read-mostly while resident it is no copy: its eviction
+  // moves it back instead of dropping what is its only copy.
+  plan = use(3, policy::read_mostly);
+  EXPECT_TRUE(plan.placements.empty());
+  done(3);
+  plan = use(4, policy::migrate, access_mode::read, 8 * MiB);
+  ASSERT_EQ(plan.evictions.size(), 2u);
+  for (const auto& m : plan.evictions)
+    EXPECT_EQ(m.kind, m.region == 1 ? kind::drop_copy : kind::to_host) << "region " << m.region;
+}
+
 TEST_F(residency, AutomaticKeepsAReusedRegionResidentAndMigratesWrittenOnes) {
   for (int step = 0; step < 5; ++step) {
     (void)use(1, policy::automatic, access_mode::write);

@@ -107,6 +107,7 @@ struct lane_move {
   int device;
   bool replica;
   bool unmap_first;
+  bool prefer_host;
 };
 
 void evict(backend& b, const lane_move& m, stream_view s) {
@@ -115,10 +116,11 @@ void evict(backend& b, const lane_move& m, stream_view s) {
     b.prefetch({&m.range, 1}, {&host, 1}, s);
   } else if (m.kind == residency_move_kind::drop_copy) {
     // Unsetting read-mostly collapses the copies to the preferred location when it holds one
-    // (else to any): the host's copy stays, the device's goes, nothing moves.
-    b.advise(m.range, advice::set_preferred_location, host);
+    // (else to any): the placement made it the host, so the host's copy stays, the device's
+    // goes, nothing moves.
+    if (m.prefer_host)
+      b.advise(m.range, advice::set_preferred_location, host);
     b.advise(m.range, advice::unset_read_mostly, host);
-    b.advise(m.range, advice::unset_preferred_location, host);
   } else {
     b.discard({&m.range, 1}, s);
   }
@@ -127,14 +129,15 @@ void evict(backend& b, const lane_move& m, stream_view s) {
 void place(backend& b, const lane_move& m, stream_view s) {
   const location host = location::host();
   const location to = location::device(m.device);
-  if (m.kind == residency_move_kind::map_remote) {
-    b.advise(m.range, advice::set_preferred_location, host);
-    b.advise(m.range, advice::set_accessed_by, to);
-    return;
-  }
   if (m.unmap_first) {
     b.advise(m.range, advice::unset_accessed_by, to);
     b.advise(m.range, advice::unset_preferred_location, host);
+  }
+  if (m.prefer_host)
+    b.advise(m.range, advice::set_preferred_location, host);
+  if (m.kind == residency_move_kind::map_remote) {
+    b.advise(m.range, advice::set_accessed_by, to);
+    return;
   }
   if (m.replica)
     b.advise(m.range, advice::set_read_mostly, to);
@@ -157,7 +160,8 @@ residency_work residency_core::carry_out(const residency_plan& plan, stream_view
                       {e->region->data, e->region->bytes},
                       m.device,
                       m.policy == residency_policy::read_mostly,
-                      m.unmap_first});
+                      m.unmap_first,
+                      m.prefer_host});
     return to;
   };
   if (auto evictions = moves_of(plan.evictions); !evictions.empty())
