@@ -284,8 +284,8 @@ class managed_allocator final : public allocator_impl::base {
         r.reply_when, r.stream.handle != nullptr);
   }
   caf::result<residency_result> dead(const std::vector<byte_ref>& refs) {
-    return plan([&] { return check_refs(refs, "dead"), residency_.dead(refs, {}); },
-                completion::enqueued, false);
+    return plan([&] { return residency_.dead(checked(refs, "dead"), {}); }, completion::enqueued,
+                false);
   }
   /// Decides a plan (`decide` validates first), then queues its moves: evictions on the host
   /// lane, placements on the device's; the reply waits for the placements (issued or complete).
@@ -294,20 +294,15 @@ class managed_allocator final : public allocator_impl::base {
     std::optional<detail::residency_work> w;
     auto reply = guarded<residency_result>([&] {
       auto work = decide();
-      const location host = location::host();
       if (work.evict)
-        lanes_.post(worker_lanes::for_destinations({&host, 1}), std::move(work.evict));
+        lanes_.post(work.evict_lane, std::move(work.evict));
       return (w = std::move(work))->result;
     });
     if (!w || !w->place)
       return reply;
     return offload<residency_result>(
-        w->place_lane, [job = std::move(w->place), result = w->result] { return job(), result; },
-        w->stream, when, [](residency_result&) {}, {}, stream_ordered);
-  }
-  caf::result<std::uint64_t> done_with(const std::vector<byte_ref>& refs) {
-    return guarded<std::uint64_t>(
-        [&] { return check_refs(refs, "done_with"), residency_.done_with(refs); });
+        w->place_lane, std::move(w->place), w->stream, when, [](residency_result&) {}, {},
+        stream_ordered);
   }
   residency_report report_residency() {
     drain();  // freed regions leave the account first
@@ -316,15 +311,20 @@ class managed_allocator final : public allocator_impl::base {
   caf::result<std::uint64_t> budget(int device, std::uint64_t bytes) {
     return guarded<std::uint64_t>([&] { return residency_.budget(device, bytes); });
   }
+  caf::result<std::uint64_t> done_with(const std::vector<byte_ref>& refs) {
+    return guarded<std::uint64_t>([&] { return residency_.done_with(checked(refs, "done_with")); });
+  }
 
   // -- validation (actors/request_checks) -------------------------------------------------------
 
   void check_refs(std::span<const byte_ref> refs, const char* op) {
     detail::check_refs(refs, op, *control_, core_.inert_refusals());
   }
-  void check_stream(stream_view stream, const char* op) {
-    detail::check_stream(*backend_, stream, op);
+  std::span<const byte_ref> checked(std::span<const byte_ref> refs, const char* op) {
+    check_refs(refs, op);
+    return refs;
   }
+  void check_stream(stream_view s, const char* op) { detail::check_stream(*backend_, s, op); }
 
   // -- off-loop work -----------------------------------------------------------------------------
 

@@ -164,6 +164,8 @@ residency_work residency_core::carry_out(const residency_plan& plan, stream_view
                       m.prefer_host});
     return to;
   };
+  const location host = location::host();
+  out.evict_lane = worker_lanes::for_destinations({&host, 1});
   if (auto evictions = moves_of(plan.evictions); !evictions.empty())
     out.evict = [b = backend_, evictions = std::move(evictions), s = out.stream] {
       for (const auto& m : evictions)
@@ -172,9 +174,11 @@ residency_work residency_core::carry_out(const residency_plan& plan, stream_view
   if (auto placements = moves_of(plan.placements); !placements.empty()) {
     const location dev = location::device(placements.front().device);
     out.place_lane = worker_lanes::for_destinations({&dev, 1});
-    out.place = [b = backend_, placements = std::move(placements), s = out.stream] {
+    out.place = [b = backend_, placements = std::move(placements), s = out.stream,
+                 result = out.result] {
       for (const auto& m : placements)
         place(*b, m, s);
+      return result;
     };
   }
   return out;

@@ -20,7 +20,9 @@ namespace uma::detail {
 struct residency_work {
   residency_result result;
   std::function<void()> evict;  ///< device -> host prefetches, dropped copies, discards (logged)
-  std::function<void()> place;  ///< host -> device prefetches and remote mappings (throws)
+  /// Host -> device prefetches and remote mappings (throws); returns `result`, the reply.
+  std::function<residency_result()> place;
+  std::size_t evict_lane = worker_lanes::general;
   std::size_t place_lane = worker_lanes::general;
   /// The moves' stream: the plan's, or each lane thread's own when the plan names none.
   stream_view stream{};
