@@ -42,6 +42,24 @@ class residency_plans : public test::actor_fixture {
   std::size_t resident() { return uma_->residency().devices.at(0).resident; }
 };
 
+TEST_F(residency_plans, AnAsyncPlanIsAnsweredByGetOnceAndARefusalComesThroughIt) {
+  auto r = regions(3, 8 * MiB);
+  auto first = uma_->will_access_async({r[0]}, 0, access_mode::read, residency_policy::migrate);
+  auto refused = uma_->will_access_async({r[1], r[2]}, 0, access_mode::read,
+                                         residency_policy::migrate);  // 16 more: r[0] is held
+  EXPECT_TRUE(first.valid());
+  EXPECT_EQ(first.get().to_device_bytes, 8 * MiB);
+  EXPECT_FALSE(first.valid());
+  UMA_EXPECT_ERROR(first.get(), errc::invalid_argument, "its reply was taken already");
+  UMA_EXPECT_ERROR(refused.get(), errc::quota_exceeded, "budget");
+  EXPECT_EQ(resident(), 8 * MiB);  // the refused plan changed nothing
+  auto moved = uma_->will_access_async({r[1]}, 0, access_mode::read, residency_policy::migrate);
+  auto taken = std::move(moved);
+  EXPECT_FALSE(moved.valid());  // NOLINT(bugprone-use-after-move): what a move leaves
+  EXPECT_EQ(taken.get().placements, 1u);
+  EXPECT_EQ(uma_->residency().devices.at(0).held, 16 * MiB);
+}
+
 TEST_F(residency_plans, PlansKeepTheDeviceWithinItsBudgetAndTheLedgerCountsEveryMove) {
   auto r = regions(4, 6 * MiB);
   auto placed = uma_->will_access({r[0], r[1]}, 0, access_mode::write, residency_policy::migrate);
