@@ -175,8 +175,11 @@ row caf_ping_row(caf::actor_system& sys, int n, const std::string& workers) {
   uma::bench::wait_all(sys, chain);
   const double s = std::chrono::duration<double>(clock_type::now() - start).count();
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
-  return row{"CAF alone: int request/response (" + workers + ")", 1, percentile(*out, 0.5),
-             percentile(*out, 0.99), static_cast<double>(out->size()) / s / 1e6,
+  return row{"CAF alone: int request/response (" + workers + ")",
+             1,
+             percentile(*out, 0.5),
+             percentile(*out, 0.99),
+             static_cast<double>(out->size()) / s / 1e6,
              "no uma: the floor under the rows above"};
 }
 
