@@ -183,6 +183,38 @@ row caf_ping_row(caf::actor_system& sys, int n, const std::string& workers) {
              "no uma: the floor under the rows above"};
 }
 
+/// `threads` chains of typed allocate requests to `target`, one request in flight each, `n`
+/// timed pairs per chain: the pairs' median and p99, and pairs per second of wall time.
+row chain_row(caf::actor_system& sys, const uma::managed_allocator_actor& target,
+              const std::string& name, int threads, int n, const uma::allocate_request& r) {
+  uma::bench::chain_limits lim;
+  lim.warmup = static_cast<std::size_t>(n / 10);
+  lim.samples = static_cast<std::size_t>(n);
+  std::vector<std::shared_ptr<uma::bench::chain_result>> results;
+  std::vector<caf::actor> chains;
+  const auto start = clock_type::now();
+  for (int t = 0; t < threads; ++t) {
+    results.push_back(std::make_shared<uma::bench::chain_result>());
+    chains.push_back(uma::bench::spawn_chain<uma::byte_ref>(sys, target, lim, results.back(),
+                                                            uma::allocate_atom_v, r));
+  }
+  uma::bench::wait_all(sys, chains);
+  const double s = std::chrono::duration<double>(clock_type::now() - start).count();
+  std::vector<double> all;
+  std::string note;
+  for (auto& res : results) {
+    all.insert(all.end(), res->ns.begin(), res->ns.end());
+    if (res->error)
+      note = "FAILED: " + sys.render(res->error);
+  }
+  return row{name,
+             threads,
+             percentile(all, 0.5),
+             percentile(all, 0.99),
+             static_cast<double>(all.size()) / s / 1e6,
+             note};
+}
+
 /// Typed requests from event-based actors (`request(...).then(...)`, the ref dropped in the
 /// handler, so the release is inside the pair): one chain per "thread", each with one request
 /// in flight. Then the same from plain threads through a blocking `caf::scoped_actor`.
@@ -202,59 +234,18 @@ std::vector<row> actor_rows(uma::backend_choice choice, int pairs, int max_threa
   uma::allocate_request r;
   r.count = block;
   r.element_size = 1;
-  for (int threads : {1, 8}) {
-    uma::bench::chain_limits lim;
-    lim.warmup = static_cast<std::size_t>(n / 10);
-    lim.samples = static_cast<std::size_t>(n);
-    std::vector<std::shared_ptr<uma::bench::chain_result>> results;
-    std::vector<caf::actor> chains;
-    const auto start = clock_type::now();
-    for (int t = 0; t < threads; ++t) {
-      results.push_back(std::make_shared<uma::bench::chain_result>());
-      chains.push_back(uma::bench::spawn_chain<uma::byte_ref>(sys, alloc, lim, results.back(),
-                                                              uma::allocate_atom_v, r));
-    }
-    uma::bench::wait_all(sys, chains);
-    const double s = std::chrono::duration<double>(clock_type::now() - start).count();
-    std::vector<double> all;
-    std::string note;
-    for (auto& res : results) {
-      all.insert(all.end(), res->ns.begin(), res->ns.end());
-      if (res->error)
-        note = "FAILED: " + sys.render(res->error);
-    }
-    row x{"typed request from an actor (" + workers + ")",
-          threads,
-          percentile(all, 0.5),
-          percentile(all, 0.99),
-          static_cast<double>(all.size()) / s / 1e6,
-          note};
-    out.push_back(x);
-  }
+  for (int threads : {1, 8})
+    out.push_back(
+        chain_row(sys, alloc, "typed request from an actor (" + workers + ")", threads, n, r));
   // The client's handle is its supervisor, which delegates each request to the allocator: one
   // hop more than a bare allocator (spawn_allocator, no restarts). This row prices that hop.
-  {
-    uma::allocator_config bare_config = ac;
-    const auto bare = uma::spawn_allocator(sys, bare_config);
-    uma::bench::chain_limits lim;
-    lim.warmup = static_cast<std::size_t>(n / 10);
-    lim.samples = static_cast<std::size_t>(n);
-    auto res = std::make_shared<uma::bench::chain_result>();
-    const auto start = clock_type::now();
-    const std::vector<caf::actor> chain{
-        uma::bench::spawn_chain<uma::byte_ref>(sys, bare, lim, res, uma::allocate_atom_v, r)};
-    uma::bench::wait_all(sys, chain);
-    const double s = std::chrono::duration<double>(clock_type::now() - start).count();
-    out.push_back(row{"typed request, bare allocator (" + workers + ")", 1,
-                      percentile(res->ns, 0.5), percentile(res->ns, 0.99),
-                      static_cast<double>(res->ns.size()) / s / 1e6,
-                      res->error ? "FAILED: " + sys.render(res->error) : std::string{}});
-    caf::anon_send_exit(bare, caf::exit_reason::user_shutdown);
-  }
+  const auto bare = uma::spawn_allocator(sys, ac);
+  out.push_back(chain_row(sys, bare, "typed request, bare allocator (" + workers + ")", 1, n, r));
+  caf::anon_send_exit(bare, caf::exit_reason::user_shutdown);
   out.push_back(caf_ping_row(sys, n, workers));
+  if (!scoped)  // --only-actors: the event-based rows only
+    return out;
   for (int threads : {1, 8}) {
-    if (!scoped)
-      break;
     std::vector<std::unique_ptr<caf::scoped_actor>> selves;
     for (int t = 0; t < threads; ++t)
       selves.push_back(std::make_unique<caf::scoped_actor>(sys));
