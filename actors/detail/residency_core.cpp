@@ -9,24 +9,6 @@
 
 namespace uma::detail {
 
-namespace {
-
-/// A move that logs what the runtime refused instead of throwing on the lane's thread: an
-/// eviction's failure reaches no caller (the plan's reply waits for its placements only), and
-/// the account stays what it decided.
-template <class F>
-std::function<void()> logged(const char* what, F f) {
-  return [what, f = std::move(f)]() mutable {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      log(log_level::warning, std::string("residency: ") + what + " failed: " + e.what());
-    }
-  };
-}
-
-}  // namespace
-
 residency_core::residency_core(const allocator_config& config, std::shared_ptr<backend> backend,
                                const region_table& table)
     : backend_(std::move(backend)),
@@ -168,8 +150,16 @@ residency_work residency_core::carry_out(const residency_plan& plan, stream_view
   out.evict_lane = worker_lanes::for_destinations({&host, 1});
   if (auto evictions = moves_of(plan.evictions); !evictions.empty())
     out.evict = [b = backend_, evictions = std::move(evictions), s = out.stream] {
-      for (const auto& m : evictions)
-        logged(to_string(m.kind).data(), [&] { evict(*b, m, s); })();
+      // A failed eviction reaches no caller (the plan's reply waits for its placements only):
+      // it is logged, the account stays what it decided, and the next eviction still runs.
+      for (const auto& m : evictions) {
+        try {
+          evict(*b, m, s);
+        } catch (const std::exception& e) {
+          log(log_level::warning,
+              "residency: " + std::string(to_string(m.kind)) + " failed: " + e.what());
+        }
+      }
     };
   if (auto placements = moves_of(plan.placements); !placements.empty()) {
     const location dev = location::device(placements.front().device);
