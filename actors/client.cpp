@@ -110,13 +110,7 @@ residency_result pending_plan::get() {
   if (!state_)
     raise(errc::invalid_argument, "pending_plan::get: no plan (its reply was taken already)");
   const auto s = std::move(state_);
-  std::optional<residency_result> out;
-  caf::error err;
-  s->reply->receive([&](residency_result& r) { out = r; },
-                    [&](caf::error& e) { err = std::move(e); });
-  if (err)
-    throw to_uma_error(err);
-  return *out;
+  return detail::receive_reply<residency_result>(*s->reply);
 }
 
 pending_plan client::will_access_async(std::vector<byte_ref> refs, int device, access_mode mode,

@@ -263,16 +263,27 @@ class client {
   std::size_t cache_max_ = cache_->max_bytes();
 };
 
-template <class R, class... Ts>
-R client::call(Ts&&... xs) {
-  caf::scoped_actor self{sys_};
+namespace detail {
+
+/// Waits on a blocking request's handle for its reply: the value, or its error thrown as
+/// uma::error.
+template <class R, class Handle>
+R receive_reply(Handle&& reply) {
   std::optional<R> out;
   caf::error err;
-  self->request(allocator_, caf::duration{timeout_}, std::forward<Ts>(xs)...)
-      .receive([&](R& r) { out = std::move(r); }, [&](caf::error& e) { err = std::move(e); });
+  reply.receive([&](R& r) { out = std::move(r); }, [&](caf::error& e) { err = std::move(e); });
   if (err)
     throw to_uma_error(err);
   return std::move(*out);
+}
+
+}  // namespace detail
+
+template <class R, class... Ts>
+R client::call(Ts&&... xs) {
+  caf::scoped_actor self{sys_};
+  return detail::receive_reply<R>(
+      self->request(allocator_, caf::duration{timeout_}, std::forward<Ts>(xs)...));
 }
 
 }  // namespace uma
