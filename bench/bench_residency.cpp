@@ -71,6 +71,10 @@ void kernel(void* ptr, std::size_t bytes, uma::access_mode m, void* stream) {
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
+/// GB/s of `bytes` streamed since `t0`.
+double gbps_since(double bytes, clock_type::time_point t0) {
+  return bytes / seconds_since(t0) / 1e9;
+}
 double used_bytes() {
   const auto m = cu::mem_info();
   return static_cast<double>(m.total - m.free);
@@ -96,22 +100,24 @@ std::vector<row> baselines(const options& o, std::size_t set, pattern p, void* s
     auto t0 = clock_type::now();
     cu::prefetch(raw, set, 0, stream);
     cu::synchronize(stream);
-    const double h2d = static_cast<double>(set) / seconds_since(t0) / 1e9;
-    out.push_back({"link: raw prefetch of the set host -> device", h2d, {}, ""});
+    out.push_back({"link: raw prefetch of the set host -> device",
+                   gbps_since(static_cast<double>(set), t0),
+                   {},
+                   ""});
     t0 = clock_type::now();  // the set is resident: the ceiling
     for (int pass = 0; pass < o.passes; ++pass)
       for (std::size_t i = 0; i < chunks; ++i)
         kernel(base + i * o.chunk, o.chunk, mode_of(p, i), stream);
     cu::synchronize(stream);
     out.push_back({"ceiling: the whole set resident",
-                   static_cast<double>(set) * o.passes / seconds_since(t0) / 1e9,
+                   gbps_since(static_cast<double>(set) * o.passes, t0),
                    {},
                    ""});
     t0 = clock_type::now();
     cu::prefetch(raw, set, cu::host_location, stream);
     cu::synchronize(stream);
     out.push_back({"link: raw prefetch of the set device -> host",
-                   static_cast<double>(set) / seconds_since(t0) / 1e9,
+                   gbps_since(static_cast<double>(set), t0),
                    {},
                    "information"});
     row window{"hand-written window (prefetch, kernel, prefetch back)", 0, {}, ""};
@@ -125,9 +131,9 @@ std::vector<row> baselines(const options& o, std::size_t set, pattern p, void* s
         cu::prefetch(c, o.chunk, cu::host_location, stream);
       }
       cu::synchronize(stream);
-      window.pass_gbps.push_back(static_cast<double>(set) / seconds_since(tp) / 1e9);
+      window.pass_gbps.push_back(gbps_since(static_cast<double>(set), tp));
     }
-    window.gbps = static_cast<double>(set) * o.passes / seconds_since(t0) / 1e9;
+    window.gbps = gbps_since(static_cast<double>(set) * o.passes, t0);
     out.push_back(window);
   } catch (...) {
     cu::free_managed(raw);
@@ -171,7 +177,6 @@ row uma_run(caf::actor_system& sys, const options& o, std::size_t set, pattern p
       sys, c.handle(), lim, stats, uma::stats_atom_v)};
   row r{std::string("uma ") + std::string(uma::to_string(policy)), 0, {}, ""};
   double max_used = 0;
-  std::size_t max_account = 0;
   std::size_t steps_done = 0;
   const auto t0 = clock_type::now();
   {
@@ -189,30 +194,27 @@ row uma_run(caf::actor_system& sys, const options& o, std::size_t set, pattern p
         over = seconds_since(tp) > o.pass_limit_s;
       }
       if (!over)
-        r.pass_gbps.push_back(static_cast<double>(set) / seconds_since(tp) / 1e9);
-      max_account = std::max(max_account, c.residency().devices.at(0).peak);
+        r.pass_gbps.push_back(gbps_since(static_cast<double>(set), tp));
     }
     seq.finish();
   }
-  r.gbps = static_cast<double>(steps_done * o.chunk) / seconds_since(t0) / 1e9;
+  r.gbps = gbps_since(static_cast<double>(steps_done * o.chunk), t0);
   if (steps_done < chunks * static_cast<std::size_t>(o.passes))
     r.note = "stopped after " + std::to_string(steps_done) + " steps: a pass passed " +
              std::to_string(static_cast<int>(o.pass_limit_s)) + " s; ";
   done = true;
   uma::bench::wait_all(sys, monitor);
-  auto& stats_us = stats->ns;
-  for (auto& v : stats_us)
-    v /= 1e3;
-  const auto report = c.residency();
-  std::sort(stats_us.begin(), stats_us.end());
-  const double p99 = stats_us.empty() ? 0 : stats_us[stats_us.size() * 99 / 100];
+  auto& stats_ns = stats->ns;
+  std::sort(stats_ns.begin(), stats_ns.end());
+  const double p99_us = stats_ns.empty() ? 0 : stats_ns[stats_ns.size() * 99 / 100] / 1e3;
+  const auto report = c.residency();  // its peak: the account's maximum over the run
   char note[256];
   std::snprintf(note, sizeof note,
                 "device use max %.0f MiB, account peak %zu MiB (budget %zu, chunk %zu); moved "
                 "%.1f GiB in, %.1f GiB out; stats p99 %.0f us",
-                max_used / MiB, max_account / MiB, o.budget / MiB, o.chunk / MiB,
+                max_used / MiB, report.devices.at(0).peak / MiB, o.budget / MiB, o.chunk / MiB,
                 static_cast<double>(report.totals.to_device_bytes) / (1024.0 * MiB),
-                static_cast<double>(report.totals.to_host_bytes) / (1024.0 * MiB), p99);
+                static_cast<double>(report.totals.to_host_bytes) / (1024.0 * MiB), p99_us);
   r.note += note;
   if (max_used > static_cast<double>(o.budget + o.chunk) + 32.0 * MiB)
     r.note += "; OVER the budget by more than one chunk";
