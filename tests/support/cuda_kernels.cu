@@ -85,11 +85,7 @@ double read_gbps(const float* data, std::size_t n) {
   }();
   // A non-blocking stream of its own: the legacy default stream would first wait for work on
   // every blocking stream, uma's lanes' moves in flight (per-thread streams) among them.
-  static cudaStream_t stream = [] {
-    cudaStream_t s = nullptr;
-    UMA_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    return s;
-  }();
+  static const cudaStream_t stream = as_stream(create_stream());
   cudaEvent_t start = nullptr, stop = nullptr;
   UMA_TEST_CUDA(cudaEventCreate(&start));
   UMA_TEST_CUDA(cudaEventCreate(&stop));
