@@ -33,6 +33,12 @@ struct allocator_config {
   /// in bytes) and counts the moves without making them, so that budgets, plans and policies
   /// run on any machine. Ignored on CUDA, where the devices are the backend's.
   std::vector<std::size_t> host_residency_devices{};
+  /// The migration ledger's driver half (docs/residency.md): subscribe to the driver's
+  /// unified-memory counters (CUPTI, loaded at run time, on the CUDA backend) and attribute them
+  /// to regions. Off by default: the counters are process-wide and cost the driver some work
+  /// on every migration and fault. When the backend cannot give them, the residency report says
+  /// why and everything else works as before.
+  bool driver_counters = false;
   /// How long post_stop waits for pins to be released before leaking what is still pinned.
   std::chrono::milliseconds drain_timeout{5000};
   /// Incarnation number; refs of other generations are inert for this allocator.

@@ -71,7 +71,7 @@ class managed_allocator final : public allocator_impl::base {
                 {}, completion::enqueued, [](range_attributes&) {});
           });
         },
-        [this](stats_atom) -> allocator_stats { return fresh().stats(); },
+        [this](stats_atom) { return residency_.with_totals(fresh().stats()); },
         [this](memory_kind_atom, std::uintptr_t address) -> caf::result<memory_kind> {
           return guarded<memory_kind>(
               [&] { return backend_->kind_of(reinterpret_cast<const void*>(address)); });
@@ -83,7 +83,7 @@ class managed_allocator final : public allocator_impl::base {
           });
         },
         [this](regions_atom) -> std::vector<region_info> { return fresh().report(); },
-        [this](snapshot_atom) -> allocator_snapshot { return fresh().snapshot(); },
+        [this](snapshot_atom) { return residency_.annotated(fresh().snapshot()); },
         [this](flush_atom) -> caf::result<allocator_stats> { return flush(); },
         [this](release_atom) { drain(); },
         [this](release_tick_atom) { on_release_tick(); },
@@ -126,7 +126,7 @@ class managed_allocator final : public allocator_impl::base {
       if (err)
         rp.deliver(std::move(err));  // cut short by the stop
       else
-        rp.deliver(core_.stats());
+        rp.deliver(residency_.with_totals(core_.stats()));
     });
     lanes_.barrier([hdl = caf::actor_cast<allocator_impl>(this), ticket] {
       caf::anon_send(hdl, job_done_atom_v, ticket, caf::message{}, caf::error{}, false);
@@ -482,7 +482,8 @@ class managed_allocator final : public allocator_impl::base {
   std::unordered_map<std::uint64_t, std::function<void(caf::message&, caf::error&)>> pending_;
   detail::allocation_core core_;  // holds a reference to lanes_, used only after construction
   detail::release_ticker ticker_{*control_, core_};
-  detail::residency_core residency_{config_, backend_, core_.table()};
+  detail::residency_core residency_{config_, backend_, core_.table(),
+                                    [this](const void* data) { return core_.label_of(data); }};
   worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};  // last: joined first
 };
 

@@ -39,11 +39,19 @@ class sample_sink {
 
   /// A sample with one label beyond the base ones (none when `label` is empty).
   void add(std::string_view label, std::string_view label_value, std::uint64_t value) {
+    add(label, label_value, {}, {}, value);
+  }
+
+  /// A sample with up to two labels beyond the base ones (an empty name: no label).
+  void add(std::string_view label, std::string_view label_value, std::string_view label2,
+           std::string_view label2_value, std::uint64_t value) {
     if (!header_written_)
       write_header();
     out_.append(family_.name).append("{").append(base_);
     if (!label.empty())
       out_.append(",").append(label).append("=\"").append(prometheus_escape(label_value)) += '"';
+    if (!label2.empty())
+      out_.append(",").append(label2).append("=\"").append(prometheus_escape(label2_value)) += '"';
     out_.append("} ").append(std::to_string(value)) += '\n';
   }
 
@@ -140,7 +148,80 @@ void residency_moves(const metrics_snapshot& s, sample_sink& sink) {
       {{"placement", &rl::placements}, {"eviction", &rl::evictions}, {"refetch", &rl::refetches}});
 }
 
+// -- the migration ledger's driver half (docs/residency.md) --------------------------------------
+
+void driver_on(const metrics_snapshot& s, sample_sink& sink) {
+  if (s.residency)
+    sink.add(s.residency->driver_counters_on ? 1 : 0);
+}
+
+void driver_bytes(const metrics_snapshot& s, sample_sink& sink) {
+  if (!s.residency || !s.residency->driver_counters_on)
+    return;
+  const auto& t = s.residency->driver_totals;
+  sink.add("direction", "to_device", "cause", "prefetch", t.prefetched_to_device_bytes);
+  sink.add("direction", "to_device", "cause", "driver",
+           t.to_device_bytes - t.prefetched_to_device_bytes);
+  sink.add("direction", "to_host", "cause", "prefetch", t.prefetched_to_host_bytes);
+  sink.add("direction", "to_host", "cause", "driver", t.to_host_bytes - t.prefetched_to_host_bytes);
+}
+
+void driver_faults(const metrics_snapshot& s, sample_sink& sink) {
+  if (!s.residency || !s.residency->driver_counters_on)
+    return;
+  sink.add("processor", "cpu", s.residency->driver_totals.cpu_page_faults);
+  sink.add("processor", "gpu", s.residency->driver_totals.gpu_page_faults);
+}
+
+template <std::uint64_t driver_ledger::*Field>
+void driver_total(const metrics_snapshot& s, sample_sink& sink) {
+  if (s.residency && s.residency->driver_counters_on)
+    sink.add(s.residency->driver_totals.*Field);
+}
+
+void driver_unattributed(const metrics_snapshot& s, sample_sink& sink) {
+  if (!s.residency || !s.residency->driver_counters_on)
+    return;
+  sink.add("direction", "to_device", s.residency->driver_unattributed.to_device_bytes);
+  sink.add("direction", "to_host", s.residency->driver_unattributed.to_host_bytes);
+}
+
+void driver_dropped(const metrics_snapshot& s, sample_sink& sink) {
+  if (s.residency && s.residency->driver_counters_on)
+    sink.add(s.residency->driver_records_dropped);
+}
+
+void label_moves(const metrics_snapshot& s, sample_sink& sink) {
+  if (!s.residency)
+    return;
+  for (const auto& l : s.residency->labels) {
+    sink.add("label", l.label, "move", "to_device", l.moves.to_device_bytes);
+    sink.add("label", l.label, "move", "to_host", l.moves.to_host_bytes);
+    sink.add("label", l.label, "move", "dropped", l.moves.dropped_bytes);
+    sink.add("label", l.label, "move", "discarded", l.moves.discarded_bytes);
+  }
+}
+
+void label_driver_bytes(const metrics_snapshot& s, sample_sink& sink) {
+  if (!s.residency || !s.residency->driver_counters_on)
+    return;
+  for (const auto& l : s.residency->labels) {
+    sink.add("label", l.label, "direction", "to_device", l.driver.to_device_bytes);
+    sink.add("label", l.label, "direction", "to_host", l.driver.to_host_bytes);
+  }
+}
+
+void label_driver_faults(const metrics_snapshot& s, sample_sink& sink) {
+  if (!s.residency || !s.residency->driver_counters_on)
+    return;
+  for (const auto& l : s.residency->labels) {
+    sink.add("label", l.label, "processor", "cpu", l.driver.cpu_page_faults);
+    sink.add("label", l.label, "processor", "gpu", l.driver.gpu_page_faults);
+  }
+}
+
 using a = allocator_stats;
+using dl = driver_ledger;
 using dr = device_residency;
 constexpr auto gauge = metric_type::gauge;
 constexpr auto counter = metric_type::counter;
@@ -203,6 +284,38 @@ constexpr std::array families{
            "Residency placements, evictions and refetches (placed again after an eviction with "
            "no use in between: thrashing).",
            nullptr, residency_moves},
+    family{"uma_residency_label_bytes_total", counter,
+           "Residency bytes by label (of each region's first plan) and move, as "
+           "uma_residency_bytes_total.",
+           nullptr, label_moves},
+    family{"uma_residency_driver_counters", gauge,
+           "1 when the driver's unified-memory counters (CUPTI) feed the ledger, else 0.", nullptr,
+           driver_on},
+    family{"uma_residency_driver_bytes_total", counter,
+           "Bytes the driver migrated, by direction and cause: prefetch (an explicit prefetch "
+           "asked for it) or driver (faults, evictions, its own speculation).",
+           nullptr, driver_bytes},
+    family{"uma_residency_driver_faults_total", counter,
+           "Unified-memory page faults the driver counted: cpu faults, gpu fault groups.", nullptr,
+           driver_faults},
+    family{"uma_residency_driver_thrashing_bytes_total", counter,
+           "Bytes the driver saw thrash between processors.", nullptr,
+           driver_total<&dl::thrashing_bytes>},
+    family{"uma_residency_driver_remote_map_bytes_total", counter,
+           "Bytes the driver mapped remotely instead of migrating them.", nullptr,
+           driver_total<&dl::remote_map_bytes>},
+    family{"uma_residency_driver_unattributed_bytes_total", counter,
+           "Driver migrations at addresses no live region of this allocator held.", nullptr,
+           driver_unattributed},
+    family{"uma_residency_driver_dropped_records_total", counter,
+           "Driver records lost (the driver's drops, and records past the subscription's bound).",
+           nullptr, driver_dropped},
+    family{"uma_residency_label_driver_bytes_total", counter,
+           "Bytes the driver migrated in regions of each label, by direction.", nullptr,
+           label_driver_bytes},
+    family{"uma_residency_label_driver_faults_total", counter,
+           "Page faults the driver counted in regions of each label, by processor.", nullptr,
+           label_driver_faults},
 };
 
 }  // namespace

@@ -11,7 +11,9 @@
 // allocator's stats all along gives the stats latency's p99.
 //
 //   uma_residency_bench [--budget-mib N] [--chunk-mib N] [--factors 2,3] [--passes N]
-//                       [--pass-limit-s S] [--lookahead N] [--smoke]
+//                       [--pass-limit-s S] [--lookahead N] [--ledger ROUNDS] [--smoke]
+// --ledger: only the migration ledger's overhead: ROUNDS runs each with the driver counters
+// (CUPTI) off and on, alternating (iterative, auto, 2x the budget, a report after every pass).
 // --lookahead: plans sent ahead of the running step (access_sequence; default 1).
 // A uma run whose pass takes longer than S seconds (default 20) stops after it, saying so.
 //
@@ -50,6 +52,9 @@ struct options {
   int passes = 3;
   double pass_limit_s = 20;
   std::size_t lookahead = 1;
+  int ledger_rounds = 0;          // --ledger N: the overhead rounds (0: none)
+  bool driver_counters = false;   // a uma run with the ledger's driver half on
+  bool report_each_pass = false;  // a residency report (a scrape) after every pass
 };
 
 enum class pattern { read, write, iterative };
@@ -150,6 +155,7 @@ row uma_run(caf::actor_system& sys, const options& o, std::size_t set, pattern p
   uma::allocator_config ac;
   ac.choice = uma::backend_choice::cuda;
   ac.quota_bytes = set + o.budget;
+  ac.driver_counters = o.driver_counters;
   uma::client c(sys, ac);
   c.device_budget(0, o.budget);
   const std::size_t chunks = set / o.chunk;
@@ -195,6 +201,8 @@ row uma_run(caf::actor_system& sys, const options& o, std::size_t set, pattern p
       }
       if (!over)
         r.pass_gbps.push_back(gbps_since(static_cast<double>(set), tp));
+      if (o.report_each_pass)
+        (void)c.residency();  // what a scrape costs: the driver's records taken in
     }
     seq.finish();
   }
@@ -216,9 +224,58 @@ row uma_run(caf::actor_system& sys, const options& o, std::size_t set, pattern p
                 static_cast<double>(report.totals.to_device_bytes) / (1024.0 * MiB),
                 static_cast<double>(report.totals.to_host_bytes) / (1024.0 * MiB), p99_us);
   r.note += note;
+  if (o.driver_counters) {
+    const auto& d = report.driver_totals;
+    std::snprintf(note, sizeof note,
+                  "; driver (%s): %.1f GiB in (%.1f by prefetch), %.1f GiB out, %llu GPU fault "
+                  "groups, %.1f GiB unattributed, %llu records dropped",
+                  report.driver_counters_on ? "on" : report.driver_counters.c_str(),
+                  static_cast<double>(d.to_device_bytes) / (1024.0 * MiB),
+                  static_cast<double>(d.prefetched_to_device_bytes) / (1024.0 * MiB),
+                  static_cast<double>(d.to_host_bytes) / (1024.0 * MiB),
+                  static_cast<unsigned long long>(d.gpu_page_faults),
+                  static_cast<double>(report.driver_unattributed.to_device_bytes +
+                                      report.driver_unattributed.to_host_bytes) /
+                      (1024.0 * MiB),
+                  static_cast<unsigned long long>(report.driver_records_dropped));
+    r.note += note;
+  }
   if (max_used > static_cast<double>(o.budget + o.chunk) + 32.0 * MiB)
     r.note += "; OVER the budget by more than one chunk";
   return r;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// The migration ledger's cost: the iterative pattern at 2x the budget with `auto`, a residency
+/// report after every pass (a scrape), rounds alternating the driver counters off and on.
+void print(const std::vector<row>& rows, double link);
+void ledger_overhead(caf::actor_system& sys, options o, void* stream) {
+  const std::size_t set = 2 * o.budget;
+  o.report_each_pass = true;
+  std::printf(
+      "== ledger overhead: set 2x the budget (%zu MiB), iterative, auto, %d rounds "
+      "alternating the driver counters off / on\n",
+      set / MiB, o.ledger_rounds);
+  std::vector<double> off, on;
+  for (int round = 0; round < o.ledger_rounds; ++round) {
+    for (bool counters : {false, true}) {
+      o.driver_counters = counters;
+      auto r = uma_run(sys, o, set, pattern::iterative, uma::residency_policy::automatic, stream);
+      r.name += counters ? ", driver counters on" : ", driver counters off";
+      print({r}, 0);
+      (counters ? on : off).push_back(r.gbps);
+    }
+  }
+  const double m_off = median(off);
+  const double m_on = median(on);
+  std::printf(
+      "  ledger: median %.2f GB/s off, %.2f GB/s on: a step takes %.2f%% longer with "
+      "the driver counters on\n",
+      m_off, m_on, m_on > 0 ? (m_off / m_on - 1) * 100 : 0.0);
 }
 
 void print(const std::vector<row>& rows, double link) {
@@ -253,6 +310,8 @@ int main(int argc, char** argv) {
       o.pass_limit_s = std::atof(argv[++i]);
     else if (a == "--lookahead" && more)
       o.lookahead = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--ledger" && more)
+      o.ledger_rounds = std::atoi(argv[++i]);
     else if (a == "--factors" && more) {
       o.factors.clear();
       const std::string list = argv[++i];
@@ -266,7 +325,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: uma_residency_bench [--budget-mib N] [--chunk-mib N] "
-                   "[--factors 2,3] [--passes N] [--pass-limit-s S] [--lookahead N] [--smoke]\n");
+                   "[--factors 2,3] [--passes N] [--pass-limit-s S] [--lookahead N] "
+                   "[--ledger ROUNDS] [--smoke]\n");
       return 2;
     }
   }
@@ -279,12 +339,12 @@ int main(int argc, char** argv) {
   const bool factors_ok = !o.factors.empty() && std::all_of(o.factors.begin(), o.factors.end(),
                                                             [](int f) { return f >= 1 && f <= 4; });
   if (o.chunk == 0 || o.chunk % (2 * MiB) != 0 || o.budget < 2 * o.chunk || o.passes < 1 ||
-      o.passes > 100 || !factors_ok || !(o.pass_limit_s > 0) ||
-      (o.lookahead + 1) * o.chunk > o.budget) {
+      o.passes > 100 || !factors_ok || !(o.pass_limit_s > 0) || o.ledger_rounds < 0 ||
+      o.ledger_rounds > 20 || (o.lookahead + 1) * o.chunk > o.budget) {
     std::fprintf(stderr,
                  "uma_residency_bench: the chunk must be a non-zero multiple of 2 MiB, "
                  "the budget at least two chunks and lookahead + 1 chunks, passes 1 to 100, "
-                 "factors 1 to 4\n");
+                 "factors 1 to 4, ledger rounds 0 to 20\n");
     return 2;
   }
   if (!cu::compiled() || !uma::probe_cuda().usable) {
@@ -308,6 +368,10 @@ int main(int argc, char** argv) {
     void* stream = cu::create_stream();
     std::printf("uma_residency_bench: budget %zu MiB, chunk %zu MiB, %d passes, lookahead %zu\n",
                 o.budget / MiB, o.chunk / MiB, o.passes, o.lookahead);
+    if (o.ledger_rounds > 0) {
+      ledger_overhead(sys, o, stream);
+      o.factors.clear();  // --ledger runs just that
+    }
     for (int f : o.factors) {
       const std::size_t set = static_cast<std::size_t>(f) * o.budget;
       for (auto p : {pattern::read, pattern::write, pattern::iterative}) {

@@ -7,7 +7,9 @@
 
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/event_history.hpp>
+#include <uma/memory/migration_ledger.hpp>
 #include <uma/memory/region_info.hpp>
+#include <uma/memory/residency_account.hpp>
 #include <uma/sys/location.hpp>
 
 namespace uma {
@@ -19,6 +21,16 @@ enum class region_policy : std::uint8_t {
   leased,  ///< the backing region of a client-side block lease
 };
 
+/// A region's residency (docs/residency.md), present once a plan named it or the driver counted
+/// something in it.
+struct region_residency {
+  int device = -1;              ///< the device the account holds it on (-1: none)
+  std::string policy = "none";  ///< the policy it was last placed with ("none": never placed)
+  residency_ledger moves{};     ///< uma's own moves
+  driver_ledger driver{};       ///< the driver's counters (zero when there are none)
+  friend bool operator==(const region_residency&, const region_residency&) = default;
+};
+
 /// One region of a snapshot: the report row and what the allocator knows about its memory.
 struct region_snapshot {
   region_info info{};
@@ -27,6 +39,7 @@ struct region_snapshot {
   /// device 0", or "unknown" once part of it was advised through a sub-view).
   std::string advice = "none";
   std::optional<location> last_prefetch{};  ///< the last prefetch asked for, if any
+  std::optional<region_residency> residency{};
   friend bool operator==(const region_snapshot&, const region_snapshot&) = default;
 };
 

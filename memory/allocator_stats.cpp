@@ -33,6 +33,12 @@ std::string to_string(const allocator_stats& s) {
   line("inert_refusals", s.inert_refusals);
   line("live_leases", s.live_leases);
   line("leased_bytes", s.leased_bytes);
+  line("resident_bytes", s.resident_bytes);
+  line("residency_to_device_bytes", s.residency_to_device_bytes);
+  line("residency_to_host_bytes", s.residency_to_host_bytes);
+  line("driver_to_device_bytes", s.driver_to_device_bytes);
+  line("driver_to_host_bytes", s.driver_to_host_bytes);
+  line("driver_page_faults", s.driver_page_faults);
   for (std::size_t i = 1; i < errc_slots; ++i)
     if (s.failures[i] != 0)
       out += "  failures." + std::string(to_string(static_cast<errc>(i))) + ": " +

@@ -33,6 +33,15 @@ struct allocator_stats {
   std::uint64_t live_leases = 0;   ///< block leases granted and not yet given back
   std::uint64_t leased_bytes = 0;  ///< bytes of those leases (counted in live_bytes too)
   double fragmentation = 0.0;      ///< pool: 1 - largest free block / free bytes
+  // The residency account and the migration ledger (docs/residency.md), all devices summed.
+  std::uint64_t resident_bytes = 0;             ///< placed on devices by plans (replicas too)
+  std::uint64_t residency_to_device_bytes = 0;  ///< moved host -> device by plans
+  std::uint64_t residency_to_host_bytes = 0;    ///< moved device -> host by evictions
+  /// The driver's counters as of the last residency report or snapshot (they are taken in
+  /// there, not here: a stats request stays cheap); zero while they are off.
+  std::uint64_t driver_to_device_bytes = 0;
+  std::uint64_t driver_to_host_bytes = 0;
+  std::uint64_t driver_page_faults = 0;  ///< CPU page faults and GPU fault groups
   /// Failed requests per error code, indexed by `static_cast<size_t>(errc)`.
   std::array<std::uint64_t, errc_slots> failures{};
 

@@ -1,6 +1,7 @@
 #include <uma/memory/residency_account.hpp>
 
 #include <algorithm>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -113,17 +114,18 @@ residency_move residency_account::evict(std::uint64_t id, entry& e) {
     m.kind = residency_move_kind::discard;
   else if (e.replica && !e.dirty)  // placed as a copy (whatever the policy is now), not written
     m.kind = residency_move_kind::drop_copy;
+  residency_ledger moved{.evictions = 1};
   switch (m.kind) {
     case residency_move_kind::to_host:
-      e.ledger.to_host_bytes += e.bytes;
+      moved.to_host_bytes = e.bytes;
       break;
     case residency_move_kind::drop_copy:
-      e.ledger.dropped_bytes += e.bytes;
+      moved.dropped_bytes = e.bytes;
       break;
     default:
-      e.ledger.discarded_bytes += e.bytes;
+      moved.discarded_bytes = e.bytes;
   }
-  ++e.ledger.evictions;
+  charge(e, moved);
   devices_[static_cast<std::size_t>(e.device)].resident -= e.bytes;
   e.device = -1;
   e.dirty = false;
@@ -139,10 +141,7 @@ void residency_account::place(std::uint64_t id, entry& e, int device, residency_
   d.resident += e.bytes;
   d.peak = std::max(d.peak, d.resident);
   e.device = device;
-  if (e.evicted_unused)
-    ++e.ledger.refetches;
-  ++e.ledger.placements;
-  e.ledger.to_device_bytes += e.bytes;
+  charge(e, {.to_device_bytes = e.bytes, .placements = 1, .refetches = e.evicted_unused ? 1u : 0u});
   residency_move m{residency_move_kind::to_device, id, device, e.bytes, e.effective};
   if (e.mapped >= 0) {  // the mapping's advice goes, the preferred location with it
     m.unmap_first = true;
@@ -169,12 +168,14 @@ residency_account::decision residency_account::decide(std::span<const planned_re
                                         ", which does not exist");
     const auto found = entries_.find(r.id);
     entry e = found != entries_.end() ? found->second : entry{};
-    if (found == entries_.end())
+    if (found == entries_.end()) {
       e.bytes = r.bytes;
-    else if (e.bytes != r.bytes)
+      e.label = r.label;
+    } else if (e.bytes != r.bytes) {
       raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " has " +
                                         std::to_string(e.bytes) + " bytes; the plan says " +
                                         std::to_string(r.bytes));
+    }
     if (e.holds > 0 && e.device >= 0 && e.device != device)
       raise(errc::invalid_argument, "will_access: " + region_name(r.id) +
                                         " is held by a plan on device " + std::to_string(e.device) +
@@ -306,7 +307,7 @@ residency_plan residency_account::dead(std::span<const std::uint64_t> ids) {
   for (const auto id : ids) {
     auto& e = entries_.at(id);
     plan.evictions.push_back({residency_move_kind::discard, id, e.device, e.bytes, e.effective});
-    e.ledger.discarded_bytes += e.bytes;
+    charge(e, {.discarded_bytes = e.bytes});
     if (e.device >= 0)
       devices_[static_cast<std::size_t>(e.device)].resident -= e.bytes;
     e.device = -1;
@@ -323,13 +324,26 @@ void residency_account::forget(std::uint64_t id) noexcept {
     return;
   if (it->second.device >= 0)
     devices_[static_cast<std::size_t>(it->second.device)].resident -= it->second.bytes;
-  forgotten_ += it->second.ledger;
+  keep(it->second);
   entries_.erase(it);
+}
+
+void residency_account::charge(entry& e, const residency_ledger& moved) noexcept {
+  e.ledger += moved;
+  totals_ += moved;
+}
+
+void residency_account::keep(const entry& e) noexcept {
+  try {
+    forgotten_by_label_[e.label] += e.ledger;
+  } catch (const std::bad_alloc&) {
+    // The label's share is lost (no memory for a new label); the totals keep it.
+  }
 }
 
 void residency_account::clear() noexcept {
   for (const auto& [id, e] : entries_)
-    forgotten_ += e.ledger;
+    keep(e);
   entries_.clear();
   for (auto& d : devices_)
     d.resident = 0;
@@ -340,10 +354,10 @@ const residency_ledger* residency_account::ledger(std::uint64_t id) const noexce
   return it == entries_.end() ? nullptr : &it->second.ledger;
 }
 
-residency_ledger residency_account::totals() const noexcept {
-  auto out = forgotten_;
+std::map<std::string, residency_ledger> residency_account::by_label() const {
+  auto out = forgotten_by_label_;
   for (const auto& [id, e] : entries_)
-    out += e.ledger;
+    out[e.label] += e.ledger;
   return out;
 }
 

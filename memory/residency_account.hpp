@@ -7,8 +7,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -73,6 +75,7 @@ struct residency_ledger {
   std::uint64_t evictions = 0;
   std::uint64_t refetches = 0;  ///< placed again after an eviction with no use in between
   residency_ledger& operator+=(const residency_ledger& o) noexcept;
+  friend bool operator==(const residency_ledger&, const residency_ledger&) = default;
 };
 
 /// The account of one device.
@@ -89,6 +92,7 @@ struct planned_region {
   std::uint64_t id = 0;
   std::size_t bytes = 0;
   residency_policy policy = residency_policy::automatic;
+  std::string label{};  ///< kept from the region's first plan: the ledger's per-label sums
 };
 
 /// Not thread-safe: one owner (the residency actor) calls it. Every call validates all of its
@@ -104,6 +108,13 @@ class residency_account {
   /// evicts nothing at once; the next plan on the device evicts down to it.
   void set_budget(int device, std::size_t bytes);
   [[nodiscard]] device_residency device(int device) const;
+  /// Bytes resident on every device together.
+  [[nodiscard]] std::size_t resident() const noexcept {
+    std::size_t out = 0;
+    for (const auto& d : devices_)
+      out += d.resident;
+    return out;
+  }
 
   /// Regions about to be used on `device`: places what is not resident there, evicting the
   /// least recently used regions no plan holds until the budget fits, and holds every region
@@ -127,7 +138,9 @@ class residency_account {
 
   [[nodiscard]] const residency_ledger* ledger(std::uint64_t id) const noexcept;
   /// Every region's ledger summed, the forgotten ones' included.
-  [[nodiscard]] residency_ledger totals() const noexcept;
+  [[nodiscard]] const residency_ledger& totals() const noexcept { return totals_; }
+  /// The same per label (the label of each region's first plan), sorted by label.
+  [[nodiscard]] std::map<std::string, residency_ledger> by_label() const;
   /// The policy region `id` was last placed with (never automatic), if it is known.
   [[nodiscard]] std::optional<residency_policy> effective_policy(std::uint64_t id) const noexcept;
   /// The device region `id` is resident on, if any.
@@ -150,6 +163,7 @@ class residency_account {
     std::uint32_t holds = 0;
     std::uint64_t last_use = 0;
     residency_ledger ledger;
+    std::string label;
   };
 
   /// A plan's regions as they would be after it, and the bytes it adds to / keeps on the device.
@@ -168,11 +182,16 @@ class residency_account {
   void apply(std::uint64_t id, entry& e, int device, access_mode mode, residency_plan& plan);
   [[nodiscard]] residency_policy choose(const entry& e, access_mode mode) const noexcept;
   [[nodiscard]] residency_move evict(std::uint64_t id, entry& e);
+  /// Counts `moved` in `e`'s ledger and in the totals.
+  void charge(entry& e, const residency_ledger& moved) noexcept;
+  /// A leaving region's ledger stays in its label's.
+  void keep(const entry& e) noexcept;
   void place(std::uint64_t id, entry& e, int device, residency_plan& plan);
 
   std::vector<device_residency> devices_;
   std::unordered_map<std::uint64_t, entry> entries_;
-  residency_ledger forgotten_;
+  residency_ledger totals_;
+  std::map<std::string, residency_ledger> forgotten_by_label_;
   std::uint64_t clock_ = 0;
 };
 

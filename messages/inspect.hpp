@@ -31,7 +31,9 @@ auto inspect(Inspector& f, allocator_stats& x) {
            x.live_bytes, x.peak_bytes, x.total_bytes_allocated, x.prefetches, x.prefetch_bytes,
            x.advises, x.discards, x.discard_bytes, x.inert_refusals, x.pending_jobs,
            x.advice_elided, x.ranges_coalesced, x.reserved_bytes, x.pool_slabs, x.live_leases,
-           x.leased_bytes, x.fragmentation, x.failures);
+           x.leased_bytes, x.fragmentation, x.resident_bytes, x.residency_to_device_bytes,
+           x.residency_to_host_bytes, x.driver_to_device_bytes, x.driver_to_host_bytes,
+           x.driver_page_faults, x.failures);
 }
 
 /// One entry of the event history (embedded in the remote interface's `remote_snapshot`).

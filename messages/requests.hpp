@@ -7,6 +7,7 @@
 
 #include <uma/memory/block_cache.hpp>
 #include <uma/memory/managed_ref.hpp>
+#include <uma/memory/migration_ledger.hpp>
 #include <uma/memory/residency_account.hpp>
 #include <uma/sys/advice.hpp>
 #include <uma/sys/backend.hpp>
@@ -100,11 +101,29 @@ struct residency_result {
   friend bool operator==(const residency_result&, const residency_result&) = default;
 };
 
-/// Reply to residency_atom: each device's account and the ledger summed over every region.
+/// The ledger of the regions that carry one label (a tenant, a buffer family), freed ones
+/// included.
+struct label_residency {
+  std::string label{};
+  residency_ledger moves{};  ///< uma's own moves
+  driver_ledger driver{};    ///< the driver's counters (zero when there are none)
+};
+
+/// Reply to residency_atom: each device's account and the migration ledger (docs/residency.md):
+/// uma's own moves and, where the driver reports them, its unified-memory counters, summed over
+/// every region and per label.
 struct residency_report {
   std::vector<device_residency> devices{};
   residency_ledger totals{};
   std::string moves;  ///< how the moves are made: by the backend, or counted only (host backend)
+  /// The driver's counters: on (`allocator_config::driver_counters` and the backend has them),
+  /// with their source in `driver_counters`, or off with the reason there.
+  bool driver_counters_on = false;
+  std::string driver_counters{};
+  driver_ledger driver_totals{};        ///< every record, attributed or not
+  driver_ledger driver_unattributed{};  ///< at addresses no live region of this allocator held
+  std::uint64_t driver_records_dropped = 0;
+  std::vector<label_residency> labels{};  ///< sorted by label
 };
 
 }  // namespace uma

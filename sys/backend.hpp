@@ -13,6 +13,7 @@
 #include <uma/sys/device_capabilities.hpp>
 #include <uma/sys/location.hpp>
 #include <uma/sys/memory_kind.hpp>
+#include <uma/sys/um_counters.hpp>
 
 namespace uma {
 
@@ -149,6 +150,11 @@ class backend {
 
   /// Snapshot of the call counters.
   [[nodiscard]] virtual backend_counters counters() const noexcept = 0;
+
+  /// Subscribes to the driver's unified-memory counters (sys/um_counters.hpp). This base has
+  /// none and says so; the CUDA backend loads CUPTI. Never throws for a missing driver feature:
+  /// `why_not` names it.
+  [[nodiscard]] virtual um_counter_source subscribe_um_counters();
 };
 
 /// "host" / "cuda".

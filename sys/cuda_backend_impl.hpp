@@ -93,6 +93,9 @@ inline void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) noex
   counter.fetch_add(by, std::memory_order_relaxed);
 }
 
+/// A subscription to CUPTI's unified-memory counters, or why there is none (sys/cuda_cupti.cpp).
+[[nodiscard]] um_counter_source subscribe_cupti_um_counters();
+
 /// The backend over every device the CUDA runtime sees. Capabilities are queried once at
 /// construction and immutable after; mutable state is atomics plus the live-allocation table
 /// under its mutex, so every member may be called from any thread.
@@ -134,6 +137,10 @@ class cuda_backend final : public backend {
   void prepare_thread() noexcept override;
   void synchronize() override;
   [[nodiscard]] backend_counters counters() const noexcept override;
+  /// CUPTI's unified-memory counters (sys/cuda_cupti.cpp).
+  [[nodiscard]] um_counter_source subscribe_um_counters() override {
+    return subscribe_cupti_um_counters();
+  }
 
  private:
   /// True when `ptr` (device memory) came from a stream-ordered memory pool.

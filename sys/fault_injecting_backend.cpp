@@ -217,6 +217,20 @@ backend_counters fault_injecting_backend::counters() const noexcept {
   return c;
 }
 
+void fault_injecting_backend::provide_um_counters(std::function<um_counter_source()> make) {
+  std::lock_guard lock(mutex_);
+  um_counters_ = std::move(make);
+}
+
+um_counter_source fault_injecting_backend::subscribe_um_counters() {
+  std::function<um_counter_source()> make;
+  {
+    std::lock_guard lock(mutex_);
+    make = um_counters_;
+  }
+  return make ? make() : inner_->subscribe_um_counters();
+}
+
 // -- the fake stream model ----------------------------------------------------------------------
 
 namespace {

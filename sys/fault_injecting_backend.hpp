@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -85,6 +86,9 @@ class fault_injecting_backend final : public backend {
   void complete_stream(stream_view stream);
   /// Events recorded so far (manual events).
   [[nodiscard]] std::uint64_t events_recorded() const;
+  /// Driver counters for tests of the migration ledger: from now on subscribe_um_counters
+  /// returns what `make` returns (the wrapped backend's answer before).
+  void provide_um_counters(std::function<um_counter_source()> make);
 
   [[nodiscard]] backend_kind kind() const noexcept override { return inner_->kind(); }
   [[nodiscard]] std::string description() const override;
@@ -119,6 +123,7 @@ class fault_injecting_backend final : public backend {
   void destroy_event(void* event) noexcept override;
   void prepare_thread() noexcept override { inner_->prepare_thread(); }
   [[nodiscard]] backend_counters counters() const noexcept override;
+  [[nodiscard]] um_counter_source subscribe_um_counters() override;
 
  private:
   struct armed {
@@ -151,6 +156,7 @@ class fault_injecting_backend final : public backend {
   std::vector<std::pair<void*, std::uint64_t>> recorded_marks_;   // per stream
   std::vector<std::pair<void*, std::uint64_t>> completed_marks_;  // per stream
   std::uint64_t events_recorded_ = 0;
+  std::function<um_counter_source()> um_counters_;  // under mutex_
 };
 
 }  // namespace uma

@@ -151,5 +151,20 @@ TEST_F(snapshot_test, JsonAndPageEscapeLabels) {
   EXPECT_NE(page.find("\\u003c/script\\u003e\\u003cb\\u003e\\u0026"), std::string::npos);
 }
 
+TEST_F(snapshot_test, JsonCarriesARegionsResidencyAndNullWithoutOne) {
+  auto c = host_config();
+  c.host_residency_devices = {std::size_t{64} << 20};
+  auto uma = make_client(c);
+  auto planned = client::erase(uma->allocate<std::byte>(4096, {.label = "planned"}));
+  auto other = uma->allocate<std::byte>(4096, {.label = "other"});
+  static_cast<void>(uma->will_access({planned}, 0, access_mode::write, residency_policy::migrate));
+  const auto json = cli::to_json(uma->snapshot());
+  EXPECT_NE(json.find("\"residency\": null"), std::string::npos) << json;  // "other"
+  EXPECT_NE(json.find("\"policy\": \"migrate\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"device\": 0"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"to_device_bytes\": 4096"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"prefetched_to_device_bytes\": 0"), std::string::npos) << json;
+}
+
 }  // namespace
 }  // namespace uma

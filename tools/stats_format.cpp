@@ -33,6 +33,12 @@ constexpr field fields[] = {
     {"pending_jobs", &allocator_stats::pending_jobs},
     {"live_leases", &allocator_stats::live_leases},
     {"leased_bytes", &allocator_stats::leased_bytes},
+    {"resident_bytes", &allocator_stats::resident_bytes},
+    {"residency_to_device_bytes", &allocator_stats::residency_to_device_bytes},
+    {"residency_to_host_bytes", &allocator_stats::residency_to_host_bytes},
+    {"driver_to_device_bytes", &allocator_stats::driver_to_device_bytes},
+    {"driver_to_host_bytes", &allocator_stats::driver_to_host_bytes},
+    {"driver_page_faults", &allocator_stats::driver_page_faults},
 };
 
 }  // namespace

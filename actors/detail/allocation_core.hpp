@@ -119,6 +119,10 @@ class allocation_core {
   [[nodiscard]] std::vector<region_info> report() const;
   /// The region table.
   [[nodiscard]] const region_table& table() const noexcept { return table_; }
+  /// The label of the allocation whose data starts at `data` ("" when none).
+  [[nodiscard]] std::string label_of(const void* data) const {
+    return stack_->tracking().label_of(data);
+  }
   /// Called with a region's id when the core takes it out of its table (freed).
   void set_on_free(std::function<void(std::uint64_t)> f) { on_free_ = std::move(f); }
 

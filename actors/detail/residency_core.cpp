@@ -1,5 +1,8 @@
 #include <uma/actors/detail/residency_core.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -10,13 +13,24 @@
 namespace uma::detail {
 
 residency_core::residency_core(const allocator_config& config, std::shared_ptr<backend> backend,
-                               const region_table& table)
+                               const region_table& table,
+                               std::function<std::string(const void*)> label_of)
     : backend_(std::move(backend)),
       table_(table),
+      label_of_(std::move(label_of)),
       counted_only_(backend_->kind() == backend_kind::host),
       account_(devices_of(config, *backend_)) {
   for (const auto& [device, bytes] : config.device_budgets)
     account_.set_budget(device, bytes);
+  if (!config.driver_counters) {
+    driver_status_ = "off (allocator_config::driver_counters)";
+    return;
+  }
+  auto source = backend_->subscribe_um_counters();
+  driver_counters_ = std::move(source.subscription);
+  driver_status_ = driver_counters_ ? driver_counters_->source() : "unavailable: " + source.why_not;
+  if (!driver_counters_)
+    log(log_level::warning, "residency: driver counters " + driver_status_);
 }
 
 void residency_core::check(const allocator_config& config, const backend& b) {
@@ -45,7 +59,8 @@ std::vector<planned_region> residency_core::regions_of(std::span<const byte_ref>
       raise(errc::invalid_argument,
             "residency: region " + std::to_string(home->id) + " is not a live region here");
     if (seen.insert(home->id).second)
-      out.push_back({home->id, home->bytes, policy});
+      out.push_back({home->id, home->bytes, policy,
+                     account_.ledger(home->id) == nullptr ? label_of(home->id) : std::string{}});
   }
   return out;
 }
@@ -200,14 +215,92 @@ std::uint64_t residency_core::budget(int device, std::uint64_t bytes) {
   return account_.device(device).budget;
 }
 
-residency_report residency_core::report() const {
+std::string residency_core::label_of(std::uint64_t id) const {
+  const auto* e = table_.find(id);
+  return e != nullptr && label_of_ ? label_of_(e->region->data) : std::string{};
+}
+
+void residency_core::take_driver_counters() {
+  if (!driver_counters_)
+    return;
+  const auto records = driver_counters_->drain();
+  if (records.empty())
+    return;
+  std::vector<ledger_range> ranges;
+  ranges.reserve(table_.size());
+  table_.for_each([&](std::uint64_t id, const region_table::entry& e) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(e.region->data);
+    ranges.push_back({begin, begin + e.region->bytes, id});
+  });
+  std::sort(ranges.begin(), ranges.end(),
+            [](const ledger_range& a, const ledger_range& b) { return a.begin < b.begin; });
+  driver_.add(records, ranges);
+}
+
+residency_report residency_core::report() {
+  take_driver_counters();
   residency_report out;
   for (int d = 0; d < account_.device_count(); ++d)
     out.devices.push_back(account_.device(d));
   out.totals = account_.totals();
   out.moves = counted_only_ ? "counted only: the host backend has no GPU to move data to"
                             : "made by the backend on the allocator's lanes";
+  out.driver_counters_on = driver_counters_ != nullptr;
+  out.driver_counters = driver_status_;
+  out.driver_totals = driver_.totals();
+  out.driver_unattributed = driver_.unattributed();
+  out.driver_records_dropped = driver_counters_ ? driver_counters_->dropped() : 0;
+  std::map<std::string, label_residency> labels;
+  for (auto& [label, moves] : account_.by_label())
+    labels[label].moves = moves;
+  for (const auto& [label, counted] : driver_.by_label())
+    labels[label].driver = counted;
+  // Past max_labels distinct labels the rest are summed under "(other)", as in the live-usage
+  // metrics: a label per request must not blow up a time series database.
+  constexpr std::size_t max_labels = 100;
+  label_residency other{.label = "(other)"};
+  for (auto& [label, row] : labels) {
+    if (out.labels.size() < max_labels) {
+      row.label = label;
+      out.labels.push_back(std::move(row));
+    } else {
+      other.moves += row.moves;
+      other.driver += row.driver;
+    }
+  }
+  if (labels.size() > max_labels)
+    out.labels.push_back(std::move(other));
   return out;
+}
+
+allocator_stats residency_core::with_totals(allocator_stats s) const noexcept {
+  s.resident_bytes = account_.resident();
+  s.residency_to_device_bytes = account_.totals().to_device_bytes;
+  s.residency_to_host_bytes = account_.totals().to_host_bytes;
+  const auto& driver = driver_.totals();
+  s.driver_to_device_bytes = driver.to_device_bytes;
+  s.driver_to_host_bytes = driver.to_host_bytes;
+  s.driver_page_faults = driver.cpu_page_faults + driver.gpu_page_faults;
+  return s;
+}
+
+allocator_snapshot residency_core::annotated(allocator_snapshot s) {
+  take_driver_counters();
+  for (auto& r : s.regions) {
+    const auto* moves = account_.ledger(r.info.id);
+    const auto* counted = driver_.region(r.info.id);
+    if (moves == nullptr && counted == nullptr)
+      continue;
+    region_residency out;
+    out.device = account_.resident_on(r.info.id).value_or(-1);
+    if (const auto p = account_.effective_policy(r.info.id);
+        p && moves != nullptr && moves->placements > 0)
+      out.policy = std::string(to_string(*p));
+    out.moves = moves != nullptr ? *moves : residency_ledger{};
+    out.driver = counted != nullptr ? *counted : driver_ledger{};
+    r.residency = std::move(out);
+  }
+  return s;
 }
 
 }  // namespace uma::detail

@@ -4,10 +4,13 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <uma/actors/allocator_config.hpp>
+#include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/detail/region_table.hpp>
+#include <uma/memory/migration_ledger.hpp>
 #include <uma/memory/residency_account.hpp>
 #include <uma/messages/requests.hpp>
 #include <uma/sys/worker_lanes.hpp>
@@ -36,8 +39,10 @@ struct residency_work {
 /// moves are counted, not made. Actor-thread only; throws uma::error (nothing changed).
 class residency_core {
  public:
+  /// `label_of(data)`: the label of the region whose data starts at `data` (the ledger's
+  /// per-label sums).
   residency_core(const allocator_config& config, std::shared_ptr<backend> backend,
-                 const region_table& table);
+                 const region_table& table, std::function<std::string(const void*)> label_of);
 
   /// Throws what the constructor would for `config`'s device budgets (invalid_argument naming
   /// the device and the bytes).
@@ -48,10 +53,19 @@ class residency_core {
   [[nodiscard]] residency_work dead(std::span<const byte_ref> refs, stream_view stream);
   /// Sets device `device`'s budget when `bytes` is not 0; returns the budget in force.
   [[nodiscard]] std::uint64_t budget(int device, std::uint64_t bytes);
-  [[nodiscard]] residency_report report() const;
+  /// The account and the migration ledger; takes the driver's counters in first.
+  [[nodiscard]] residency_report report();
+  /// `s` with the account's and the ledger's totals (the driver's as last taken in: cheap).
+  [[nodiscard]] allocator_stats with_totals(allocator_stats s) const noexcept;
+  /// `s` with each region's residency and ledger; takes the driver's counters in first.
+  [[nodiscard]] allocator_snapshot annotated(allocator_snapshot s);
 
-  /// The allocator freed region `id`.
-  void forget(std::uint64_t id) noexcept { account_.forget(id); }
+  /// The allocator freed region `id`. The driver's records for it not taken in yet count as
+  /// unattributed when they are.
+  void forget(std::uint64_t id) noexcept {
+    account_.forget(id);
+    driver_.forget(id);
+  }
   /// The incarnation stops: the account goes back to zero.
   void clear() noexcept { account_.clear(); }
 
@@ -64,11 +78,18 @@ class residency_core {
   [[nodiscard]] static residency_result summarize(const residency_plan& plan);
   /// The plan's moves as lane jobs (none on the host backend).
   [[nodiscard]] residency_work carry_out(const residency_plan& plan, stream_view stream) const;
+  /// Takes the driver's records in and attributes them to the live regions.
+  void take_driver_counters();
+  [[nodiscard]] std::string label_of(std::uint64_t id) const;
 
   std::shared_ptr<backend> backend_;
   const region_table& table_;
+  std::function<std::string(const void*)> label_of_;
   const bool counted_only_;
   residency_account account_;
+  std::unique_ptr<um_counter_subscription> driver_counters_;
+  std::string driver_status_;
+  migration_ledger driver_{[this](std::uint64_t id) { return label_of(id); }};
 };
 
 }  // namespace uma::detail

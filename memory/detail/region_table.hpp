@@ -41,6 +41,12 @@ class region_table {
   /// Removes `id`; the caller drops the table's count.
   void erase(std::uint64_t id) noexcept { entries_.erase(id); }
   [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
+  /// Calls `f(id, entry)` for every region, in no order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& [id, e] : entries_)
+      f(id, e);
+  }
   /// Every region, sorted by id, labelled as `labels` recorded it.
   [[nodiscard]] std::vector<region_info> report(std::uint64_t generation,
                                                 const tracking_resource& labels) const;
