@@ -9,6 +9,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <uma/actors/detail/allocation_core.hpp>
+#include <uma/actors/detail/allocator_stop.hpp>
 #include <uma/actors/detail/error_reply.hpp>
 #include <uma/actors/detail/lane_job.hpp>
 #include <uma/actors/detail/release_ticker.hpp>
@@ -83,7 +84,10 @@ class managed_allocator final : public allocator_impl::base {
           });
         },
         [this](regions_atom) -> std::vector<region_info> { return fresh().report(); },
-        [this](snapshot_atom) { return residency_.annotated(fresh().snapshot()); },
+        [this](snapshot_atom) {
+          return after_take_in<allocator_snapshot>(
+              [this] { return residency_.annotated(fresh().snapshot()); });
+        },
         [this](flush_atom) -> caf::result<allocator_stats> { return flush(); },
         [this](release_atom) { drain(); },
         [this](release_tick_atom) { on_release_tick(); },
@@ -102,7 +106,12 @@ class managed_allocator final : public allocator_impl::base {
         [this](done_with_atom, const std::vector<byte_ref>& refs) { return done_with(refs); },
         [this](dead_atom, const std::vector<byte_ref>& refs) { return dead(refs); },
         [this](budget_atom, int device, std::uint64_t bytes) { return budget(device, bytes); },
-        [this](residency_atom) { return report_residency(); },
+        [this](residency_atom) {
+          return after_take_in<residency_report>([this] {
+            drain();  // freed regions leave the account first
+            return residency_.report();
+          });
+        },
     };
   }
 
@@ -304,9 +313,22 @@ class managed_allocator final : public allocator_impl::base {
         w->place_lane, std::move(w->place), w->stream, when, [](residency_result&) {}, {},
         stream_ordered);
   }
-  residency_report report_residency() {
-    drain();  // freed regions leave the account first
-    return residency_.report();
+  /// `make()` once the driver's counters were taken in (docs/residency.md "The ledger"): their
+  /// flush runs on the general lane; the attribution and `make` on the actor's thread.
+  template <class T, class Make>
+  caf::result<T> after_take_in(Make make) {
+    auto in = residency_.driver_take_in_job();
+    if (!in)
+      return make();
+    const auto run = [in] {
+      in->run();
+      return T{};
+    };
+    return offload<T>(worker_lanes::general, run, {}, completion::enqueued,
+                      [this, in, make](T& out) {
+                        residency_.take_in(*in);
+                        out = make();
+                      });
   }
   caf::result<std::uint64_t> budget(int device, std::uint64_t bytes) {
     return guarded<std::uint64_t>([&] { return residency_.budget(device, bytes); });
@@ -398,39 +420,7 @@ class managed_allocator final : public allocator_impl::base {
   // -- stop ------------------------------------------------------------------------------------
 
   void post_stop() noexcept {
-    const auto start = std::chrono::steady_clock::now();
-    control_->begin_stop();
-    stop_report report;
-    try {
-      report.pins_drained = control_->pins() == 0 || control_->wait_for_pins(config_.drain_timeout);
-    } catch (...) {
-      report.pins_drained = false;
-    }
-    lanes_.drain_and_stop();  // queued prefetches, advice, frees and growth run out first
-    try {
-      backend_->synchronize();
-    } catch (const std::exception& e) {
-      log(log_level::error, std::string("post_stop synchronize failed: ") + e.what());
-    }
-    core_.stop(report);
-    residency_.clear();
-    auto pending = std::exchange(pending_, {});
-    for (auto& [ticket, finish] : pending) {
-      caf::message none;
-      caf::error err = make_caf_error(errc::allocator_stopped,
-                                      "the allocator stopped before the request completed");
-      finish(none, err);
-    }
-    report.duration = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::steady_clock::now() - start);
-    if (config_.on_stop) {
-      try {
-        config_.on_stop(core_.stats(), report);
-      } catch (const std::exception& e) {
-        log(log_level::error, std::string("on_stop callback failed: ") + e.what());
-      }
-    }
-    control_->finish_stop(std::move(report));
+    detail::stop_allocator({config_, *control_, lanes_, *backend_, core_, residency_, pending_});
   }
 
   // -- helpers -----------------------------------------------------------------------------------
@@ -479,7 +469,7 @@ class managed_allocator final : public allocator_impl::base {
   std::shared_ptr<backend> backend_;
   std::shared_ptr<detail::control_block> control_;
   std::uint64_t next_ticket_ = 0;
-  std::unordered_map<std::uint64_t, std::function<void(caf::message&, caf::error&)>> pending_;
+  detail::pending_jobs pending_;
   detail::allocation_core core_;  // holds a reference to lanes_, used only after construction
   detail::release_ticker ticker_{*control_, core_};
   detail::residency_core residency_{config_, backend_, core_.table(),

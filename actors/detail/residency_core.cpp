@@ -220,10 +220,16 @@ std::string residency_core::label_of(std::uint64_t id) const {
   return e != nullptr && label_of_ ? label_of_(e->region->data) : std::string{};
 }
 
-void residency_core::take_driver_counters() {
+std::shared_ptr<residency_core::driver_take_in> residency_core::driver_take_in_job() const {
   if (!driver_counters_)
-    return;
-  const auto records = driver_counters_->drain();
+    return nullptr;
+  auto out = std::make_shared<driver_take_in>();
+  out->from = driver_counters_.get();
+  return out;
+}
+
+void residency_core::take_in(const driver_take_in& in) {
+  const auto& records = in.records;
   if (records.empty())
     return;
   std::vector<ledger_range> ranges;
@@ -237,8 +243,7 @@ void residency_core::take_driver_counters() {
   driver_.add(records, ranges);
 }
 
-residency_report residency_core::report() {
-  take_driver_counters();
+residency_report residency_core::report() const {
   residency_report out;
   for (int d = 0; d < account_.device_count(); ++d)
     out.devices.push_back(account_.device(d));
@@ -284,8 +289,7 @@ allocator_stats residency_core::with_totals(allocator_stats s) const noexcept {
   return s;
 }
 
-allocator_snapshot residency_core::annotated(allocator_snapshot s) {
-  take_driver_counters();
+allocator_snapshot residency_core::annotated(allocator_snapshot s) const {
   for (auto& r : s.regions) {
     const auto* moves = account_.ledger(r.info.id);
     const auto* counted = driver_.region(r.info.id);

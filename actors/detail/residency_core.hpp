@@ -53,12 +53,24 @@ class residency_core {
   [[nodiscard]] residency_work dead(std::span<const byte_ref> refs, stream_view stream);
   /// Sets device `device`'s budget when `bytes` is not 0; returns the budget in force.
   [[nodiscard]] std::uint64_t budget(int device, std::uint64_t bytes);
-  /// The account and the migration ledger; takes the driver's counters in first.
-  [[nodiscard]] residency_report report();
+  /// The account and the migration ledger.
+  [[nodiscard]] residency_report report() const;
   /// `s` with the account's and the ledger's totals (the driver's as last taken in: cheap).
   [[nodiscard]] allocator_stats with_totals(allocator_stats s) const noexcept;
-  /// `s` with each region's residency and ledger; takes the driver's counters in first.
-  [[nodiscard]] allocator_snapshot annotated(allocator_snapshot s);
+  /// `s` with each region's residency and ledger.
+  [[nodiscard]] allocator_snapshot annotated(allocator_snapshot s) const;
+
+  /// Taking the driver's records in: `run()` on a lane (a forced flush of CUPTI's buffers,
+  /// about 10 ms on the H100 machine whatever there is to flush: not for the actor's thread),
+  /// then `take_in` on the actor's thread attributes them to the live regions.
+  struct driver_take_in {
+    um_counter_subscription* from = nullptr;  // lives as long as the core (the lanes go first)
+    std::vector<um_counter_record> records;
+    void run() { records = from->drain(); }
+  };
+  /// A take-in for a lane job; null when the driver's counters are off.
+  [[nodiscard]] std::shared_ptr<driver_take_in> driver_take_in_job() const;
+  void take_in(const driver_take_in& in);
 
   /// The allocator freed region `id`. The driver's records for it not taken in yet count as
   /// unattributed when they are.
@@ -78,8 +90,6 @@ class residency_core {
   [[nodiscard]] static residency_result summarize(const residency_plan& plan);
   /// The plan's moves as lane jobs (none on the host backend).
   [[nodiscard]] residency_work carry_out(const residency_plan& plan, stream_view stream) const;
-  /// Takes the driver's records in and attributes them to the live regions.
-  void take_driver_counters();
   [[nodiscard]] std::string label_of(std::uint64_t id) const;
 
   std::shared_ptr<backend> backend_;

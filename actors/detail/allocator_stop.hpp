@@ -1,0 +1,41 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+
+#include <caf/error.hpp>
+#include <caf/message.hpp>
+
+#include <uma/actors/allocator_config.hpp>
+#include <uma/actors/detail/allocation_core.hpp>
+#include <uma/actors/detail/residency_core.hpp>
+#include <uma/memory/detail/control_block.hpp>
+#include <uma/sys/worker_lanes.hpp>
+
+namespace uma::detail {
+
+/// Completions of off-loop work waiting for their lane job, by ticket.
+using pending_jobs =
+    std::unordered_map<std::uint64_t, std::function<void(caf::message&, caf::error&)>>;
+
+/// What an allocator incarnation's stop sequence works on.
+struct stop_parts {
+  const allocator_config& config;
+  control_block& control;
+  worker_lanes& lanes;
+  uma::backend& runtime;  ///< the backend
+  allocation_core& core;
+  residency_core& residency;
+  pending_jobs& pending;
+};
+
+/// The stop sequence (docs/design.md "Lifetime model"): refs go inert, pins drain (bounded by
+/// the config's drain timeout), queued lane work runs out, the device synchronizes, the regions
+/// are freed, the residency account goes back to zero, every pending request is answered
+/// `allocator_stopped`, the config's on_stop callback gets the counters, and the control block
+/// publishes the stop report. Never throws.
+void stop_allocator(const stop_parts& parts) noexcept;
+
+}  // namespace uma::detail
