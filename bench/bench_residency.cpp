@@ -283,7 +283,7 @@ void ledger_overhead(caf::actor_system& sys, options o, void* stream) {
       "== ledger overhead: set 2x the budget (%zu MiB), iterative, auto, %d rounds "
       "alternating the driver counters off / on\n",
       set / MiB, o.ledger_rounds);
-  std::vector<double> off, on;
+  std::vector<double> off, on, steady_off, steady_on;  // whole runs; passes after the first two
   for (int round = 0; round < o.ledger_rounds; ++round) {
     for (bool counters : {false, true}) {
       o.driver_counters = counters;
@@ -291,6 +291,8 @@ void ledger_overhead(caf::actor_system& sys, options o, void* stream) {
       r.name += counters ? ", driver counters on" : ", driver counters off";
       print({r}, 0);
       (counters ? on : off).push_back(r.gbps);
+      for (std::size_t k = 2; k < r.pass_gbps.size(); ++k)
+        (counters ? steady_on : steady_off).push_back(r.pass_gbps[k]);
     }
   }
   const double m_off = median(off);
