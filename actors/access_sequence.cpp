@@ -28,9 +28,13 @@ access_sequence::~access_sequence() {
   }
 }
 
+access_plan_request access_sequence::request_of(const access_step& s) {
+  return {s.refs, s.device, s.mode, s.policy, s.stream, s.reply_when, s.tenant};
+}
+
 residency_result access_sequence::issue(std::size_t step) {
   const auto& s = steps_[step];
-  auto r = client_.will_access(s.refs, s.device, s.mode, s.policy, s.stream, s.reply_when);
+  auto r = client_.will_access(request_of(s));
   held_[step] = true;
   return r;
 }
@@ -90,8 +94,7 @@ residency_result access_sequence::begin(std::size_t i) {
     if (held_[next] || sent_ahead(next))
       continue;
     const auto& s = steps_[next];
-    in_flight_.emplace_back(next, client_.will_access_async(s.refs, s.device, s.mode, s.policy,
-                                                            s.stream, s.reply_when));
+    in_flight_.emplace_back(next, client_.will_access_async(request_of(s)));
   }
   return out ? *out : residency_result{};
 }

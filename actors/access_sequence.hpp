@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <deque>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct access_step {
   /// begin(i) returns once step i's placements are done (`complete`, for kernels on another
   /// stream) or issued (`enqueued`, enough when `stream` is the one the kernels run on).
   completion reply_when = completion::complete;
+  std::string tenant{};  ///< the tenant the step's regions count for (docs/residency.md)
 };
 
 /// The same plans every pass. `begin(i)` ends the plan of the step before, makes step i's plan
@@ -57,6 +59,7 @@ class access_sequence {
 
  private:
   residency_result issue(std::size_t step);
+  static access_plan_request request_of(const access_step& s);
   /// Takes the replies of the plans sent ahead, in the order sent, up to and including
   /// `step`'s (all of them when it has none): each is held from then on unless the budget
   /// refused it. Returns `step`'s reply if it was sent ahead and held.

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -29,6 +31,9 @@ struct allocator_config {
   /// Device budgets of the residency account (docs/residency.md): (device, bytes), set when the
   /// incarnation starts; a supervisor keeps the budgets set through it here.
   std::vector<std::pair<int, std::uint64_t>> device_budgets{};
+  /// Tenant budgets (docs/residency.md "Tenants"): (tenant, device, bytes), set when the
+  /// incarnation starts; a supervisor keeps the ones set through it here.
+  std::vector<std::tuple<std::string, int, std::uint64_t>> tenant_budgets{};
   /// The host backend has no GPU: the residency account plans for these devices (their memory
   /// in bytes) and counts the moves without making them, so that budgets, plans and policies
   /// run on any machine. Ignored on CUDA, where the devices are the backend's.

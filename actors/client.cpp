@@ -88,8 +88,11 @@ allocator_stats client::flush() {
 
 residency_result client::will_access(std::vector<byte_ref> refs, int device, access_mode mode,
                                      residency_policy policy, stream_view stream, completion when) {
-  return call<residency_result>(
-      will_access_atom_v, access_plan_request{std::move(refs), device, mode, policy, stream, when});
+  return will_access(access_plan_request{std::move(refs), device, mode, policy, stream, when});
+}
+
+residency_result client::will_access(access_plan_request plan) {
+  return call<residency_result>(will_access_atom_v, std::move(plan));
 }
 
 struct pending_plan::state {
@@ -116,10 +119,14 @@ residency_result pending_plan::get() {
 pending_plan client::will_access_async(std::vector<byte_ref> refs, int device, access_mode mode,
                                        residency_policy policy, stream_view stream,
                                        completion when) {
+  return will_access_async(
+      access_plan_request{std::move(refs), device, mode, policy, stream, when});
+}
+
+pending_plan client::will_access_async(access_plan_request plan) {
   auto s = std::make_unique<pending_plan::state>(sys_);
   s->reply.emplace(
-      s->self->request(allocator_, caf::duration{timeout_}, will_access_atom_v,
-                       access_plan_request{std::move(refs), device, mode, policy, stream, when}));
+      s->self->request(allocator_, caf::duration{timeout_}, will_access_atom_v, std::move(plan)));
   return pending_plan(std::move(s));
 }
 

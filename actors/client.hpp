@@ -174,6 +174,9 @@ class client {
       std::vector<byte_ref> refs, int device, access_mode mode,
       residency_policy policy = residency_policy::automatic, stream_view stream = {},
       completion when = completion::enqueued);
+  /// The general forms: every field of the plan (its tenant among them) in the request.
+  residency_result will_access(access_plan_request plan);
+  [[nodiscard]] pending_plan will_access_async(access_plan_request plan);
   /// The plans on `refs` are over: their regions may be evicted again. Returns the holds ended.
   std::uint64_t done_with(std::vector<byte_ref> refs) {
     return call<std::uint64_t>(done_with_atom_v, std::move(refs));
@@ -186,6 +189,12 @@ class client {
   /// it outlives restarts.
   std::uint64_t device_budget(int device, std::uint64_t set_bytes = 0) {
     return call<std::uint64_t>(budget_atom_v, device, set_bytes);
+  }
+  /// Sets `tenant`'s budget on `device` (docs/residency.md "Tenants"): 0 removes it, else at
+  /// most the device's memory. Returns the budget now in force. Through a supervisor it
+  /// outlives restarts.
+  std::uint64_t tenant_budget(std::string tenant, int device, std::uint64_t bytes) {
+    return call<std::uint64_t>(budget_atom_v, std::move(tenant), device, bytes);
   }
   /// Each device's residency account and the ledger.
   [[nodiscard]] residency_report residency() { return call<residency_report>(residency_atom_v); }

@@ -106,6 +106,10 @@ class managed_allocator final : public allocator_impl::base {
         [this](done_with_atom, const std::vector<byte_ref>& refs) { return done_with(refs); },
         [this](dead_atom, const std::vector<byte_ref>& refs) { return dead(refs); },
         [this](budget_atom, int device, std::uint64_t bytes) { return budget(device, bytes); },
+        [this](budget_atom, const std::string& tenant, int device, std::uint64_t bytes) {
+          return guarded<std::uint64_t>(
+              [&] { return residency_.tenant_budget(tenant, device, bytes); });
+        },
         [this](residency_atom) {
           return after_take_in<residency_report>([this] {
             drain();  // freed regions leave the account first

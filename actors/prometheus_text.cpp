@@ -220,6 +220,19 @@ void label_driver_faults(const metrics_snapshot& s, sample_sink& sink) {
   }
 }
 
+/// A per-tenant, per-device residency gauge: the first 100 tenants (sorted), so that a tenant per
+/// session cannot blow up a time series database.
+template <std::size_t device_residency::*Field>
+void per_tenant(const metrics_snapshot& s, sample_sink& sink) {
+  if (!s.residency)
+    return;
+  const auto& tenants = s.residency->tenants;
+  for (std::size_t t = 0; t < tenants.size() && t < 100; ++t)
+    for (std::size_t d = 0; d < tenants[t].devices.size(); ++d)
+      sink.add("tenant", tenants[t].tenant, "device", std::to_string(d),
+               tenants[t].devices[d].*Field);
+}
+
 using a = allocator_stats;
 using dl = driver_ledger;
 using dr = device_residency;
@@ -276,6 +289,12 @@ constexpr std::array families{
            per_device<&dr::peak>},
     family{"uma_residency_held_bytes", gauge, "Resident bytes held by access plans.", nullptr,
            per_device<&dr::held>},
+    family{"uma_residency_tenant_budget_bytes", gauge,
+           "Residency budget of a tenant on the device (0: none).", nullptr,
+           per_tenant<&dr::budget>},
+    family{"uma_residency_tenant_resident_bytes", gauge,
+           "Bytes of a tenant's regions uma placed on the device.", nullptr,
+           per_tenant<&dr::resident>},
     family{"uma_residency_bytes_total", counter,
            "Residency bytes by move: to_device, to_host (evictions), dropped (read-mostly "
            "copies) and discarded (dead or scratch contents); only the first two cross the link.",

@@ -64,7 +64,8 @@ residency_ledger& residency_ledger::operator+=(const residency_ledger& o) noexce
   return *this;
 }
 
-residency_account::residency_account(std::vector<std::size_t> device_memory) {
+residency_account::residency_account(std::vector<std::size_t> device_memory)
+    : tenants_(device_memory) {
   devices_.reserve(device_memory.size());
   for (const auto bytes : device_memory)
     devices_.push_back(device_residency{bytes, 0, 0, 0, 0});
@@ -86,6 +87,34 @@ void residency_account::set_budget(int device, std::size_t bytes) {
                                       "; it must be 1 byte to the device's " +
                                       std::to_string(d.memory) + " bytes");
   d.budget = bytes;
+}
+
+void residency_account::set_tenant_budget(std::string_view tenant, int device, std::size_t bytes) {
+  check_device(device, "tenant_budget");
+  tenants_.set(tenant, device, bytes);
+}
+
+device_residency residency_account::tenant(std::string_view tenant, int device) const {
+  check_device(device, "tenant");
+  auto d = tenants_.get(tenant, device);
+  for (const auto& [id, e] : entries_)
+    if (e.device == device && e.holds > 0 && e.tenant == tenant)
+      d.held += e.bytes;
+  return d;
+}
+
+void residency_account::arrive(const entry& e, int device) noexcept {
+  auto& d = devices_[static_cast<std::size_t>(device)];
+  d.resident += e.bytes;
+  d.peak = std::max(d.peak, d.resident);
+  tenants_.placed(e.tenant, device, e.bytes);
+}
+
+void residency_account::leave(const entry& e) noexcept {
+  if (e.device < 0)
+    return;
+  devices_[static_cast<std::size_t>(e.device)].resident -= e.bytes;
+  tenants_.left(e.tenant, e.device, e.bytes);
 }
 
 device_residency residency_account::device(int device) const {
@@ -126,7 +155,7 @@ residency_move residency_account::evict(std::uint64_t id, entry& e) {
       moved.discarded_bytes = e.bytes;
   }
   charge(e, moved);
-  devices_[static_cast<std::size_t>(e.device)].resident -= e.bytes;
+  leave(e);
   e.device = -1;
   e.dirty = false;
   e.replica = false;
@@ -135,11 +164,8 @@ residency_move residency_account::evict(std::uint64_t id, entry& e) {
 }
 
 void residency_account::place(std::uint64_t id, entry& e, int device, residency_plan& plan) {
-  if (e.device >= 0)
-    devices_[static_cast<std::size_t>(e.device)].resident -= e.bytes;  // moves between devices
-  auto& d = devices_[static_cast<std::size_t>(device)];
-  d.resident += e.bytes;
-  d.peak = std::max(d.peak, d.resident);
+  leave(e);  // moves between devices
+  arrive(e, device);
   e.device = device;
   charge(e, {.to_device_bytes = e.bytes, .placements = 1, .refetches = e.evicted_unused ? 1u : 0u});
   residency_move m{residency_move_kind::to_device, id, device, e.bytes, e.effective};
@@ -168,9 +194,15 @@ residency_account::decision residency_account::decide(std::span<const planned_re
                                         ", which does not exist");
     const auto found = entries_.find(r.id);
     entry e = found != entries_.end() ? found->second : entry{};
+    if (!r.tenant.empty())
+      tenant_budgets::check_name(r.tenant, "will_access");
     if (found == entries_.end()) {
       e.bytes = r.bytes;
       e.label = r.label;
+      e.tenant = r.tenant;
+    } else if (e.tenant != r.tenant) {
+      raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " counts for tenant '" +
+                                        e.tenant + "'; the plan names tenant '" + r.tenant + "'");
     } else if (e.bytes != r.bytes) {
       raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " has " +
                                         std::to_string(e.bytes) + " bytes; the plan says " +
@@ -196,10 +228,59 @@ residency_account::decision residency_account::decide(std::span<const planned_re
   return out;
 }
 
+template <class Pick>
+std::vector<std::uint64_t> residency_account::evictable(const decision& plan, int device,
+                                                        Pick pick) const {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> lru;  // (last use, id)
+  for (const auto& [id, e] : entries_)
+    if (e.device == device && e.holds == 0 && !plan.next.contains(id) && pick(e))
+      lru.emplace_back(e.last_use, id);
+  std::sort(lru.begin(), lru.end());  // least recently used first
+  std::vector<std::uint64_t> out;
+  out.reserve(lru.size());
+  for (const auto& [use, id] : lru)
+    out.push_back(id);
+  return out;
+}
+
+void residency_account::tenant_victims(const decision& plan, int device,
+                                       std::vector<std::uint64_t>& out) const {
+  std::map<std::string_view, std::pair<std::size_t, std::size_t>> parts;  // needed, staying
+  for (const auto& [id, e] : plan.next)
+    if (!e.tenant.empty() && places_on_device(e.effective))
+      (e.device == device ? parts[e.tenant].second : parts[e.tenant].first) += e.bytes;
+  for (const auto& [tenant, part] : parts) {
+    const auto [needed, staying] = part;
+    const auto t = tenants_.get(tenant, device);
+    if (t.budget == 0)
+      continue;
+    std::size_t kept = staying;
+    for (const auto& [id, e] : entries_)
+      if (e.device == device && e.holds > 0 && e.tenant == tenant && !plan.next.contains(id))
+        kept += e.bytes;
+    if (needed > t.budget || kept > t.budget - needed)
+      raise(errc::quota_exceeded,
+            "will_access: the plan needs " + std::to_string(needed) + " more bytes of tenant '" +
+                std::string(tenant) + "' on device " + std::to_string(device) +
+                ", whose budget for it is " + std::to_string(t.budget) + " bytes with " +
+                std::to_string(kept) + " held by plans or by this one");
+    std::size_t resident = t.resident;
+    for (const auto id :
+         evictable(plan, device, [&tenant](const entry& e) { return e.tenant == tenant; })) {
+      if (resident + needed <= t.budget)
+        break;
+      out.push_back(id);
+      resident -= entries_.at(id).bytes;
+    }
+  }
+}
+
 std::vector<std::uint64_t> residency_account::victims(const decision& plan, int device) const {
+  std::vector<std::uint64_t> out;
+  tenant_victims(plan, device, out);
   const auto& d = devices_[static_cast<std::size_t>(device)];
   if (d.budget == 0)
-    return {};
+    return out;
   std::size_t kept = plan.staying;  // resident bytes that cannot go: held, or in this plan
   for (const auto& [id, e] : entries_)
     if (e.device == device && e.holds > 0 && !plan.next.contains(id))
@@ -209,16 +290,18 @@ std::vector<std::uint64_t> residency_account::victims(const decision& plan, int 
           "will_access: the plan needs " + std::to_string(plan.needed) + " more bytes on device " +
               std::to_string(device) + ", whose budget is " + std::to_string(d.budget) +
               " bytes with " + std::to_string(kept) + " held by plans or by this one");
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> lru;  // (last use, id)
-  for (const auto& [id, e] : entries_)
-    if (e.device == device && e.holds == 0 && !plan.next.contains(id))
-      lru.emplace_back(e.last_use, id);
-  std::sort(lru.begin(), lru.end());  // least recently used first
-  std::vector<std::uint64_t> out;
   std::size_t resident = d.resident;
-  for (std::size_t i = 0; resident + plan.needed > d.budget && i < lru.size(); ++i) {
-    out.push_back(lru[i].second);
-    resident -= entries_.at(lru[i].second).bytes;
+  for (const auto id : out)
+    resident -= entries_.at(id).bytes;
+  const auto chosen = out.size();
+  for (const auto id : evictable(plan, device, [](const entry&) { return true; })) {
+    if (resident + plan.needed <= d.budget)
+      break;
+    if (std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(chosen), id) !=
+        out.begin() + static_cast<std::ptrdiff_t>(chosen))
+      continue;  // a tenant's eviction already
+    out.push_back(id);
+    resident -= entries_.at(id).bytes;
   }
   return out;
 }
@@ -261,6 +344,8 @@ residency_plan residency_account::will_access(std::span<const planned_region> re
   residency_plan plan;
   plan.evictions.reserve(evicted.size() + regions.size());
   plan.placements.reserve(regions.size());
+  for (const auto& r : regions)
+    tenants_.track(r.tenant);
   entries_.reserve(entries_.size() + regions.size());  // from here on nothing throws
   for (const auto id : evicted)
     plan.evictions.push_back(evict(id, entries_.at(id)));
@@ -308,8 +393,7 @@ residency_plan residency_account::dead(std::span<const std::uint64_t> ids) {
     auto& e = entries_.at(id);
     plan.evictions.push_back({residency_move_kind::discard, id, e.device, e.bytes, e.effective});
     charge(e, {.discarded_bytes = e.bytes});
-    if (e.device >= 0)
-      devices_[static_cast<std::size_t>(e.device)].resident -= e.bytes;
+    leave(e);
     e.device = -1;
     e.dirty = false;
     e.replica = false;
@@ -322,8 +406,7 @@ void residency_account::forget(std::uint64_t id) noexcept {
   const auto it = entries_.find(id);
   if (it == entries_.end())
     return;
-  if (it->second.device >= 0)
-    devices_[static_cast<std::size_t>(it->second.device)].resident -= it->second.bytes;
+  leave(it->second);
   keep(it->second);
   entries_.erase(it);
 }
@@ -347,6 +430,7 @@ void residency_account::clear() noexcept {
   entries_.clear();
   for (auto& d : devices_)
     d.resident = 0;
+  tenants_.clear();
 }
 
 const residency_ledger* residency_account::ledger(std::uint64_t id) const noexcept {

@@ -15,6 +15,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <uma/memory/device_residency.hpp>
+#include <uma/memory/tenant_budgets.hpp>
+
 namespace uma {
 
 /// How a region lives when a device uses it under a budget.
@@ -78,21 +81,15 @@ struct residency_ledger {
   friend bool operator==(const residency_ledger&, const residency_ledger&) = default;
 };
 
-/// The account of one device.
-struct device_residency {
-  std::size_t memory = 0;    ///< the device's memory (budgets may not pass it)
-  std::size_t budget = 0;    ///< 0: none set (the account counts, nothing is evicted)
-  std::size_t resident = 0;  ///< bytes the account holds on the device (replicas included)
-  std::size_t peak = 0;      ///< the most `resident` has been
-  std::size_t held = 0;      ///< of `resident`, held by plans not yet done_with
-};
-
 /// A region a plan names.
 struct planned_region {
   std::uint64_t id = 0;
   std::size_t bytes = 0;
   residency_policy policy = residency_policy::automatic;
   std::string label{};  ///< kept from the region's first plan: the ledger's per-label sums
+  /// The tenant whose bytes the region counts as (docs/residency.md "Tenants"), fixed by its
+  /// first plan; "" for none. Later plans must name the same tenant.
+  std::string tenant{};
 };
 
 /// Not thread-safe: one owner (the residency actor) calls it. Every call validates all of its
@@ -108,6 +105,14 @@ class residency_account {
   /// evicts nothing at once; the next plan on the device evicts down to it.
   void set_budget(int device, std::size_t bytes);
   [[nodiscard]] device_residency device(int device) const;
+  /// Sets `tenant`'s budget on `device`: 0 removes it, else at most the device's memory. Like
+  /// the device's, a lowered budget evicts nothing at once; the tenant's next plan on the device
+  /// evicts down to it (its own least recently used regions first).
+  void set_tenant_budget(std::string_view tenant, int device, std::size_t bytes);
+  /// `tenant`'s account on `device` (all 0 for a tenant never seen).
+  [[nodiscard]] device_residency tenant(std::string_view tenant, int device) const;
+  /// Tenants with a budget or bytes placed so far, sorted.
+  [[nodiscard]] std::vector<std::string> tenants() const { return tenants_.names(); }
   /// Bytes resident on every device together.
   [[nodiscard]] std::size_t resident() const noexcept {
     std::size_t out = 0;
@@ -164,6 +169,7 @@ class residency_account {
     std::uint64_t last_use = 0;
     residency_ledger ledger;
     std::string label;
+    std::string tenant;
   };
 
   /// A plan's regions as they would be after it, and the bytes it adds to / keeps on the device.
@@ -179,6 +185,17 @@ class residency_account {
   /// The regions to evict, least recently used first, for `plan` to fit; quota_exceeded when
   /// it cannot.
   [[nodiscard]] std::vector<std::uint64_t> victims(const decision& plan, int device) const;
+  /// The victims that keep each tenant of `plan` with a budget on `device` within it (its own
+  /// least recently used regions); quota_exceeded when a tenant's budget cannot hold its part.
+  void tenant_victims(const decision& plan, int device, std::vector<std::uint64_t>& out) const;
+  /// The least recently used regions on `device` no plan holds, not in `plan`, for which
+  /// `pick(entry)` is true.
+  template <class Pick>
+  [[nodiscard]] std::vector<std::uint64_t> evictable(const decision& plan, int device,
+                                                     Pick pick) const;
+  /// A region's bytes arrive on / leave `device` (the device's and its tenant's resident bytes).
+  void arrive(const entry& e, int device) noexcept;
+  void leave(const entry& e) noexcept;
   void apply(std::uint64_t id, entry& e, int device, access_mode mode, residency_plan& plan);
   [[nodiscard]] residency_policy choose(const entry& e, access_mode mode) const noexcept;
   [[nodiscard]] residency_move evict(std::uint64_t id, entry& e);
@@ -189,6 +206,7 @@ class residency_account {
   void place(std::uint64_t id, entry& e, int device, residency_plan& plan);
 
   std::vector<device_residency> devices_;
+  tenant_budgets tenants_;
   std::unordered_map<std::uint64_t, entry> entries_;
   residency_ledger totals_;
   std::map<std::string, residency_ledger> forgotten_by_label_;

@@ -61,6 +61,9 @@ using dead = caf::replies_to<dead_atom, std::vector<byte_ref>>::with<residency_r
 ///    device that does not exist or a budget above its memory. Through a supervisor it outlives
 ///    restarts.
 using budget = caf::replies_to<budget_atom, int, std::uint64_t>::with<std::uint64_t>;
+/// (tenant, device, bytes) -> the tenant's budget on the device now: `bytes`, 0 removing it
+using tenant_budget =
+    caf::replies_to<budget_atom, std::string, int, std::uint64_t>::with<std::uint64_t>;
 /// -> each device's residency account and the ledger
 using residency = caf::replies_to<residency_atom>::with<residency_report>;
 
@@ -73,7 +76,8 @@ using managed_allocator_actor =
     caf::typed_actor<sig::allocate, sig::prefetch, sig::discard, sig::discard_prefetch, sig::advise,
                      sig::attributes, sig::stats, sig::memory_kind, sig::can_access, sig::regions,
                      sig::flush, sig::trim, sig::quota, sig::lease, sig::snapshot, sig::release,
-                     sig::will_access, sig::done_with, sig::dead, sig::budget, sig::residency>;
+                     sig::will_access, sig::done_with, sig::dead, sig::budget, sig::tenant_budget,
+                     sig::residency>;
 
 /// Who hears about a supervisor's restarts: `restarted_atom, restart_event` once per new
 /// incarnation, and once when the supervisor stops (`restart_cause::stopped`).

@@ -87,6 +87,10 @@ struct access_plan_request {
   /// The reply comes once the placements were issued (`enqueued`: the prefetch calls returned)
   /// or once their stream finished them (`complete`).
   completion reply_when = completion::enqueued;
+  /// The tenant the plan's regions count for (docs/residency.md "Tenants"), fixed by a region's
+  /// first plan; "" for none. A tenant with a budget on `device` makes room among its own
+  /// regions first, and a plan past its budget is refused.
+  std::string tenant{};
 };
 
 /// Reply to an access plan or to dead: the moves queued, by kind, and their bytes.
@@ -109,6 +113,12 @@ struct label_residency {
   driver_ledger driver{};    ///< the driver's counters (zero when there are none)
 };
 
+/// One tenant's account on each device.
+struct tenant_residency {
+  std::string tenant{};
+  std::vector<device_residency> devices{};  ///< by device ordinal
+};
+
 /// Reply to residency_atom: each device's account and the migration ledger (docs/residency.md):
 /// uma's own moves and, where the driver reports them, its unified-memory counters, summed over
 /// every region and per label.
@@ -123,7 +133,8 @@ struct residency_report {
   driver_ledger driver_totals{};        ///< every record, attributed or not
   driver_ledger driver_unattributed{};  ///< at addresses no live region of this allocator held
   std::uint64_t driver_records_dropped = 0;
-  std::vector<label_residency> labels{};  ///< sorted by label
+  std::vector<label_residency> labels{};    ///< sorted by label
+  std::vector<tenant_residency> tenants{};  ///< with a budget or bytes placed so far, sorted
 };
 
 }  // namespace uma

@@ -22,6 +22,8 @@ residency_core::residency_core(const allocator_config& config, std::shared_ptr<b
       account_(devices_of(config, *backend_)) {
   for (const auto& [device, bytes] : config.device_budgets)
     account_.set_budget(device, bytes);
+  for (const auto& [tenant, device, bytes] : config.tenant_budgets)
+    account_.set_tenant_budget(tenant, device, bytes);
   if (!config.driver_counters) {
     driver_status_ = "off (allocator_config::driver_counters)";
     return;
@@ -37,6 +39,8 @@ void residency_core::check(const allocator_config& config, const backend& b) {
   residency_account probe(devices_of(config, b));
   for (const auto& [device, bytes] : config.device_budgets)
     probe.set_budget(device, bytes);
+  for (const auto& [tenant, device, bytes] : config.tenant_budgets)
+    probe.set_tenant_budget(tenant, device, bytes);
 }
 
 std::vector<std::size_t> residency_core::devices_of(const allocator_config& config,
@@ -50,7 +54,8 @@ std::vector<std::size_t> residency_core::devices_of(const allocator_config& conf
 }
 
 std::vector<planned_region> residency_core::regions_of(std::span<const byte_ref> refs,
-                                                       residency_policy policy) const {
+                                                       residency_policy policy,
+                                                       const std::string& tenant) const {
   std::vector<planned_region> out;
   std::unordered_set<std::uint64_t> seen;
   for (const auto& ref : refs) {
@@ -60,7 +65,8 @@ std::vector<planned_region> residency_core::regions_of(std::span<const byte_ref>
             "residency: region " + std::to_string(home->id) + " is not a live region here");
     if (seen.insert(home->id).second)
       out.push_back({home->id, home->bytes, policy,
-                     account_.ledger(home->id) == nullptr ? label_of(home->id) : std::string{}});
+                     account_.ledger(home->id) == nullptr ? label_of(home->id) : std::string{},
+                     tenant});
   }
   return out;
 }
@@ -190,13 +196,13 @@ residency_work residency_core::carry_out(const residency_plan& plan, stream_view
 }
 
 residency_work residency_core::will_access(const access_plan_request& r) {
-  const auto regions = regions_of(r.refs, r.policy);
+  const auto regions = regions_of(r.refs, r.policy, r.tenant);
   return carry_out(account_.will_access(regions, r.device, r.mode), r.stream);
 }
 
 std::uint64_t residency_core::done_with(std::span<const byte_ref> refs) {
   std::vector<std::uint64_t> ids;
-  for (const auto& region : regions_of(refs, residency_policy::automatic))
+  for (const auto& region : regions_of(refs, residency_policy::automatic, {}))
     ids.push_back(region.id);
   account_.done_with(ids);
   return ids.size();
@@ -204,9 +210,15 @@ std::uint64_t residency_core::done_with(std::span<const byte_ref> refs) {
 
 residency_work residency_core::dead(std::span<const byte_ref> refs, stream_view stream) {
   std::vector<std::uint64_t> ids;
-  for (const auto& region : regions_of(refs, residency_policy::automatic))
+  for (const auto& region : regions_of(refs, residency_policy::automatic, {}))
     ids.push_back(region.id);
   return carry_out(account_.dead(ids), stream);
+}
+
+std::uint64_t residency_core::tenant_budget(const std::string& tenant, int device,
+                                            std::uint64_t bytes) {
+  account_.set_tenant_budget(tenant, device, bytes);
+  return account_.tenant(tenant, device).budget;
 }
 
 std::uint64_t residency_core::budget(int device, std::uint64_t bytes) {
@@ -275,6 +287,12 @@ residency_report residency_core::report() const {
   }
   if (labels.size() > max_labels)
     out.labels.push_back(std::move(other));
+  for (auto& name : account_.tenants()) {
+    tenant_residency t{std::move(name), {}};
+    for (int d = 0; d < account_.device_count(); ++d)
+      t.devices.push_back(account_.tenant(t.tenant, d));
+    out.tenants.push_back(std::move(t));
+  }
   return out;
 }
 

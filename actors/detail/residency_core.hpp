@@ -53,6 +53,9 @@ class residency_core {
   [[nodiscard]] residency_work dead(std::span<const byte_ref> refs, stream_view stream);
   /// Sets device `device`'s budget when `bytes` is not 0; returns the budget in force.
   [[nodiscard]] std::uint64_t budget(int device, std::uint64_t bytes);
+  /// Sets `tenant`'s budget on `device` (0 removes it); returns the budget in force.
+  [[nodiscard]] std::uint64_t tenant_budget(const std::string& tenant, int device,
+                                            std::uint64_t bytes);
   /// The account and the migration ledger.
   [[nodiscard]] residency_report report() const;
   /// `s` with the account's and the ledger's totals (the driver's as last taken in: cheap).
@@ -86,7 +89,8 @@ class residency_core {
                                                            const backend& b);
   /// The table's regions of `refs` (one per region, in order of first mention).
   [[nodiscard]] std::vector<planned_region> regions_of(std::span<const byte_ref> refs,
-                                                       residency_policy policy) const;
+                                                       residency_policy policy,
+                                                       const std::string& tenant) const;
   [[nodiscard]] static residency_result summarize(const residency_plan& plan);
   /// The plan's moves as lane jobs (none on the host backend).
   [[nodiscard]] residency_work carry_out(const residency_plan& plan, stream_view stream) const;
