@@ -62,6 +62,16 @@ class session_relay final : public remote_allocator_actor::base {
                remote_advise_request& r) -> caf::result<remote_op_result> {
           return relay<remote_op_result>(a, sid, std::move(r));
         },
+        [this](will_access_atom a, const session_key& sid,
+               remote_access_plan& r) -> caf::result<residency_result> {
+          return relay<residency_result>(a, sid, std::move(r));
+        },
+        [this](done_with_atom a, const session_key& sid, std::vector<region_handle>& hs)
+            -> caf::result<std::uint64_t> { return relay<std::uint64_t>(a, sid, std::move(hs)); },
+        [this](dead_atom a, const session_key& sid,
+               std::vector<region_handle>& hs) -> caf::result<residency_result> {
+          return relay<residency_result>(a, sid, std::move(hs));
+        },
         [this](attributes_atom a, const session_key& sid, region_handle h)
             -> caf::result<remote_attributes> { return relay<remote_attributes>(a, sid, h); },
         [this](stats_atom a) -> caf::result<remote_stats> { return relay<remote_stats>(a); },
@@ -226,6 +236,18 @@ remote_op_result remote_client::prefetch(std::vector<region_handle> regions,
 remote_op_result remote_client::discard(std::vector<region_handle> regions, completion when) {
   return call<remote_op_result>(discard_atom_v, session_,
                                 remote_discard_request{std::move(regions), when});
+}
+
+residency_result remote_client::will_access(remote_access_plan plan) {
+  return call<residency_result>(will_access_atom_v, session_, std::move(plan));
+}
+
+std::uint64_t remote_client::done_with(std::vector<region_handle> regions) {
+  return call<std::uint64_t>(done_with_atom_v, session_, std::move(regions));
+}
+
+residency_result remote_client::dead(std::vector<region_handle> regions) {
+  return call<residency_result>(dead_atom_v, session_, std::move(regions));
 }
 
 remote_op_result remote_client::advise(std::vector<region_handle> regions, advice what,

@@ -72,6 +72,13 @@ class remote_client {
   /// Applies advice to `regions`.
   remote_op_result advise(std::vector<region_handle> regions, advice what,
                           location where = location::host());
+  /// An access plan on leased regions (docs/residency.md "Tenants"): placed on the plan's
+  /// device and held until done_with; they count for this session's tenant (its node).
+  residency_result will_access(remote_access_plan plan);
+  /// The plans on `regions` are over. Returns the holds ended.
+  std::uint64_t done_with(std::vector<region_handle> regions);
+  /// The contents of `regions` are not needed: discarded, nothing moves back.
+  residency_result dead(std::vector<region_handle> regions);
   /// Advice and last prefetch location of a leased region, as the serving node reads them.
   [[nodiscard]] range_attributes attributes(region_handle region);
   /// The serving node's allocator, supervisor and gateway counters.

@@ -3,6 +3,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
+#include <utility>
 
 #include <caf/typed_event_based_actor.hpp>
 
@@ -19,7 +22,7 @@ using detail::lookup_failure;
 using detail::refusal;
 using session_map = std::map<std::uint64_t, detail::session>;
 constexpr auto to_remote_op = [](const op_result& r) { return to_remote(r); };
-constexpr auto identity = [](std::uint64_t x) { return x; };
+constexpr auto identity = [](const auto& x) { return x; };
 
 caf::error to_caf(const refusal& r) {
   return make_caf_error(r.code, r.message);
@@ -71,6 +74,18 @@ class remote_gateway final : public remote_allocator_actor::base {
             -> caf::result<remote_op_result> { return discard(k, std::move(r)); },
         [this](advise_atom, const session_key& k, remote_advise_request& r)
             -> caf::result<remote_op_result> { return advise(k, std::move(r)); },
+        [this](will_access_atom, const session_key& k, remote_access_plan& r)
+            -> caf::result<residency_result> { return plan(k, std::move(r)); },
+        [this](done_with_atom, const session_key& k, std::vector<region_handle>& hs) {
+          return with_refs<std::uint64_t>(k, hs, "done_with", [&](auto refs) {
+            return ask<std::uint64_t, std::uint64_t>(k.id, identity, done_with_atom_v, refs);
+          });
+        },
+        [this](dead_atom, const session_key& k, std::vector<region_handle>& hs) {
+          return with_refs<residency_result>(k, hs, "dead", [&](auto refs) {
+            return ask<residency_result, residency_result>(k.id, identity, dead_atom_v, refs);
+          });
+        },
         [this](attributes_atom, const session_key& k,
                region_handle h) -> caf::result<remote_attributes> { return attributes(k, h); },
         [this](stats_atom) -> caf::result<remote_stats> { return stats(); },
@@ -132,21 +147,14 @@ class remote_gateway final : public remote_allocator_actor::base {
     const auto& sender = current_sender();
     if (auto why = detail::refuse_peer(peer, sender, address(), supervisor_.address()))
       return make_caf_error(errc::invalid_argument, "open_session: " + *why);
-    std::size_t of_tenant = 0;
-    for (const auto& [sid, s] : sessions_)
-      of_tenant += s.node == peer.node() ? 1 : 0;
+    const auto of_tenant = detail::sessions_of(sessions_, peer.node());
     if (of_tenant >= config_.max_sessions_per_tenant)
       return make_caf_error(errc::quota_exceeded,
                             "open_session: node " + caf::to_string(peer.node()) + " has " +
                                 std::to_string(of_tenant) + " sessions open, the cap per tenant");
     session_key key{++next_session_};
     detail::random_secret(key.secret_hi, key.secret_lo);
-    auto& s = sessions_[key.id];
-    s.peer = peer.address();
-    s.node = peer.node();
-    s.secret_hi = key.secret_hi;
-    s.secret_lo = key.secret_lo;
-    s.last_used = std::chrono::steady_clock::now();
+    sessions_[key.id] = detail::session::opened(peer, key);
     monitor(peer);  // already down: the down message comes at once and ends the session
     log("session " + std::to_string(key.id) + " opened by node " + caf::to_string(peer.node()));
     return key;
@@ -172,16 +180,9 @@ class remote_gateway final : public remote_allocator_actor::base {
 
   /// Ends every session idle for longer than the idle timeout (none with requests in flight).
   void expire_idle() {
-    if (config_.idle_timeout.count() <= 0)
-      return;
-    const auto now = std::chrono::steady_clock::now();
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      auto next = std::next(it);
-      if (it->second.in_flight == 0 && now - it->second.last_used > config_.idle_timeout)
-        end_session(it, "ended: idle for more than " +
-                            std::to_string(config_.idle_timeout.count()) + " ms");
-      it = next;
-    }
+    for (const auto sid : detail::idle_sessions(sessions_, config_.idle_timeout))
+      end_session(sessions_.find(sid), "ended: idle for more than " +
+                                           std::to_string(config_.idle_timeout.count()) + " ms");
   }
 
   void on_down(const caf::down_msg& dm) {
@@ -304,6 +305,24 @@ class remote_gateway final : public remote_allocator_actor::base {
     });
   }
 
+  /// A plan counts for its session's tenant, whose device budget (if any) is sent first.
+  caf::result<residency_result> plan(const session_key& k, remote_access_plan r) {
+    if (auto bad = detail::check_completion("will_access", r.reply_when))
+      return to_caf(*bad);
+    return with_refs<residency_result>(k, r.regions, "will_access", [&](auto refs) {
+      auto tenant = detail::tenant_of(sessions_.at(k.id));
+      if (config_.tenant_device_budget_bytes != 0 && !budgeted_.contains({tenant, r.device}))
+        request(supervisor_, caf::infinite, budget_atom_v, tenant, r.device,
+                config_.tenant_device_budget_bytes)
+            .then([this, tenant, d = r.device](std::uint64_t) { budgeted_.emplace(tenant, d); },
+                  [](caf::error&) {});  // a bad device: the plan behind it says so
+      return ask<residency_result, residency_result>(
+          k.id, identity, will_access_atom_v,
+          access_plan_request{
+              std::move(refs), r.device, r.mode, r.policy, {}, r.reply_when, std::move(tenant)});
+    });
+  }
+
   caf::result<remote_attributes> attributes(const session_key& k, region_handle h) {
     return with_refs<remote_attributes>(k, {h}, "attributes", [&](auto refs) {
       return ask<remote_attributes, range_attributes>(
@@ -415,23 +434,13 @@ class remote_gateway final : public remote_allocator_actor::base {
   caf::result<remote_stats> stats() {
     expire_idle();
     auto rp = make_response_promise<remote_stats>();
-    request(supervisor_, caf::infinite, stats_atom_v)
-        .then(
-            [this, rp](allocator_stats& a) mutable {
-              remote_stats out;
-              out.allocator = std::move(a);
-              detail::count_leases(out, sessions_);
-              out.sessions_lost = sessions_lost_;
-              request(supervisor_, caf::infinite, supervision_atom_v)
-                  .then(
-                      [rp, out](supervision_stats& sv) mutable {
-                        out.restarts = sv.restarts;
-                        out.supervisor = sv.state;
-                        rp.deliver(std::move(out));
-                      },
-                      [this, rp](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
-            },
-            [this, rp](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
+    detail::gather_stats(
+        this, supervisor_, rp,
+        [this](remote_stats& out) {
+          detail::count_leases(out, sessions_);
+          out.sessions_lost = sessions_lost_;
+        },
+        [this](caf::error err) { return relay(std::move(err)); });
     return rp;
   }
 
@@ -439,15 +448,8 @@ class remote_gateway final : public remote_allocator_actor::base {
   /// attributes read for every leased region.
   caf::result<std::vector<remote_region_info>> regions(std::uint64_t only) {
     auto rp = make_response_promise<std::vector<remote_region_info>>();
-    request(supervisor_, caf::infinite, regions_atom_v)
-        .then(
-            [this, rp, only](std::vector<region_info>& rows) mutable {
-              const auto leased = detail::live_leases(sessions_, only);
-              auto out = std::make_shared<std::vector<remote_region_info>>(
-                  detail::report_rows(std::move(rows), leased, only));
-              detail::read_attributes(this, supervisor_, rp, out, leased);
-            },
-            [this, rp](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
+    detail::gather_regions(this, supervisor_, rp, sessions_, only,
+                           [this](caf::error err) { return relay(std::move(err)); });
     return rp;
   }
 
@@ -484,6 +486,7 @@ class remote_gateway final : public remote_allocator_actor::base {
   session_map sessions_;
   std::uint64_t next_session_ = 0;
   std::uint64_t sessions_lost_ = 0;
+  std::set<std::pair<std::string, int>> budgeted_;  // (tenant, device) given their budget
 };
 
 }  // namespace

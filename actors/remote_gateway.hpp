@@ -29,6 +29,10 @@ struct gateway_config {
   /// Bytes (regions plus labels, allocations in flight included) one tenant may hold; 0: only
   /// the allocator's quota bounds it.
   std::uint64_t tenant_quota_bytes = 0;
+  /// Bytes of one tenant's regions (one peer node's) that the serving node's residency account
+  /// keeps on a device its plans name (docs/residency.md "Tenants"): the gateway sets this tenant
+  /// budget before the tenant's first plan on a device. 0: only the device's own budget.
+  std::uint64_t tenant_device_budget_bytes = 0;
   /// Longest label accepted, in bytes.
   std::size_t max_label_bytes = 256;
   /// Sessions one tenant may have open.

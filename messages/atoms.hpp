@@ -85,6 +85,9 @@ CAF_ADD_TYPE_ID(uma, (uma::access_plan_request))
 CAF_ADD_TYPE_ID(uma, (uma::residency_result))
 CAF_ADD_TYPE_ID(uma, (uma::residency_report))
 CAF_ADD_TYPE_ID(uma, (std::vector<uma::byte_ref>))
+// Residency over the remote interface: a session's plans name leased regions.
+CAF_ADD_TYPE_ID(uma, (uma::remote_access_plan))
+CAF_ADD_TYPE_ID(uma, (std::vector<uma::region_handle>))
 
 CAF_END_TYPE_ID_BLOCK(uma)
 
@@ -107,6 +110,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::block_cache)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocation_handoff)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocator_snapshot)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::access_plan_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::residency_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::residency_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<uma::byte_ref>)

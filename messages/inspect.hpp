@@ -8,6 +8,7 @@
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/event_history.hpp>
 #include <uma/memory/region_info.hpp>
+#include <uma/messages/requests.hpp>
 #include <uma/sys/location.hpp>
 
 namespace uma {
@@ -34,6 +35,13 @@ auto inspect(Inspector& f, allocator_stats& x) {
            x.leased_bytes, x.fragmentation, x.resident_bytes, x.residency_to_device_bytes,
            x.residency_to_host_bytes, x.driver_to_device_bytes, x.driver_to_host_bytes,
            x.driver_page_faults, x.failures);
+}
+
+/// What an access plan or dead did (the reply of the remote interface's plans too).
+template <class Inspector>
+auto inspect(Inspector& f, residency_result& x) {
+  return f(x.to_device_bytes, x.to_host_bytes, x.dropped_bytes, x.discarded_bytes, x.mapped_bytes,
+           x.placements, x.evictions);
 }
 
 /// One entry of the event history (embedded in the remote interface's `remote_snapshot`).

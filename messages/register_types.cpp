@@ -25,6 +25,8 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<remote_region_info>("uma::remote_region_info");
   cfg.add_message_type<remote_stats>("uma::remote_stats");
   cfg.add_message_type<remote_snapshot>("uma::remote_snapshot");
+  cfg.add_message_type<remote_access_plan>("uma::remote_access_plan");
+  cfg.add_message_type<residency_result>("uma::residency_result");
 }
 
 }  // namespace uma

@@ -51,6 +51,15 @@ using remote_allocator_actor = caf::typed_actor<
     caf::replies_to<prefetch_atom, session_key, remote_prefetch_request>::with<remote_op_result>,
     caf::replies_to<discard_atom, session_key, remote_discard_request>::with<remote_op_result>,
     caf::replies_to<advise_atom, session_key, remote_advise_request>::with<remote_op_result>,
+    /// (session, plan) -> the moves queued (docs/residency.md "Tenants"): the session's leased
+    /// regions placed on the plan's device and held until done_with; they count for the
+    /// session's tenant (its node), under the tenant's device budget where the node has one.
+    /// The allocator's errors (invalid_argument, quota_exceeded) cross unchanged
+    caf::replies_to<will_access_atom, session_key, remote_access_plan>::with<residency_result>,
+    /// (session, regions) -> the holds ended
+    caf::replies_to<done_with_atom, session_key, std::vector<region_handle>>::with<std::uint64_t>,
+    /// (session, regions) -> the discards queued: the contents are not needed
+    caf::replies_to<dead_atom, session_key, std::vector<region_handle>>::with<residency_result>,
     /// (session, region) -> advice and last prefetch location, as the serving node reads them
     caf::replies_to<attributes_atom, session_key, region_handle>::with<remote_attributes>,
     /// -> the allocator's, the supervisor's and the gateway's counters

@@ -128,6 +128,23 @@ auto inspect(Inspector& f, remote_advise_request& x) {
   return f(x.regions, x.what, x.where);
 }
 
+/// An access plan on leased regions (docs/residency.md "Tenants"): placed on `device` for
+/// `mode` under `policy`. A session's plans count for its tenant (its peer node), which the
+/// serving node may hold under a device budget of its own.
+struct remote_access_plan {
+  std::vector<region_handle> regions{};
+  int device = 0;
+  access_mode mode = access_mode::read;
+  residency_policy policy = residency_policy::automatic;
+  completion reply_when = completion::enqueued;
+  friend bool operator==(const remote_access_plan&, const remote_access_plan&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_access_plan& x) {
+  return f(x.regions, x.device, x.mode, x.policy, x.reply_when);
+}
+
 /// What a remote prefetch / discard / advise did (the wire form of `op_result`).
 struct remote_op_result {
   std::uint64_t ranges = 0;

@@ -127,6 +127,16 @@ TEST_F(remote_types, EveryFieldSurvivesSerialization) {
   row.attributes = sample_attributes();
   EXPECT_EQ(round_trip(row), row);
   EXPECT_EQ(round_trip(sample_snapshot()), sample_snapshot());
+  const remote_access_plan plan{
+      {{5, 1}, {6, 1}}, 1, access_mode::write, residency_policy::remote_map, completion::complete};
+  EXPECT_EQ(round_trip(plan), plan);
+  const residency_result moves{1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(round_trip(moves), moves);
+  const auto sent = message_round_trip(plan);
+  ASSERT_TRUE(sent.match_element<remote_access_plan>(0));
+  EXPECT_EQ(sent.get_as<remote_access_plan>(0), plan);
+  const auto handles = message_round_trip(std::vector<region_handle>{{8, 2}});
+  ASSERT_TRUE(handles.match_element<std::vector<region_handle>>(0));
 }
 
 TEST_F(remote_types, MessagesDeserializeByTheirRegisteredNames) {

@@ -51,4 +51,45 @@ void read_attributes(Self* self, const allocator_supervisor_actor& supervisor,
   }
 }
 
+/// Delivers the supervisor's region report through `rp` (only session `only`'s rows unless it
+/// is 0), with attributes read for every leased region; an error goes through `relay` first.
+template <class Self, class Relay>
+void gather_regions(Self* self, const allocator_supervisor_actor& supervisor,
+                    caf::typed_response_promise<std::vector<remote_region_info>> rp,
+                    const std::map<std::uint64_t, session>& sessions, std::uint64_t only,
+                    Relay relay) {
+  self->request(supervisor, caf::infinite, regions_atom_v)
+      .then(
+          [self, supervisor, rp, &sessions, only](std::vector<region_info>& rows) mutable {
+            const auto leased = live_leases(sessions, only);
+            auto out = std::make_shared<std::vector<remote_region_info>>(
+                report_rows(std::move(rows), leased, only));
+            read_attributes(self, supervisor, rp, out, leased);
+          },
+          [rp, relay](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
+}
+
+/// Delivers the allocator's stats through `rp`, with `add(out)` adding the gateway's counters and
+/// the supervisor's restarts and state; an error goes through `relay` first.
+template <class Self, class Add, class Relay>
+void gather_stats(Self* self, const allocator_supervisor_actor& supervisor,
+                  caf::typed_response_promise<remote_stats> rp, Add add, Relay relay) {
+  self->request(supervisor, caf::infinite, stats_atom_v)
+      .then(
+          [self, supervisor, rp, add, relay](allocator_stats& a) mutable {
+            remote_stats out;
+            out.allocator = std::move(a);
+            add(out);
+            self->request(supervisor, caf::infinite, supervision_atom_v)
+                .then(
+                    [rp, out](supervision_stats& sv) mutable {
+                      out.restarts = sv.restarts;
+                      out.supervisor = sv.state;
+                      rp.deliver(std::move(out));
+                    },
+                    [rp, relay](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
+          },
+          [rp, relay](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
+}
+
 }  // namespace uma::detail

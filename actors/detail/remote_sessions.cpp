@@ -32,6 +32,40 @@ std::uint64_t session::charged() const {
   return n;
 }
 
+session session::opened(const caf::actor& peer, const session_key& key) {
+  session s;
+  s.peer = peer.address();
+  s.node = peer.node();
+  s.secret_hi = key.secret_hi;
+  s.secret_lo = key.secret_lo;
+  s.last_used = std::chrono::steady_clock::now();
+  return s;
+}
+
+std::vector<std::uint64_t> idle_sessions(const std::map<std::uint64_t, session>& sessions,
+                                         std::chrono::milliseconds timeout) {
+  std::vector<std::uint64_t> out;
+  if (timeout.count() <= 0)
+    return out;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [sid, s] : sessions)
+    if (s.in_flight == 0 && now - s.last_used > timeout)
+      out.push_back(sid);
+  return out;
+}
+
+std::size_t sessions_of(const std::map<std::uint64_t, session>& sessions,
+                        const caf::node_id& node) {
+  std::size_t n = 0;
+  for (const auto& [sid, s] : sessions)
+    n += s.node == node ? 1 : 0;
+  return n;
+}
+
+std::string tenant_of(const session& s) {
+  return "node " + caf::to_string(s.node);
+}
+
 bool session::has_secret(const session_key& key) const noexcept {
   return ((secret_hi ^ key.secret_hi) | (secret_lo ^ key.secret_lo)) == 0;
 }

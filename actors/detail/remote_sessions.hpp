@@ -51,7 +51,19 @@ struct session {
   [[nodiscard]] std::uint64_t charged() const;
   /// Compares the secret in constant time.
   [[nodiscard]] bool has_secret(const session_key& key) const noexcept;
+  /// A session of `peer` opened now with `key`'s secret.
+  [[nodiscard]] static session opened(const caf::actor& peer, const session_key& key);
 };
+
+/// The sessions idle (no request in flight, none for longer than `timeout`); none for a timeout
+/// of 0.
+[[nodiscard]] std::vector<std::uint64_t> idle_sessions(
+    const std::map<std::uint64_t, session>& sessions, std::chrono::milliseconds timeout);
+/// Sessions of `node` in `sessions`.
+[[nodiscard]] std::size_t sessions_of(const std::map<std::uint64_t, session>& sessions,
+                                      const caf::node_id& node);
+/// The residency tenant a session's plans count for: its node ("node <id>"; docs/residency.md).
+[[nodiscard]] std::string tenant_of(const session& s);
 
 /// 128 bits from the kernel's random source (getrandom); throws backend_error if it fails.
 void random_secret(std::uint64_t& hi, std::uint64_t& lo);

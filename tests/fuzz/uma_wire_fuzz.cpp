@@ -143,6 +143,13 @@ void check_message(const std::uint8_t* data, std::size_t size) {
     check_prefetch(msg.get_as<uma::remote_prefetch_request>(2));
   if (msg.match_elements<uma::advise_atom, uma::session_key, uma::remote_advise_request>())
     check_advise(msg.get_as<uma::remote_advise_request>(2));
+  // An access plan's enums arrive as they are; the gateway checks the completion, the
+  // allocator the mode, policy and device (before anything changes).
+  if (msg.match_elements<uma::will_access_atom, uma::session_key, uma::remote_access_plan>()) {
+    const auto& r = msg.get_as<uma::remote_access_plan>(2);
+    if (!uma::detail::check_completion("will_access", r.reply_when))
+      require(static_cast<unsigned>(r.reply_when) <= 1, "accepted completion out of range");
+  }
 }
 
 }  // namespace
