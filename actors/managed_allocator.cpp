@@ -64,14 +64,7 @@ class managed_allocator final : public allocator_impl::base {
         [this](advise_atom, const advise_request& r) -> caf::result<op_result> {
           return guarded<op_result>([&] { return advise(r); });
         },
-        [this](attributes_atom, const byte_ref& ref) -> caf::result<range_attributes> {
-          return guarded<range_attributes>([&] {
-            check_refs({&ref, 1}, "attributes");
-            return offload<range_attributes>(
-                worker_lanes::general, [b = backend_, ref] { return b->attributes(ref.range()); },
-                {}, completion::enqueued, [](range_attributes&) {});
-          });
-        },
+        [this](attributes_atom, const byte_ref& ref) { return attributes(ref); },
         [this](stats_atom) { return residency_.with_totals(fresh().stats()); },
         [this](memory_kind_atom, std::uintptr_t address) -> caf::result<memory_kind> {
           return guarded<memory_kind>(
@@ -84,10 +77,7 @@ class managed_allocator final : public allocator_impl::base {
           });
         },
         [this](regions_atom) -> std::vector<region_info> { return fresh().report(); },
-        [this](snapshot_atom) {
-          return after_take_in<allocator_snapshot>(
-              [this] { return residency_.annotated(fresh().snapshot()); });
-        },
+        [this](snapshot_atom) { return snapshot(); },
         [this](flush_atom) -> caf::result<allocator_stats> { return flush(); },
         [this](release_atom) { drain(); },
         [this](release_tick_atom) { on_release_tick(); },
@@ -107,15 +97,9 @@ class managed_allocator final : public allocator_impl::base {
         [this](dead_atom, const std::vector<byte_ref>& refs) { return dead(refs); },
         [this](budget_atom, int device, std::uint64_t bytes) { return budget(device, bytes); },
         [this](budget_atom, const std::string& tenant, int device, std::uint64_t bytes) {
-          return guarded<std::uint64_t>(
-              [&] { return residency_.tenant_budget(tenant, device, bytes); });
+          return tenant_budget(tenant, device, bytes);
         },
-        [this](residency_atom) {
-          return after_take_in<residency_report>([this] {
-            drain();  // freed regions leave the account first
-            return residency_.report();
-          });
-        },
+        [this](residency_atom) { return report_residency(); },
     };
   }
 
@@ -145,6 +129,15 @@ class managed_allocator final : public allocator_impl::base {
       caf::anon_send(hdl, job_done_atom_v, ticket, caf::message{}, caf::error{}, false);
     });
     return rp;
+  }
+
+  caf::result<range_attributes> attributes(const byte_ref& ref) {
+    return guarded<range_attributes>([&] {
+      check_refs({&ref, 1}, "attributes");
+      return offload<range_attributes>(
+          worker_lanes::general, [b = backend_, ref] { return b->attributes(ref.range()); }, {},
+          completion::enqueued, [](range_attributes&) {});
+    });
   }
 
   /// Slabs go back with cudaFree, which synchronizes the device: on the general lane.
@@ -333,6 +326,19 @@ class managed_allocator final : public allocator_impl::base {
                         residency_.take_in(*in);
                         out = make();
                       });
+  }
+  caf::result<residency_report> report_residency() {
+    return after_take_in<residency_report>([this] {
+      drain();  // freed regions leave the account first
+      return residency_.report();
+    });
+  }
+  caf::result<allocator_snapshot> snapshot() {
+    return after_take_in<allocator_snapshot>(
+        [this] { return residency_.annotated(fresh().snapshot()); });
+  }
+  caf::result<std::uint64_t> tenant_budget(const std::string& tenant, int d, std::uint64_t b) {
+    return guarded<std::uint64_t>([&] { return residency_.tenant_budget(tenant, d, b); });
   }
   caf::result<std::uint64_t> budget(int device, std::uint64_t bytes) {
     return guarded<std::uint64_t>([&] { return residency_.budget(device, bytes); });

@@ -16,6 +16,11 @@ namespace uma {
 
 namespace {
 
+using moves = residency_result;  // the reply of a plan and of dead
+using handles = std::vector<region_handle>;
+using rows = std::vector<remote_region_info>;
+using op = remote_op_result;
+
 /// The client's local end of a session. The gateway monitors it (so the session ends when this
 /// process dies), and it monitors the gateway: calls are relayed through it, and when the
 /// gateway's connection drops every call in flight fails at once instead of at its timeout.
@@ -50,38 +55,30 @@ class session_relay final : public remote_allocator_actor::base {
             -> caf::result<region_handle> { return relay<region_handle>(a, sid, std::move(r)); },
         [this](release_atom a, const session_key& sid, region_handle h)
             -> caf::result<std::uint64_t> { return relay<std::uint64_t>(a, sid, h); },
-        [this](prefetch_atom a, const session_key& sid,
-               remote_prefetch_request& r) -> caf::result<remote_op_result> {
-          return relay<remote_op_result>(a, sid, std::move(r));
+        [this](prefetch_atom a, const session_key& k, remote_prefetch_request& r)
+            -> caf::result<op> { return relay<op>(a, k, std::move(r)); },
+        [this](discard_atom a, const session_key& k, remote_discard_request& r) -> caf::result<op> {
+          return relay<op>(a, k, std::move(r));
         },
-        [this](discard_atom a, const session_key& sid,
-               remote_discard_request& r) -> caf::result<remote_op_result> {
-          return relay<remote_op_result>(a, sid, std::move(r));
+        [this](advise_atom a, const session_key& k, remote_advise_request& r) -> caf::result<op> {
+          return relay<op>(a, k, std::move(r));
         },
-        [this](advise_atom a, const session_key& sid,
-               remote_advise_request& r) -> caf::result<remote_op_result> {
-          return relay<remote_op_result>(a, sid, std::move(r));
+        [this](will_access_atom a, const session_key& k, remote_access_plan& r)
+            -> caf::result<moves> { return relay<moves>(a, k, std::move(r)); },
+        [this](done_with_atom a, const session_key& k, handles& hs) -> caf::result<std::uint64_t> {
+          return relay<std::uint64_t>(a, k, std::move(hs));
         },
-        [this](will_access_atom a, const session_key& sid,
-               remote_access_plan& r) -> caf::result<residency_result> {
-          return relay<residency_result>(a, sid, std::move(r));
-        },
-        [this](done_with_atom a, const session_key& sid, std::vector<region_handle>& hs)
-            -> caf::result<std::uint64_t> { return relay<std::uint64_t>(a, sid, std::move(hs)); },
-        [this](dead_atom a, const session_key& sid,
-               std::vector<region_handle>& hs) -> caf::result<residency_result> {
-          return relay<residency_result>(a, sid, std::move(hs));
+        [this](dead_atom a, const session_key& k, handles& hs) -> caf::result<moves> {
+          return relay<moves>(a, k, std::move(hs));
         },
         [this](attributes_atom a, const session_key& sid, region_handle h)
             -> caf::result<remote_attributes> { return relay<remote_attributes>(a, sid, h); },
         [this](stats_atom a) -> caf::result<remote_stats> { return relay<remote_stats>(a); },
-        [this](regions_atom a,
-               const session_key& k) -> caf::result<std::vector<remote_region_info>> {
-          return relay<std::vector<remote_region_info>>(a, k);
+        [this](regions_atom a, const session_key& k) -> caf::result<rows> {
+          return relay<rows>(a, k);
         },
-        [this](regions_atom a,
-               const operator_key& k) -> caf::result<std::vector<remote_region_info>> {
-          return relay<std::vector<remote_region_info>>(a, k);
+        [this](regions_atom a, const operator_key& k) -> caf::result<rows> {
+          return relay<rows>(a, k);
         },
         [this](snapshot_atom a) -> caf::result<remote_snapshot> {
           return relay<remote_snapshot>(a);

@@ -23,6 +23,10 @@ using detail::refusal;
 using session_map = std::map<std::uint64_t, detail::session>;
 constexpr auto to_remote_op = [](const op_result& r) { return to_remote(r); };
 constexpr auto identity = [](const auto& x) { return x; };
+using count = std::uint64_t;
+using snap = remote_snapshot;
+using moves = residency_result;
+using handles = std::vector<region_handle>;
 
 caf::error to_caf(const refusal& r) {
   return make_caf_error(r.code, r.message);
@@ -76,15 +80,11 @@ class remote_gateway final : public remote_allocator_actor::base {
             -> caf::result<remote_op_result> { return advise(k, std::move(r)); },
         [this](will_access_atom, const session_key& k, remote_access_plan& r)
             -> caf::result<residency_result> { return plan(k, std::move(r)); },
-        [this](done_with_atom, const session_key& k, std::vector<region_handle>& hs) {
-          return with_refs<std::uint64_t>(k, hs, "done_with", [&](auto refs) {
-            return ask<std::uint64_t, std::uint64_t>(k.id, identity, done_with_atom_v, refs);
-          });
+        [this](done_with_atom a, const session_key& k, handles& hs) -> caf::result<count> {
+          return on_refs<count>(a, k, hs, "done_with");
         },
-        [this](dead_atom, const session_key& k, std::vector<region_handle>& hs) {
-          return with_refs<residency_result>(k, hs, "dead", [&](auto refs) {
-            return ask<residency_result, residency_result>(k.id, identity, dead_atom_v, refs);
-          });
+        [this](dead_atom a, const session_key& k, handles& hs) -> caf::result<moves> {
+          return on_refs<moves>(a, k, hs, "dead");
         },
         [this](attributes_atom, const session_key& k,
                region_handle h) -> caf::result<remote_attributes> { return attributes(k, h); },
@@ -96,9 +96,7 @@ class remote_gateway final : public remote_allocator_actor::base {
         },
         [this](regions_atom, const operator_key& k)
             -> caf::result<std::vector<remote_region_info>> { return operator_regions(k); },
-        [](snapshot_atom) -> caf::result<remote_snapshot> {
-          return detail::operator_refusal("snapshot");
-        },
+        [](snapshot_atom) -> caf::result<snap> { return detail::operator_refusal("snapshot"); },
         [this](snapshot_atom, const operator_key& k) -> caf::result<remote_snapshot> {
           return snapshot(k);
         },
@@ -107,9 +105,7 @@ class remote_gateway final : public remote_allocator_actor::base {
         },
         [this](quota_atom, const operator_key& k,
                std::uint64_t bytes) -> caf::result<std::uint64_t> { return set_quota(k, bytes); },
-        [](restart_atom) -> caf::result<std::uint64_t> {
-          return detail::operator_refusal("restart");
-        },
+        [](restart_atom) -> caf::result<count> { return detail::operator_refusal("restart"); },
         [this](restart_atom, const operator_key& k) -> caf::result<std::uint64_t> {
           return restart(k);
         },
@@ -305,6 +301,13 @@ class remote_gateway final : public remote_allocator_actor::base {
     });
   }
 
+  /// `atom` with the refs of `handles`, answered as the allocator answers.
+  template <class R, class Atom>
+  caf::result<R> on_refs(Atom atom, const session_key& k, const handles& hs, const char* op) {
+    return with_refs<R>(k, hs, op,
+                        [&](auto refs) { return ask<R, R>(k.id, identity, atom, refs); });
+  }
+
   /// A plan counts for its session's tenant, whose device budget (if any) is sent first.
   caf::result<residency_result> plan(const session_key& k, remote_access_plan r) {
     if (auto bad = detail::check_completion("will_access", r.reply_when))
@@ -422,14 +425,7 @@ class remote_gateway final : public remote_allocator_actor::base {
     return rp;
   }
 
-  /// uma errors cross unchanged; CAF's own (the supervisor is gone) become allocator_stopped.
-  caf::error relay(caf::error err) {
-    if (err.category() == error_category)
-      return err;
-    return make_caf_error(
-        errc::allocator_stopped,
-        "the serving node's allocator supervisor did not answer (" + system().render(err) + ")");
-  }
+  caf::error relay(caf::error err) { return detail::relay_error(system(), std::move(err)); }
 
   caf::result<remote_stats> stats() {
     expire_idle();

@@ -42,6 +42,14 @@ session session::opened(const caf::actor& peer, const session_key& key) {
   return s;
 }
 
+caf::error relay_error(caf::actor_system& sys, caf::error err) {
+  if (err.category() == error_category)
+    return err;
+  return make_caf_error(
+      errc::allocator_stopped,
+      "the serving node's allocator supervisor did not answer (" + sys.render(err) + ")");
+}
+
 std::vector<std::uint64_t> idle_sessions(const std::map<std::uint64_t, session>& sessions,
                                          std::chrono::milliseconds timeout) {
   std::vector<std::uint64_t> out;

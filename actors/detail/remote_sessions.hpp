@@ -103,6 +103,10 @@ void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& ses
 [[nodiscard]] remote_snapshot with_sessions(const allocator_snapshot& s,
                                             const std::map<std::uint64_t, session>& sessions);
 
+/// An error of the supervisor as the gateway replies it: uma errors cross unchanged; CAF's own
+/// (the supervisor is gone) become allocator_stopped.
+[[nodiscard]] caf::error relay_error(caf::actor_system& sys, caf::error err);
+
 /// The refusal of an operator's request (`what`) made without the operator key.
 [[nodiscard]] caf::error operator_refusal(const std::string& what);
 
