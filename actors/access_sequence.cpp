@@ -1,6 +1,9 @@
 #include <uma/actors/access_sequence.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <utility>
 
 #include <uma/sys/log.hpp>
@@ -14,6 +17,12 @@ access_sequence::access_sequence(client& c, std::vector<access_step> steps, std:
   for (std::size_t i = 0; i < steps_.size(); ++i)
     if (steps_[i].refs.empty())
       raise(errc::invalid_argument, "access_sequence: step " + std::to_string(i) + " names no ref");
+  std::unordered_set<const void*> seen;  // the cycle's bytes: each ref's range once
+  for (const auto& s : steps_)
+    for (const auto& ref : s.refs)
+      if (seen.insert(ref.range().ptr).second)
+        cycle_.bytes += ref.range().bytes;
+  cycle_.plans = static_cast<std::uint32_t>(std::min<std::size_t>(steps_.size(), UINT32_MAX));
   if (lookahead_ >= steps_.size())
     raise(errc::invalid_argument, "access_sequence: a lookahead of " + std::to_string(lookahead_) +
                                       " steps in a sequence of " + std::to_string(steps_.size()) +
@@ -28,8 +37,8 @@ access_sequence::~access_sequence() {
   }
 }
 
-access_plan_request access_sequence::request_of(const access_step& s) {
-  return {s.refs, s.device, s.mode, s.policy, s.stream, s.reply_when, s.tenant};
+access_plan_request access_sequence::request_of(const access_step& s) const {
+  return {s.refs, s.device, s.mode, s.policy, s.stream, s.reply_when, s.tenant, cycle_};
 }
 
 residency_result access_sequence::issue(std::size_t step) {

@@ -5,6 +5,7 @@
 // while the current step runs (the allocator's lanes carry placements and evictions at once).
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
@@ -59,7 +60,7 @@ class access_sequence {
 
  private:
   residency_result issue(std::size_t step);
-  static access_plan_request request_of(const access_step& s);
+  [[nodiscard]] access_plan_request request_of(const access_step& s) const;
   /// Takes the replies of the plans sent ahead, in the order sent, up to and including
   /// `step`'s (all of them when it has none): each is held from then on unless the budget
   /// refused it. Returns `step`'s reply if it was sent ahead and held.
@@ -71,6 +72,7 @@ class access_sequence {
   std::vector<access_step> steps_;
   std::size_t lookahead_;
   std::vector<bool> held_;
+  cycle_hint cycle_{};  ///< the set and steps the sequence cycles through (auto's hint)
   std::optional<std::size_t> current_;
   std::deque<std::pair<std::size_t, pending_plan>> in_flight_;  ///< step, its reply; in order
   std::size_t ahead_ = 0;

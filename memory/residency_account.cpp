@@ -127,14 +127,25 @@ device_residency residency_account::device(int device) const {
   return d;
 }
 
-residency_policy residency_account::choose(const entry& e, access_mode mode) const noexcept {
+std::size_t residency_account::cycle_resident(int device, cycle_hint cycle) const noexcept {
+  std::size_t out = 0;
+  for (const auto& [id, e] : entries_)
+    if (e.device == device && (e.holds > 0 || e.last_use + cycle.plans > clock_))
+      out += e.bytes;
+  return out;
+}
+
+residency_policy residency_account::choose(const entry& e, access_mode mode,
+                                           bool cycle_overflows) const noexcept {
   if (e.requested != residency_policy::automatic)
     return e.requested;
   if (e.streamed || e.evicted_unused)
     return residency_policy::remote_map;  // streamed through the budget: map, do not move
   if (mode == access_mode::write || e.written)
     return residency_policy::migrate;
-  return residency_policy::read_mostly;  // eviction is free while it is only read
+  if (cycle_overflows)
+    return residency_policy::remote_map;  // the resident part of the cycle stays; this streams
+  return residency_policy::read_mostly;   // eviction is free while it is only read
 }
 
 residency_move residency_account::evict(std::uint64_t id, entry& e) {
@@ -213,7 +224,12 @@ residency_account::decision residency_account::decide(std::span<const planned_re
                                         " is held by a plan on device " + std::to_string(e.device) +
                                         " (done_with it first)");
     e.requested = r.policy;
-    e.effective = choose(e, mode);
+    // A cycle larger than the budget (the caller's sequence says so): what is not resident and
+    // does not fit without evicting part of the cycle is read across the link instead.
+    const auto budget = devices_[static_cast<std::size_t>(device)].budget;
+    const bool overflows = budget != 0 && r.cycle.bytes > budget && e.device != device &&
+                           cycle_resident(device, r.cycle) + out.needed + e.bytes > budget;
+    e.effective = choose(e, mode, overflows);
     if (places_on_device(e.effective)) {
       if (e.device == device)
         out.staying += e.bytes;

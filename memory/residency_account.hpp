@@ -81,6 +81,15 @@ struct residency_ledger {
   friend bool operator==(const residency_ledger&, const residency_ledger&) = default;
 };
 
+/// What a caller that cycles through the same plans (an access_sequence) tells the `automatic`
+/// policy: for a region read by a cycle larger than the device's budget, the account keeps the
+/// part of the cycle that fits resident and maps the rest remotely, instead of evicting part of
+/// the cycle for it every pass (docs/residency.md "Policies").
+struct cycle_hint {
+  std::uint64_t bytes = 0;  ///< the regions the cycle goes through (0: no cycle known)
+  std::uint32_t plans = 0;  ///< plans per cycle: a region unused for longer is not the cycle's
+};
+
 /// A region a plan names.
 struct planned_region {
   std::uint64_t id = 0;
@@ -90,6 +99,8 @@ struct planned_region {
   /// The tenant whose bytes the region counts as (docs/residency.md "Tenants"), fixed by its
   /// first plan; "" for none. Later plans must name the same tenant.
   std::string tenant{};
+  /// The cycle the caller runs this region in (an access_sequence's); none when unknown.
+  cycle_hint cycle{};
 };
 
 /// Not thread-safe: one owner (the residency actor) calls it. Every call validates all of its
@@ -197,7 +208,10 @@ class residency_account {
   void arrive(const entry& e, int device) noexcept;
   void leave(const entry& e) noexcept;
   void apply(std::uint64_t id, entry& e, int device, access_mode mode, residency_plan& plan);
-  [[nodiscard]] residency_policy choose(const entry& e, access_mode mode) const noexcept;
+  [[nodiscard]] residency_policy choose(const entry& e, access_mode mode,
+                                        bool cycle_overflows) const noexcept;
+  /// Bytes on `device` that a plan holds or that were used within the last `cycle.plans` plans.
+  [[nodiscard]] std::size_t cycle_resident(int device, cycle_hint cycle) const noexcept;
   [[nodiscard]] residency_move evict(std::uint64_t id, entry& e);
   /// Counts `moved` in `e`'s ledger and in the totals.
   void charge(entry& e, const residency_ledger& moved) noexcept;

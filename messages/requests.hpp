@@ -91,6 +91,9 @@ struct access_plan_request {
   /// first plan; "" for none. A tenant with a budget on `device` makes room among its own
   /// regions first, and a plan past its budget is refused.
   std::string tenant{};
+  /// The cycle the caller runs the plan in (its sequence's set and steps; none: unknown): the
+  /// `automatic` policy's hint (docs/residency.md "Policies"). access_sequence sets it.
+  cycle_hint cycle{};
 };
 
 /// Reply to an access plan or to dead: the moves queued, by kind, and their bytes.

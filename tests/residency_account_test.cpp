@@ -192,6 +192,45 @@ TEST_F(residency, TheHostBecomesPreferredOnceAndOnlyACopyIsDropped) {
     EXPECT_EQ(m.kind, m.region == 1 ? kind::drop_copy : kind::to_host) << "region " << m.region;
 }
 
+TEST_F(residency, AutomaticKeepsWhatFitsOfAKnownCycleResidentAndMapsTheRest) {
+  // The same four 4 MiB regions, read in turn for three passes, but the plans carry their cycle
+  // (16 MiB in 4 plans, twice the budget): 1 and 2 are placed and stay, 3 and 4 are mapped from
+  // their first use, and nothing is evicted, ever.
+  const cycle_hint cycle{16 * MiB, 4};
+  std::vector<std::uint64_t> to_device_per_pass;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto before = account_.totals().to_device_bytes;
+    for (std::uint64_t id = 1; id <= 4; ++id) {
+      const planned_region r{id, 4 * MiB, policy::automatic, "", "", cycle};
+      const auto plan = account_.will_access({&r, 1}, 0, access_mode::read);
+      EXPECT_TRUE(plan.evictions.empty()) << "pass " << pass << ", region " << id;
+      done(id);
+    }
+    to_device_per_pass.push_back(account_.totals().to_device_bytes - before);
+  }
+  EXPECT_EQ(to_device_per_pass, (std::vector<std::uint64_t>{8 * MiB, 0, 0}));
+  EXPECT_EQ(account_.effective_policy(1), policy::read_mostly);
+  EXPECT_EQ(account_.resident_on(2), 0);
+  EXPECT_EQ(account_.effective_policy(3), policy::remote_map);
+  EXPECT_EQ(account_.effective_policy(4), policy::remote_map);
+  EXPECT_EQ(account_.totals().evictions, 0u);
+}
+
+TEST_F(residency, ACycleStillEvictsRegionsItHasNotUsedForAWholeCycle) {
+  (void)use(9, policy::automatic, access_mode::read, 8 * MiB);  // fills the budget, then idles
+  done(9);
+  for (std::uint64_t id = 10; id < 14; ++id) {  // four plans elsewhere (on device 1)
+    const planned_region r{id, 4 * MiB, policy::migrate};
+    (void)account_.will_access({&r, 1}, 1, access_mode::read);
+  }
+  const planned_region r{1, 4 * MiB, policy::automatic, "", "", cycle_hint{16 * MiB, 4}};
+  const auto plan = account_.will_access({&r, 1}, 0, access_mode::read);
+  ASSERT_EQ(plan.evictions.size(), 1u);  // region 9 is not the cycle's: it goes
+  EXPECT_EQ(plan.evictions[0].region, 9u);
+  EXPECT_EQ(account_.effective_policy(1), policy::read_mostly);
+  EXPECT_EQ(account_.resident_on(1), 0);
+}
+
 TEST_F(residency, AutomaticKeepsAReusedRegionResidentAndMigratesWrittenOnes) {
   for (int step = 0; step < 5; ++step) {
     (void)use(1, policy::automatic, access_mode::write);

@@ -196,7 +196,9 @@ residency_work residency_core::carry_out(const residency_plan& plan, stream_view
 }
 
 residency_work residency_core::will_access(const access_plan_request& r) {
-  const auto regions = regions_of(r.refs, r.policy, r.tenant);
+  auto regions = regions_of(r.refs, r.policy, r.tenant);
+  for (auto& region : regions)
+    region.cycle = r.cycle;
   return carry_out(account_.will_access(regions, r.device, r.mode), r.stream);
 }
 
