@@ -265,8 +265,9 @@ void residency_account::tenant_victims(const decision& plan, int device,
   for (const auto& [id, e] : plan.next)
     if (!e.tenant.empty() && places_on_device(e.effective))
       (e.device == device ? parts[e.tenant].second : parts[e.tenant].first) += e.bytes;
-  for (const auto& [tenant, part] : parts) {
-    const auto [needed, staying] = part;
+  for (const auto& part : parts) {
+    const std::string_view tenant = part.first;
+    const auto [needed, staying] = part.second;
     const auto t = tenants_.get(tenant, device);
     if (t.budget == 0)
       continue;
