@@ -28,26 +28,6 @@ um_counter_source backend::subscribe_um_counters() {
                        " backend has no driver counters (the ledger counts uma's own moves)"};
 }
 
-std::string_view to_string(um_counter_kind k) noexcept {
-  switch (k) {
-    case um_counter_kind::to_device_bytes:
-      return "to_device_bytes";
-    case um_counter_kind::to_host_bytes:
-      return "to_host_bytes";
-    case um_counter_kind::cpu_page_fault:
-      return "cpu_page_fault";
-    case um_counter_kind::gpu_page_fault:
-      return "gpu_page_fault";
-    case um_counter_kind::thrashing:
-      return "thrashing";
-    case um_counter_kind::throttling:
-      return "throttling";
-    case um_counter_kind::remote_map:
-      return "remote_map";
-  }
-  return "unknown";
-}
-
 std::string_view to_string(backend_kind k) noexcept {
   return k == backend_kind::cuda ? "cuda" : "host";
 }

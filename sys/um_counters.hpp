@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace uma {
@@ -24,8 +23,6 @@ enum class um_counter_kind : std::uint8_t {
   throttling,       ///< the driver throttled faults on the page at `address`
   remote_map,       ///< `value` bytes at `address` mapped remotely instead of migrated
 };
-
-[[nodiscard]] std::string_view to_string(um_counter_kind k) noexcept;
 
 /// One driver record, as uma keeps it.
 struct um_counter_record {
