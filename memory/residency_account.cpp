@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <new>
+#include <optional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 
 #include <uma/sys/error.hpp>
@@ -195,6 +197,14 @@ residency_account::decision residency_account::decide(std::span<const planned_re
                                                       int device, access_mode mode) const {
   decision out;
   out.next.reserve(regions.size());
+  const auto budget = devices_[static_cast<std::size_t>(device)].budget;
+  // What a cycle keeps on the device: counted once per plan (all its regions share the cycle).
+  std::optional<std::pair<std::uint32_t, std::size_t>> kept;
+  const auto cycle_kept = [&](cycle_hint c) {
+    if (!kept || kept->first != c.plans)
+      kept.emplace(c.plans, cycle_resident(device, c));
+    return kept->second;
+  };
   for (const auto& r : regions) {
     if (r.bytes == 0)
       raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " has 0 bytes");
@@ -205,9 +215,9 @@ residency_account::decision residency_account::decide(std::span<const planned_re
                                         ", which does not exist");
     const auto found = entries_.find(r.id);
     entry e = found != entries_.end() ? found->second : entry{};
-    if (!r.tenant.empty())
-      tenant_budgets::check_name(r.tenant, "will_access");
     if (found == entries_.end()) {
+      if (!r.tenant.empty())  // later plans must name the same tenant: checked once, here
+        tenant_budgets::check_name(r.tenant, "will_access");
       e.bytes = r.bytes;
       e.label = r.label;
       e.tenant = r.tenant;
@@ -226,9 +236,8 @@ residency_account::decision residency_account::decide(std::span<const planned_re
     e.requested = r.policy;
     // A cycle larger than the budget (the caller's sequence says so): what is not resident and
     // does not fit without evicting part of the cycle is read across the link instead.
-    const auto budget = devices_[static_cast<std::size_t>(device)].budget;
     const bool overflows = budget != 0 && r.cycle.bytes > budget && e.device != device &&
-                           cycle_resident(device, r.cycle) + out.needed + e.bytes > budget;
+                           cycle_kept(r.cycle) + out.needed + e.bytes > budget;
     e.effective = choose(e, mode, overflows);
     if (places_on_device(e.effective)) {
       if (e.device == device)
@@ -249,7 +258,7 @@ std::vector<std::uint64_t> residency_account::evictable(const decision& plan, in
                                                         Pick pick) const {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> lru;  // (last use, id)
   for (const auto& [id, e] : entries_)
-    if (e.device == device && e.holds == 0 && !plan.next.contains(id) && pick(e))
+    if (e.device == device && e.holds == 0 && !plan.next.contains(id) && pick(id, e))
       lru.emplace_back(e.last_use, id);
   std::sort(lru.begin(), lru.end());  // least recently used first
   std::vector<std::uint64_t> out;
@@ -282,8 +291,9 @@ void residency_account::tenant_victims(const decision& plan, int device,
                 ", whose budget for it is " + std::to_string(t.budget) + " bytes with " +
                 std::to_string(kept) + " held by plans or by this one");
     std::size_t resident = t.resident;
-    for (const auto id :
-         evictable(plan, device, [&tenant](const entry& e) { return e.tenant == tenant; })) {
+    for (const auto id : evictable(plan, device, [&tenant](std::uint64_t, const entry& e) {
+           return e.tenant == tenant;
+         })) {
       if (resident + needed <= t.budget)
         break;
       out.push_back(id);
@@ -310,13 +320,12 @@ std::vector<std::uint64_t> residency_account::victims(const decision& plan, int 
   std::size_t resident = d.resident;
   for (const auto id : out)
     resident -= entries_.at(id).bytes;
-  const auto chosen = out.size();
-  for (const auto id : evictable(plan, device, [](const entry&) { return true; })) {
+  const std::unordered_set<std::uint64_t> chosen(out.begin(), out.end());  // tenants' evictions
+  for (const auto id : evictable(plan, device, [&chosen](std::uint64_t id, const entry&) {
+         return !chosen.contains(id);
+       })) {
     if (resident + plan.needed <= d.budget)
       break;
-    if (std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(chosen), id) !=
-        out.begin() + static_cast<std::ptrdiff_t>(chosen))
-      continue;  // a tenant's eviction already
     out.push_back(id);
     resident -= entries_.at(id).bytes;
   }

@@ -200,7 +200,7 @@ class residency_account {
   /// least recently used regions); quota_exceeded when a tenant's budget cannot hold its part.
   void tenant_victims(const decision& plan, int device, std::vector<std::uint64_t>& out) const;
   /// The least recently used regions on `device` no plan holds, not in `plan`, for which
-  /// `pick(entry)` is true.
+  /// `pick(id, entry)` is true.
   template <class Pick>
   [[nodiscard]] std::vector<std::uint64_t> evictable(const decision& plan, int device,
                                                      Pick pick) const;
