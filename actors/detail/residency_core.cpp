@@ -54,8 +54,7 @@ std::vector<std::size_t> residency_core::devices_of(const allocator_config& conf
 }
 
 std::vector<planned_region> residency_core::regions_of(std::span<const byte_ref> refs,
-                                                       residency_policy policy,
-                                                       const std::string& tenant) const {
+                                                       const planned_region& like) const {
   std::vector<planned_region> out;
   std::unordered_set<std::uint64_t> seen;
   for (const auto& ref : refs) {
@@ -63,10 +62,13 @@ std::vector<planned_region> residency_core::regions_of(std::span<const byte_ref>
     if (table_.find(home->id) == nullptr)
       raise(errc::invalid_argument,
             "residency: region " + std::to_string(home->id) + " is not a live region here");
-    if (seen.insert(home->id).second)
-      out.push_back({home->id, home->bytes, policy,
-                     account_.ledger(home->id) == nullptr ? label_of(home->id) : std::string{},
-                     tenant});
+    if (!seen.insert(home->id).second)
+      continue;
+    auto& r = out.emplace_back(like);
+    r.id = home->id;
+    r.bytes = home->bytes;
+    if (account_.ledger(home->id) == nullptr && label_of_)  // the account keeps a first label
+      r.label = label_of_(home->data);
   }
   return out;
 }
@@ -196,15 +198,14 @@ residency_work residency_core::carry_out(const residency_plan& plan, stream_view
 }
 
 residency_work residency_core::will_access(const access_plan_request& r) {
-  auto regions = regions_of(r.refs, r.policy, r.tenant);
-  for (auto& region : regions)
-    region.cycle = r.cycle;
+  const auto regions =
+      regions_of(r.refs, planned_region{.policy = r.policy, .tenant = r.tenant, .cycle = r.cycle});
   return carry_out(account_.will_access(regions, r.device, r.mode), r.stream);
 }
 
 std::uint64_t residency_core::done_with(std::span<const byte_ref> refs) {
   std::vector<std::uint64_t> ids;
-  for (const auto& region : regions_of(refs, residency_policy::automatic, {}))
+  for (const auto& region : regions_of(refs, {}))
     ids.push_back(region.id);
   account_.done_with(ids);
   return ids.size();
@@ -212,7 +213,7 @@ std::uint64_t residency_core::done_with(std::span<const byte_ref> refs) {
 
 residency_work residency_core::dead(std::span<const byte_ref> refs, stream_view stream) {
   std::vector<std::uint64_t> ids;
-  for (const auto& region : regions_of(refs, residency_policy::automatic, {}))
+  for (const auto& region : regions_of(refs, {}))
     ids.push_back(region.id);
   return carry_out(account_.dead(ids), stream);
 }

@@ -87,10 +87,10 @@ class residency_core {
  private:
   [[nodiscard]] static std::vector<std::size_t> devices_of(const allocator_config& config,
                                                            const backend& b);
-  /// The table's regions of `refs` (one per region, in order of first mention).
+  /// The table's regions of `refs` (one per region, in order of first mention), each as `like`
+  /// with its id, bytes and (for a region new to the account) its label.
   [[nodiscard]] std::vector<planned_region> regions_of(std::span<const byte_ref> refs,
-                                                       residency_policy policy,
-                                                       const std::string& tenant) const;
+                                                       const planned_region& like) const;
   [[nodiscard]] static residency_result summarize(const residency_plan& plan);
   /// The plan's moves as lane jobs (none on the host backend).
   [[nodiscard]] residency_work carry_out(const residency_plan& plan, stream_view stream) const;
