@@ -227,7 +227,7 @@ void per_tenant(const metrics_snapshot& s, sample_sink& sink) {
   if (!s.residency)
     return;
   const auto& tenants = s.residency->tenants;
-  for (std::size_t t = 0; t < tenants.size() && t < 100; ++t)
+  for (std::size_t t = 0; t < tenants.size() && t < max_metric_labels; ++t)
     for (std::size_t d = 0; d < tenants[t].devices.size(); ++d)
       sink.add("tenant", tenants[t].tenant, "device", std::to_string(d),
                tenants[t].devices[d].*Field);
@@ -382,20 +382,10 @@ std::vector<label_usage> usage_by_label(const std::vector<region_info>& regions,
     ++u.regions;
     u.bytes += r.bytes;
   }
-  std::vector<label_usage> out;
-  label_usage other{.label = "(other)"};
-  for (auto& [label, usage] : by_label) {
-    if (out.size() < max_labels) {
-      usage.label = std::string(label);
-      out.push_back(std::move(usage));
-    } else {
-      other.regions += usage.regions;
-      other.bytes += usage.bytes;
-    }
-  }
-  if (other.regions != 0)
-    out.push_back(std::move(other));
-  return out;
+  return fold_labels(by_label, max_labels, [](label_usage& other, const label_usage& u) {
+    other.regions += u.regions;
+    other.bytes += u.bytes;
+  });
 }
 
 }  // namespace uma

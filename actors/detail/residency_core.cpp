@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include <uma/actors/metrics_snapshot.hpp>
 #include <uma/memory/advice_ops.hpp>
 #include <uma/sys/log.hpp>
 
@@ -275,21 +276,11 @@ residency_report residency_core::report() const {
     labels[label].moves = moves;
   for (const auto& [label, counted] : driver_.by_label())
     labels[label].driver = counted;
-  // Past max_labels distinct labels the rest are summed under "(other)", as in the live-usage
-  // metrics: a label per request must not blow up a time series database.
-  constexpr std::size_t max_labels = 100;
-  label_residency other{.label = "(other)"};
-  for (auto& [label, row] : labels) {
-    if (out.labels.size() < max_labels) {
-      row.label = label;
-      out.labels.push_back(std::move(row));
-    } else {
-      other.moves += row.moves;
-      other.driver += row.driver;
-    }
-  }
-  if (labels.size() > max_labels)
-    out.labels.push_back(std::move(other));
+  out.labels = fold_labels(labels, max_metric_labels,
+                           [](label_residency& other, const label_residency& row) {
+                             other.moves += row.moves;
+                             other.driver += row.driver;
+                           });
   for (auto& name : account_.tenants()) {
     tenant_residency t{std::move(name), {}};
     for (int d = 0; d < account_.device_count(); ++d)
