@@ -155,10 +155,16 @@ void driver_on(const metrics_snapshot& s, sample_sink& sink) {
     sink.add(s.residency->driver_counters_on ? 1 : 0);
 }
 
+/// The residency report while the driver's counters feed it; null otherwise (no samples).
+const residency_report* with_driver(const metrics_snapshot& s) noexcept {
+  return s.residency && s.residency->driver_counters_on ? &*s.residency : nullptr;
+}
+
 void driver_bytes(const metrics_snapshot& s, sample_sink& sink) {
-  if (!s.residency || !s.residency->driver_counters_on)
+  const auto* r = with_driver(s);
+  if (r == nullptr)
     return;
-  const auto& t = s.residency->driver_totals;
+  const auto& t = r->driver_totals;
   sink.add("direction", "to_device", "cause", "prefetch", t.prefetched_to_device_bytes);
   sink.add("direction", "to_device", "cause", "driver",
            t.to_device_bytes - t.prefetched_to_device_bytes);
@@ -166,58 +172,60 @@ void driver_bytes(const metrics_snapshot& s, sample_sink& sink) {
   sink.add("direction", "to_host", "cause", "driver", t.to_host_bytes - t.prefetched_to_host_bytes);
 }
 
+/// Two samples, each labelled `label`="`value`" (no such label when empty) and `key`= its name.
+void pair_of(sample_sink& sink, std::string_view label, std::string_view value,
+             std::string_view key, std::pair<std::string_view, std::uint64_t> first,
+             std::pair<std::string_view, std::uint64_t> second) {
+  sink.add(label, value, key, first.first, first.second);
+  sink.add(label, value, key, second.first, second.second);
+}
+
 void driver_faults(const metrics_snapshot& s, sample_sink& sink) {
-  if (!s.residency || !s.residency->driver_counters_on)
-    return;
-  sink.add("processor", "cpu", s.residency->driver_totals.cpu_page_faults);
-  sink.add("processor", "gpu", s.residency->driver_totals.gpu_page_faults);
+  if (const auto* r = with_driver(s))
+    pair_of(sink, {}, {}, "processor", {"cpu", r->driver_totals.cpu_page_faults},
+            {"gpu", r->driver_totals.gpu_page_faults});
 }
 
 template <std::uint64_t driver_ledger::*Field>
 void driver_total(const metrics_snapshot& s, sample_sink& sink) {
-  if (s.residency && s.residency->driver_counters_on)
-    sink.add(s.residency->driver_totals.*Field);
+  if (const auto* r = with_driver(s))
+    sink.add(r->driver_totals.*Field);
 }
 
 void driver_unattributed(const metrics_snapshot& s, sample_sink& sink) {
-  if (!s.residency || !s.residency->driver_counters_on)
-    return;
-  sink.add("direction", "to_device", s.residency->driver_unattributed.to_device_bytes);
-  sink.add("direction", "to_host", s.residency->driver_unattributed.to_host_bytes);
+  if (const auto* r = with_driver(s))
+    pair_of(sink, {}, {}, "direction", {"to_device", r->driver_unattributed.to_device_bytes},
+            {"to_host", r->driver_unattributed.to_host_bytes});
 }
 
 void driver_dropped(const metrics_snapshot& s, sample_sink& sink) {
-  if (s.residency && s.residency->driver_counters_on)
-    sink.add(s.residency->driver_records_dropped);
+  if (const auto* r = with_driver(s))
+    sink.add(r->driver_records_dropped);
 }
 
 void label_moves(const metrics_snapshot& s, sample_sink& sink) {
   if (!s.residency)
     return;
   for (const auto& l : s.residency->labels) {
-    sink.add("label", l.label, "move", "to_device", l.moves.to_device_bytes);
-    sink.add("label", l.label, "move", "to_host", l.moves.to_host_bytes);
-    sink.add("label", l.label, "move", "dropped", l.moves.dropped_bytes);
-    sink.add("label", l.label, "move", "discarded", l.moves.discarded_bytes);
+    pair_of(sink, "label", l.label, "move", {"to_device", l.moves.to_device_bytes},
+            {"to_host", l.moves.to_host_bytes});
+    pair_of(sink, "label", l.label, "move", {"dropped", l.moves.dropped_bytes},
+            {"discarded", l.moves.discarded_bytes});
   }
 }
 
 void label_driver_bytes(const metrics_snapshot& s, sample_sink& sink) {
-  if (!s.residency || !s.residency->driver_counters_on)
-    return;
-  for (const auto& l : s.residency->labels) {
-    sink.add("label", l.label, "direction", "to_device", l.driver.to_device_bytes);
-    sink.add("label", l.label, "direction", "to_host", l.driver.to_host_bytes);
-  }
+  if (const auto* r = with_driver(s))
+    for (const auto& l : r->labels)
+      pair_of(sink, "label", l.label, "direction", {"to_device", l.driver.to_device_bytes},
+              {"to_host", l.driver.to_host_bytes});
 }
 
 void label_driver_faults(const metrics_snapshot& s, sample_sink& sink) {
-  if (!s.residency || !s.residency->driver_counters_on)
-    return;
-  for (const auto& l : s.residency->labels) {
-    sink.add("label", l.label, "processor", "cpu", l.driver.cpu_page_faults);
-    sink.add("label", l.label, "processor", "gpu", l.driver.gpu_page_faults);
-  }
+  if (const auto* r = with_driver(s))
+    for (const auto& l : r->labels)
+      pair_of(sink, "label", l.label, "processor", {"cpu", l.driver.cpu_page_faults},
+              {"gpu", l.driver.gpu_page_faults});
 }
 
 /// A per-tenant, per-device residency gauge: the first 100 tenants (sorted), so that a tenant per
