@@ -103,13 +103,10 @@ class cupti_subscription final : public um_counter_subscription {
 
   void take(const std::vector<um_counter_record>& records, std::uint64_t dropped) {
     std::lock_guard lock(mutex_);
-    dropped_ += dropped;
-    for (const auto& r : records) {
-      if (records_.size() >= um_counter_bound)
-        ++dropped_;
-      else
-        records_.push_back(r);
-    }
+    const auto kept = std::min(records.size(), um_counter_bound - records_.size());
+    records_.insert(records_.end(), records.begin(),
+                    records.begin() + static_cast<std::ptrdiff_t>(kept));
+    dropped_ += dropped + (records.size() - kept);
   }
 
  private:
