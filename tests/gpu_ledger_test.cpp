@@ -23,6 +23,17 @@ constexpr std::size_t region_bytes = 64 * MiB;
 /// pages the fill left where they were. 90% either way is far from "nothing moved".
 constexpr double agree = 0.9;
 
+/// What the driver counted between `before` and `after`.
+driver_ledger since(driver_ledger after, const driver_ledger& before) {
+  after.to_device_bytes -= before.to_device_bytes;
+  after.prefetched_to_device_bytes -= before.prefetched_to_device_bytes;
+  after.to_host_bytes -= before.to_host_bytes;
+  after.prefetched_to_host_bytes -= before.prefetched_to_host_bytes;
+  after.cpu_page_faults -= before.cpu_page_faults;
+  after.gpu_page_faults -= before.gpu_page_faults;
+  return after;
+}
+
 class gpu_ledger : public test::actor_fixture {
  protected:
   void SetUp() override {
@@ -93,13 +104,7 @@ TEST_F(gpu_ledger, DeadDataMovesNothingBackAndBothHalvesOfTheLedgerSaySo) {
   a.data()[a.size() - 1] = 3.0f;
   settle();
   const auto after = ledger_of("dead");
-  auto d = after.driver;
-  d.to_device_bytes -= before.to_device_bytes;
-  d.prefetched_to_device_bytes -= before.prefetched_to_device_bytes;
-  d.to_host_bytes -= before.to_host_bytes;
-  d.prefetched_to_host_bytes -= before.prefetched_to_host_bytes;
-  d.cpu_page_faults -= before.cpu_page_faults;
-  d.gpu_page_faults -= before.gpu_page_faults;
+  const auto d = since(after.driver, before);
   print("dead region, after the fill", d);
   EXPECT_EQ(after.moves.to_host_bytes, 0u);
   EXPECT_EQ(after.moves.discarded_bytes, region_bytes);
@@ -124,11 +129,7 @@ TEST_F(gpu_ledger, AnEvictedMigrateRegionMovesItsBytesBackAndBothHalvesAgree) {
   EXPECT_EQ(pushed.to_host_bytes, region_bytes);
   settle();
   const auto after = ledger_of("evicted");
-  driver_ledger moved = after.driver;
-  moved.to_device_bytes -= before.to_device_bytes;
-  moved.prefetched_to_device_bytes -= before.prefetched_to_device_bytes;
-  moved.to_host_bytes -= before.to_host_bytes;
-  moved.prefetched_to_host_bytes -= before.prefetched_to_host_bytes;
+  const auto moved = since(after.driver, before);
   print("evicted region, after the fill", moved);
   EXPECT_EQ(after.moves.to_host_bytes, region_bytes);
   EXPECT_GE(static_cast<double>(moved.to_host_bytes), agree * region_bytes);

@@ -15,6 +15,7 @@
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "support/actor_fixture.hpp"
+#include "support/gateway_request.hpp"
 
 namespace uma {
 namespace {
@@ -59,14 +60,7 @@ class gateway : public test::actor_fixture {
   /// One request to the gateway; a uma error reply is thrown.
   template <class R, class... Ts>
   R ask(Ts&&... xs) {
-    caf::scoped_actor self{sys_};
-    std::optional<R> out;
-    caf::error err;
-    self->request(gw_, 10s, std::forward<Ts>(xs)...)
-        .receive([&](R& r) { out = std::move(r); }, [&](caf::error& e) { err = std::move(e); });
-    if (err)
-      throw to_uma_error(err);
-    return std::move(*out);
+    return test::request_gateway<R>(sys_, gw_, std::forward<Ts>(xs)...);
   }
 
   region_handle allocate(std::uint64_t bytes, std::string label = "remote") {

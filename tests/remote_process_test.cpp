@@ -43,6 +43,7 @@
 #include <uma/sys/host_backend.hpp>
 #include "support/actor_fixture.hpp"
 #include "support/child_process.hpp"
+#include "support/gateway_request.hpp"
 #include "tools/stats_format.hpp"
 
 namespace uma {
@@ -112,14 +113,7 @@ class two_processes : public ::testing::Test {
   /// One request to the local gateway, without the middleman.
   template <class R, class... Ts>
   R ask_gateway(Ts&&... xs) {
-    caf::scoped_actor self{sys_};
-    std::optional<R> out;
-    caf::error err;
-    self->request(gw_, 10s, std::forward<Ts>(xs)...)
-        .receive([&](R& r) { out = std::move(r); }, [&](caf::error& e) { err = std::move(e); });
-    if (err)
-      throw to_uma_error(err);
-    return std::move(*out);
+    return test::request_gateway<R>(sys_, gw_, std::forward<Ts>(xs)...);
   }
 
   // -- a child serves --------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <uma/actors/allocator_supervisor.hpp>
 #include <uma/actors/remote_gateway.hpp>
 #include "support/actor_fixture.hpp"
+#include "support/gateway_request.hpp"
 
 namespace uma {
 namespace {
@@ -48,14 +49,7 @@ class remote_residency : public test::actor_fixture {
 
   template <class R, class... Ts>
   R ask(Ts&&... xs) {
-    caf::scoped_actor self{sys_};
-    std::optional<R> out;
-    caf::error err;
-    self->request(gw_, 10s, std::forward<Ts>(xs)...)
-        .receive([&](R& r) { out = std::move(r); }, [&](caf::error& e) { err = std::move(e); });
-    if (err)
-      throw to_uma_error(err);
-    return std::move(*out);
+    return test::request_gateway<R>(sys_, gw_, std::forward<Ts>(xs)...);
   }
   region_handle allocate(int session) {
     return ask<region_handle>(allocate_atom_v, sessions_[session],
