@@ -272,10 +272,22 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+void print(const std::vector<row>& rows, double link) {
+  for (const auto& r : rows) {
+    std::string passes;
+    for (double g : r.pass_gbps) {
+      char one[32];
+      std::snprintf(one, sizeof one, passes.empty() ? "%.1f" : " %.1f", g);
+      passes += one;
+    }
+    std::printf("  %-58s %8.2f GB/s  x link %5.2f  passes [%s]  %s\n", r.name.c_str(), r.gbps,
+                link > 0 ? r.gbps / link : 0.0, passes.c_str(), r.note.c_str());
+  }
+}
+
 /// The migration ledger's cost: the iterative pattern at 2x the budget with `auto`, a scraper
 /// asking for the residency report every 50 ms (20x Prometheus' most eager usual interval),
 /// rounds alternating the driver counters off and on.
-void print(const std::vector<row>& rows, double link);
 void ledger_overhead(caf::actor_system& sys, options o, void* stream) {
   const std::size_t set = 2 * o.budget;
   o.scrape_ms = 50;
@@ -295,31 +307,17 @@ void ledger_overhead(caf::actor_system& sys, options o, void* stream) {
         (counters ? steady_on : steady_off).push_back(r.pass_gbps[k]);
     }
   }
-  const double m_off = median(off);
-  const double m_on = median(on);
-  std::printf(
-      "  ledger: median %.2f GB/s off, %.2f GB/s on: a step takes %.2f%% longer with "
-      "the driver counters on\n",
-      m_off, m_on, m_on > 0 ? (m_off / m_on - 1) * 100 : 0.0);
-  const double s_off = median(steady_off);
-  const double s_on = median(steady_on);
-  std::printf(
-      "  ledger, passes after the first two: median %.2f GB/s off, %.2f GB/s on: %.2f%% "
-      "longer\n",
-      s_off, s_on, s_on > 0 ? (s_off / s_on - 1) * 100 : 0.0);
-}
-
-void print(const std::vector<row>& rows, double link) {
-  for (const auto& r : rows) {
-    std::string passes;
-    for (double g : r.pass_gbps) {
-      char one[32];
-      std::snprintf(one, sizeof one, passes.empty() ? "%.1f" : " %.1f", g);
-      passes += one;
-    }
-    std::printf("  %-58s %8.2f GB/s  x link %5.2f  passes [%s]  %s\n", r.name.c_str(), r.gbps,
-                link > 0 ? r.gbps / link : 0.0, passes.c_str(), r.note.c_str());
-  }
+  const auto compare = [](const char* what, const std::vector<double>& a,
+                          const std::vector<double>& b) {
+    const double m_off = median(a);
+    const double m_on = median(b);
+    std::printf(
+        "  ledger, %s: median %.2f GB/s off, %.2f GB/s on: a step takes %.2f%% longer "
+        "with the driver counters on\n",
+        what, m_off, m_on, m_on > 0 ? (m_off / m_on - 1) * 100 : 0.0);
+  };
+  compare("whole runs", off, on);
+  compare("passes after the first two", steady_off, steady_on);
 }
 
 }  // namespace
