@@ -48,6 +48,21 @@ foreach(header sys/backend.hpp sys/log.hpp memory/managed_ref.hpp messages/inter
   endif()
 endforeach()
 
+# No empty folders (actors/c/ holds the C ABI's sources; <uma/c/uma.h> is their one header).
+file(GLOB_RECURSE installed_dirs LIST_DIRECTORIES true "${prefix}/*")
+foreach(dir ${installed_dirs})
+  file(GLOB dir_entries "${dir}/*")
+  if(IS_DIRECTORY "${dir}" AND NOT dir_entries)
+    message(FATAL_ERROR "the install leaves an empty folder: ${dir}")
+  endif()
+endforeach()
+# The Python packages, and uma_c's note of where libuma_c.so went (cmake/uma_python_install.cmake).
+foreach(file uma_c/__init__.py uma_c/_installed.py uma_torch/__init__.py uma_cupy/__init__.py)
+  if(NOT EXISTS "${prefix}/lib/python3/dist-packages/${file}")
+    message(FATAL_ERROR "${file} is not installed under ${prefix}/lib/python3/dist-packages")
+  endif()
+endforeach()
+
 set(configure_args -S "${CONSUMER_SOURCE_DIR}" -B "${build}" "-DCMAKE_PREFIX_PATH=${prefix}"
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
 if(GENERATOR)

@@ -6,6 +6,8 @@
         a.free(p, 65536)
 """
 
+__version__ = "0.1.0"
+
 from .allocator import CONFIG_FIELDS, Allocator, library, make_config
 from .binding import (ABI_VERSION, ADVICE, DEVICE_HOST, STATS_FIELDS, STATUS, STATUS_NAMES,
                       STOP_REPORT_FIELDS, LibraryNotFound, find_library)

@@ -4,6 +4,7 @@ Only this module knows the C layout: the structs, the enums and each function's 
 """
 
 import ctypes
+import ctypes.util
 import os
 
 ABI_VERSION = 1
@@ -126,18 +127,30 @@ class LibraryNotFound(OSError):
     """libuma_c.so could not be found or loaded; the message lists where uma looked."""
 
 
+def _installed_library_dirs(here):
+    """The libdir an install put libuma_c.so in: `cmake --install` writes uma_c/_installed.py
+    with its path relative to this package; a source checkout or a pip install has none."""
+    try:
+        from . import _installed
+    except ImportError:
+        return []
+    return [os.path.normpath(os.path.join(here, _installed.LIBRARY_DIR))]
+
+
 def _candidates():
     """Where libuma_c.so may be, in the order searched (see find_library)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    places = [here, os.path.dirname(here)]
+    places = [here, os.path.dirname(here)] + _installed_library_dirs(here)
     places += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     return [os.path.join(p, LIBRARY_NAME) for p in places]
 
 
 def find_library(path=None):
     """The path of libuma_c.so: `path` if given, else $UMA_LIBRARY, else the first of: beside
-    this package, its parent folder, each folder of $LD_LIBRARY_PATH. Raises LibraryNotFound
-    naming what was tried."""
+    this package, its parent folder, the libdir of the install this package came with, each
+    folder of $LD_LIBRARY_PATH, and last the system loader's own search (ldconfig's cache:
+    then the name it gives is returned, which dlopen resolves). Raises LibraryNotFound naming
+    what was tried."""
     explicit = path if path is not None else os.environ.get("UMA_LIBRARY")
     if explicit:
         if not os.path.isfile(explicit):
@@ -148,13 +161,17 @@ def find_library(path=None):
     for candidate in tried:
         if os.path.isfile(candidate):
             return candidate
+    system = ctypes.util.find_library("uma_c")
+    if system:
+        return system
     raise LibraryNotFound(
-        f"uma: {LIBRARY_NAME} not found; set UMA_LIBRARY to its path (tried: {', '.join(tried)})")
+        f"uma: {LIBRARY_NAME} not found; set UMA_LIBRARY to its path (tried: {', '.join(tried)}, "
+        "and the system loader's cache)")
 
 
 def load(path):
-    """Loads the library at `path` (an absolute path from find_library) with every prototype
-    declared. The same path gives the same handle as the dlopen PyTorch makes, so both see one
+    """Loads the library at `path` (from find_library: a path, or the bare name) with every
+    prototype declared. The same path gives the same handle as the dlopen PyTorch makes, so both see one
     process-wide default allocator."""
     try:
         lib = ctypes.CDLL(path)
