@@ -10,7 +10,8 @@ set(UMA_PYTHON_INSTALL_DIR "lib/python3/dist-packages" CACHE STRING
 
 # python/uma_c's __version__ is the pip package's version (python/pyproject.toml reads it): it
 # must be the project's.
-file(STRINGS ${PROJECT_SOURCE_DIR}/python/uma_c/__init__.py uma_python_version REGEX "^__version__ = ")
+file(STRINGS ${PROJECT_SOURCE_DIR}/python/uma_c/__init__.py uma_python_version
+     REGEX "^__version__ = ")
 if(NOT uma_python_version STREQUAL "__version__ = \"${PROJECT_VERSION}\"")
   message(FATAL_ERROR "python/uma_c/__init__.py says '${uma_python_version}', but the project "
                       "is version ${PROJECT_VERSION}: update __version__ there")
