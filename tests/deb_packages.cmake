@@ -1,0 +1,118 @@
+# The Debian package test: makes uma's .deb files from a built tree with CPack, unpacks them with
+# `dpkg -x` into a fresh root, builds and runs examples/consumer against that root only, runs the
+# root's `uma`, and imports the root's Python packages (tests/installed_python_check.py). Reuses
+# the built tree: nothing of uma is compiled again.
+#
+#   cmake -DUMA_BUILD_DIR=... -DCONSUMER_SOURCE_DIR=... -DWORK_DIR=... -DVERSION=...
+#         -DPYTHON=... -DPYTHON_CHECK=... [-DGENERATOR=...] [-DCXX_COMPILER=...]
+#         [-DBUILD_TYPE=...] -P tests/deb_packages.cmake
+cmake_minimum_required(VERSION 3.25)
+
+foreach(required UMA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR VERSION PYTHON PYTHON_CHECK)
+  if(NOT ${required})
+    message(FATAL_ERROR "deb_packages.cmake: -D${required}=... is required")
+  endif()
+endforeach()
+
+# run(<step> <command...>): runs a step, stops with its output when it fails; the output is left
+# in `step_output`.
+function(run step)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out
+                  WORKING_DIRECTORY "${WORK_DIR}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${step} failed (${rc}):\n${out}")
+  endif()
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+set(debs "${WORK_DIR}/debs")
+set(root "${WORK_DIR}/root")
+set(build "${WORK_DIR}/consumer")
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}" "${root}")
+
+get_filename_component(cmake_bin "${CMAKE_COMMAND}" DIRECTORY)
+run("cpack" "${cmake_bin}/cpack" --config "${UMA_BUILD_DIR}/CPackConfig.cmake" -G DEB -B "${debs}")
+run("dpkg --print-architecture" dpkg --print-architecture)
+string(STRIP "${step_output}" arch)
+
+# The four packages, each with its name, the project's version and what ties them together.
+foreach(package libuma-dev:${arch} libuma-c:${arch} uma-tools:${arch} python3-uma:all)
+  string(REPLACE ":" ";" package "${package}")
+  list(GET package 0 name)
+  list(GET package 1 package_arch)
+  set(deb "${debs}/${name}_${VERSION}_${package_arch}.deb")
+  if(NOT EXISTS "${deb}")
+    file(GLOB made "${debs}/*.deb")
+    message(FATAL_ERROR "cpack made no ${deb}; it made: ${made}")
+  endif()
+  run("dpkg-deb -f ${name}" dpkg-deb -f "${deb}" Package Version Depends)
+  if(NOT step_output MATCHES "Package: ${name}\nVersion: ${VERSION}\n")
+    message(FATAL_ERROR "${deb}: wrong control fields:\n${step_output}")
+  endif()
+  if(name MATCHES "^(libuma-dev|python3-uma)$"
+     AND NOT step_output MATCHES "Depends: [^\n]*libuma-c \\(= ${VERSION}\\)")
+    message(FATAL_ERROR "${name} does not depend on libuma-c ${VERSION}:\n${step_output}")
+  endif()
+  run("dpkg -x ${name}" dpkg -x "${deb}" "${root}")
+endforeach()
+
+# What the packages put where (docs/packaging.md), and no empty folder.
+foreach(file usr/lib/cmake/uma/umaConfig.cmake usr/include/uma/actors/client.hpp
+             usr/include/uma/c/uma.h usr/lib/libuma_c.so usr/bin/uma
+             usr/lib/python3/dist-packages/uma_c/_installed.py)
+  if(NOT EXISTS "${root}/${file}")
+    file(GLOB_RECURSE unpacked RELATIVE "${root}" "${root}/*")
+    message(FATAL_ERROR "the packages hold no /${file}; they hold: ${unpacked}")
+  endif()
+endforeach()
+file(GLOB_RECURSE unpacked_dirs LIST_DIRECTORIES true "${root}/*")
+foreach(dir ${unpacked_dirs})
+  file(GLOB dir_entries "${dir}/*")
+  if(IS_DIRECTORY "${dir}" AND NOT dir_entries)
+    message(FATAL_ERROR "the packages leave an empty folder: ${dir}")
+  endif()
+endforeach()
+
+run("the root's uma info" "${root}/usr/bin/uma" info --backend host)
+if(NOT step_output MATCHES "^uma ${VERSION}")
+  message(FATAL_ERROR "the root's uma is not version ${VERSION}:\n${step_output}")
+endif()
+
+# examples/consumer against the root only: no package registry, no /usr/local (where an earlier
+# `cmake --install` may have put a uma); CAF, Boost and CUDA come from the system, as the
+# packages' dependencies would bring them.
+set(configure_args -S "${CONSUMER_SOURCE_DIR}" -B "${build}" "-DCMAKE_PREFIX_PATH=${root}/usr"
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
+    -DCMAKE_IGNORE_PREFIX_PATH=/usr/local)
+if(GENERATOR)
+  list(APPEND configure_args -G "${GENERATOR}")
+endif()
+if(CXX_COMPILER)
+  list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+endif()
+if(BUILD_TYPE)
+  list(APPEND configure_args "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
+endif()
+run("configure examples/consumer" "${CMAKE_COMMAND}" ${configure_args})
+file(STRINGS "${build}/CMakeCache.txt" uma_dir REGEX "^uma_DIR:")
+if(NOT uma_dir STREQUAL "uma_DIR:PATH=${root}/usr/lib/cmake/uma")
+  message(FATAL_ERROR "examples/consumer found uma elsewhere than the root: ${uma_dir}")
+endif()
+run("build examples/consumer" "${CMAKE_COMMAND}" --build "${build}")
+foreach(program uma_consumer_sys uma_consumer)
+  run("run ${program}" "${build}/${program}")
+  message("${step_output}")
+  if(NOT step_output MATCHES "^OK: ")
+    message(FATAL_ERROR "${program} did not report OK")
+  endif()
+endforeach()
+
+# The Python packages from the root alone: no UMA_LIBRARY, no LD_LIBRARY_PATH, no user site, run
+# outside the checkout.
+run("import the root's Python packages" "${CMAKE_COMMAND}" -E env --unset=UMA_LIBRARY
+    --unset=LD_LIBRARY_PATH "PYTHONPATH=${root}/usr/lib/python3/dist-packages"
+    PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1
+    "${PYTHON}" "${PYTHON_CHECK}" "${root}")
+message("${step_output}")
+message("OK: the .deb files unpacked into ${root} build the consumer and import in Python")
