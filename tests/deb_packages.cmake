@@ -113,6 +113,7 @@ endforeach()
 run("import the root's Python packages" "${CMAKE_COMMAND}" -E env --unset=UMA_LIBRARY
     --unset=LD_LIBRARY_PATH "PYTHONPATH=${root}/usr/lib/python3/dist-packages"
     PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1
-    "${PYTHON}" "${PYTHON_CHECK}" "${root}")
+    "${PYTHON}" "${PYTHON_CHECK}" "${root}/usr/lib/python3/dist-packages"
+    "${root}/usr/lib/libuma_c.so")
 message("${step_output}")
 message("OK: the .deb files unpacked into ${root} build the consumer and import in Python")

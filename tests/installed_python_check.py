@@ -1,9 +1,10 @@
-"""The Python packages of an unpacked install root (tests/deb_packages.cmake runs this with
-PYTHONPATH at <root>/usr/lib/python3/dist-packages and neither UMA_LIBRARY nor LD_LIBRARY_PATH):
-they import without PyTorch or CuPy, uma_c loads the root's libuma_c.so on its own and allocates
-on the host backend, and install() without a framework refuses with its clear message.
+"""uma's Python packages as installed (tests/deb_packages.cmake: from the .deb files, without
+UMA_LIBRARY or LD_LIBRARY_PATH; tests/pip_install.cmake: by pip, with UMA_LIBRARY): they come from
+PACKAGES_DIR and import without PyTorch or CuPy, uma_c loads LIBRARY (the path it must resolve
+to) and allocates on the host backend, and install() without a framework refuses with its clear
+message.
 
-    python3 tests/installed_python_check.py <root>
+    PYTHONPATH=PACKAGES_DIR python3 tests/installed_python_check.py PACKAGES_DIR LIBRARY
 """
 
 import importlib.util
@@ -32,15 +33,15 @@ def check_refusal(module, framework, expected):
 
 
 def main():
-    root = os.path.realpath(sys.argv[1])
+    packages, expected_library = (os.path.realpath(arg) for arg in sys.argv[1:3])
     import uma_torch, uma_cupy, uma_c  # noqa: E401 - the import the packages promise
 
     for module in (uma_c, uma_torch, uma_cupy):
-        if not os.path.realpath(module.__file__).startswith(root + os.sep):
-            fail(f"{module.__name__} came from {module.__file__}, not from {root}")
+        if not os.path.realpath(module.__file__).startswith(packages + os.sep):
+            fail(f"{module.__name__} came from {module.__file__}, not from {packages}")
     library = uma_c.find_library()
-    if not os.path.realpath(library).startswith(root + os.sep):
-        fail(f"uma_c found {library}, not the root's libuma_c.so")
+    if os.path.realpath(library) != expected_library:
+        fail(f"uma_c found {library}, not {expected_library}")
     with uma_c.Allocator.create(backend="host") as allocator:
         pointer = allocator.malloc(65536)
         live = allocator.stats()["live_bytes"]
