@@ -2,10 +2,15 @@
 
 import ctypes
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import unittest
 
-from support import MiB, find_stats_object, library_path, run_fresh, uma_c
+from support import PYTHON_DIR, MiB, find_stats_object, library_path, run_fresh, uma_c
 
 BOGUS_POINTER = 0x7E5700000000  # an address uma never handed out
 
@@ -236,6 +241,56 @@ class ErrorTest(unittest.TestCase):
     def test_a_missing_library_is_named_in_the_error(self):
         with self.assertRaisesRegex(uma_c.LibraryNotFound, "/nonexistent/libuma_c.so"):
             uma_c.library("/nonexistent/libuma_c.so")
+
+
+class InstalledLibrarySearchTest(unittest.TestCase):
+    """uma_c as `cmake --install` lays it out: <prefix>/lib/python3/dist-packages/uma_c with an
+    _installed.py naming <prefix>/lib relative to the package (cmake/uma_python_install.cmake)."""
+
+    def setUp(self):
+        self.prefix = tempfile.mkdtemp(prefix="uma_installed_")
+        self.addCleanup(shutil.rmtree, self.prefix)
+        self.packages = os.path.join(self.prefix, "lib", "python3", "dist-packages")
+        shutil.copytree(os.path.join(PYTHON_DIR, "uma_c"), os.path.join(self.packages, "uma_c"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        with open(os.path.join(self.packages, "uma_c", "_installed.py"), "w") as out:
+            out.write('LIBRARY_DIR = "../../.."\n')
+        self.installed = os.path.join(self.prefix, "lib", "libuma_c.so")
+        self.elsewhere = os.path.join(self.prefix, "elsewhere", "libuma_c.so")
+        os.makedirs(os.path.dirname(self.elsewhere))
+        for link in (self.installed, self.elsewhere):
+            os.symlink(os.path.abspath(library_path()), link)
+
+    def found(self, **env):
+        """find_library() in a fresh interpreter that sees only the copied package, with `env`
+        (None: unset) over this process's environment; it also opens an allocator there."""
+        child_env = dict(os.environ, PYTHONPATH=self.packages, PYTHONDONTWRITEBYTECODE="1")
+        for name, value in env.items():
+            child_env.pop(name, None)
+            if value is not None:
+                child_env[name] = value
+        code = ("import uma_c\n"
+                "uma_c.Allocator.create(backend='host').close()\n"
+                "print(uma_c.find_library())")
+        done = subprocess.run([sys.executable, "-c", code], env=child_env, cwd=self.prefix,
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout.strip()
+
+    def test_the_install_libdir_is_found_without_any_variable(self):
+        self.assertEqual(self.found(UMA_LIBRARY=None, LD_LIBRARY_PATH=None), self.installed)
+
+    def test_the_install_libdir_comes_before_ld_library_path(self):
+        found = self.found(UMA_LIBRARY=None, LD_LIBRARY_PATH=os.path.dirname(self.elsewhere))
+        self.assertEqual(found, self.installed)
+
+    def test_uma_library_comes_before_the_install_libdir(self):
+        self.assertEqual(self.found(UMA_LIBRARY=self.elsewhere), self.elsewhere)
+
+    def test_without_an_install_note_ld_library_path_is_searched(self):
+        os.remove(os.path.join(self.packages, "uma_c", "_installed.py"))
+        found = self.found(UMA_LIBRARY=None, LD_LIBRARY_PATH=os.path.dirname(self.elsewhere))
+        self.assertEqual(found, self.elsewhere)
 
 
 class DefaultAllocatorTest(unittest.TestCase):
