@@ -171,8 +171,8 @@ def find_library(path=None):
 
 def load(path):
     """Loads the library at `path` (from find_library: a path, or the bare name) with every
-    prototype declared. The same path gives the same handle as the dlopen PyTorch makes, so both see one
-    process-wide default allocator."""
+    prototype declared. The same path gives the same handle as the dlopen PyTorch makes, so both
+    see one process-wide default allocator."""
     try:
         lib = ctypes.CDLL(path)
     except OSError as error:
