@@ -14,16 +14,7 @@ foreach(required UMA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR VERSION PYTHON PYTHO
   endif()
 endforeach()
 
-# run(<step> <command...>): runs a step, stops with its output when it fails; the output is left
-# in `step_output`.
-function(run step)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out
-                  WORKING_DIRECTORY "${WORK_DIR}")
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${step} failed (${rc}):\n${out}")
-  endif()
-  set(step_output "${out}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/packaging_steps.cmake")
 
 set(debs "${WORK_DIR}/debs")
 set(root "${WORK_DIR}/root")
@@ -66,13 +57,7 @@ foreach(file usr/lib/cmake/uma/umaConfig.cmake usr/include/uma/actors/client.hpp
     message(FATAL_ERROR "the packages hold no /${file}; they hold: ${unpacked}")
   endif()
 endforeach()
-file(GLOB_RECURSE unpacked_dirs LIST_DIRECTORIES true "${root}/*")
-foreach(dir ${unpacked_dirs})
-  file(GLOB dir_entries "${dir}/*")
-  if(IS_DIRECTORY "${dir}" AND NOT dir_entries)
-    message(FATAL_ERROR "the packages leave an empty folder: ${dir}")
-  endif()
-endforeach()
+check_no_empty_folder("${root}")
 
 run("the root's uma info" "${root}/usr/bin/uma" info --backend host)
 if(NOT step_output MATCHES "^uma ${VERSION}")
@@ -82,35 +67,17 @@ endif()
 # examples/consumer against the root only: no package registry, no /usr/local (where an earlier
 # `cmake --install` may have put a uma); CAF, Boost and CUDA come from the system, as the
 # packages' dependencies would bring them.
-set(configure_args -S "${CONSUMER_SOURCE_DIR}" -B "${build}" "-DCMAKE_PREFIX_PATH=${root}/usr"
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
-    -DCMAKE_IGNORE_PREFIX_PATH=/usr/local)
-if(GENERATOR)
-  list(APPEND configure_args -G "${GENERATOR}")
-endif()
-if(CXX_COMPILER)
-  list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
-endif()
-if(BUILD_TYPE)
-  list(APPEND configure_args "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
-endif()
-run("configure examples/consumer" "${CMAKE_COMMAND}" ${configure_args})
+build_consumer("${CONSUMER_SOURCE_DIR}" "${build}" "-DCMAKE_PREFIX_PATH=${root}/usr"
+               -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF -DCMAKE_IGNORE_PREFIX_PATH=/usr/local)
 file(STRINGS "${build}/CMakeCache.txt" uma_dir REGEX "^uma_DIR:")
 if(NOT uma_dir STREQUAL "uma_DIR:PATH=${root}/usr/lib/cmake/uma")
   message(FATAL_ERROR "examples/consumer found uma elsewhere than the root: ${uma_dir}")
 endif()
-run("build examples/consumer" "${CMAKE_COMMAND}" --build "${build}")
-foreach(program uma_consumer_sys uma_consumer)
-  run("run ${program}" "${build}/${program}")
-  message("${step_output}")
-  if(NOT step_output MATCHES "^OK: ")
-    message(FATAL_ERROR "${program} did not report OK")
-  endif()
-endforeach()
 
 # The Python packages from the root alone: no UMA_LIBRARY, no LD_LIBRARY_PATH, no user site, run
 # outside the checkout.
-run("import the root's Python packages" "${CMAKE_COMMAND}" -E env --unset=UMA_LIBRARY
+run("import the root's Python packages" "${CMAKE_COMMAND}" -E chdir "${WORK_DIR}"
+    "${CMAKE_COMMAND}" -E env --unset=UMA_LIBRARY
     --unset=LD_LIBRARY_PATH "PYTHONPATH=${root}/usr/lib/python3/dist-packages"
     PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1
     "${PYTHON}" "${PYTHON_CHECK}" "${root}/usr/lib/python3/dist-packages"

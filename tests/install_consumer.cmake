@@ -13,15 +13,7 @@ foreach(required UMA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR)
   endif()
 endforeach()
 
-# run(<step> <command...>): runs a step, stops with its output when it fails; the output is left
-# in `step_output`.
-function(run step)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${step} failed (${rc}):\n${out}")
-  endif()
-  set(step_output "${out}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/packaging_steps.cmake")
 
 set(prefix "${WORK_DIR}/prefix")
 set(build "${WORK_DIR}/build")
@@ -48,14 +40,7 @@ foreach(header sys/backend.hpp sys/log.hpp memory/managed_ref.hpp messages/inter
   endif()
 endforeach()
 
-# No empty folders (actors/c/ holds the C ABI's sources; <uma/c/uma.h> is their one header).
-file(GLOB_RECURSE installed_dirs LIST_DIRECTORIES true "${prefix}/*")
-foreach(dir ${installed_dirs})
-  file(GLOB dir_entries "${dir}/*")
-  if(IS_DIRECTORY "${dir}" AND NOT dir_entries)
-    message(FATAL_ERROR "the install leaves an empty folder: ${dir}")
-  endif()
-endforeach()
+check_no_empty_folder("${prefix}")
 # The Python packages, and uma_c's note of where libuma_c.so went (cmake/uma_python_install.cmake).
 foreach(file uma_c/__init__.py uma_c/_installed.py uma_torch/__init__.py uma_cupy/__init__.py)
   if(NOT EXISTS "${prefix}/lib/python3/dist-packages/${file}")
@@ -63,32 +48,4 @@ foreach(file uma_c/__init__.py uma_c/_installed.py uma_torch/__init__.py uma_cup
   endif()
 endforeach()
 
-set(configure_args -S "${CONSUMER_SOURCE_DIR}" -B "${build}" "-DCMAKE_PREFIX_PATH=${prefix}"
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
-if(GENERATOR)
-  list(APPEND configure_args -G "${GENERATOR}")
-endif()
-if(CXX_COMPILER)
-  list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
-endif()
-if(BUILD_TYPE)
-  list(APPEND configure_args "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
-endif()
-if(SANITIZE)
-  # A sanitized libuma.a needs the sanitizer runtimes in the consumer too.
-  string(REPLACE ";" "," SANITIZE "${SANITIZE}")
-  list(APPEND configure_args "-DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZE}"
-       "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
-endif()
-run("configure examples/consumer" "${CMAKE_COMMAND}" ${configure_args})
-run("build examples/consumer" "${CMAKE_COMMAND}" --build "${build}")
-run("run uma_consumer_sys" "${build}/uma_consumer_sys")
-message("${step_output}")
-if(NOT step_output MATCHES "^OK: uma::sys without CAF")
-  message(FATAL_ERROR "uma_consumer_sys did not report OK")
-endif()
-run("run uma_consumer" "${build}/uma_consumer")
-message("${step_output}")
-if(NOT step_output MATCHES "^OK: ")
-  message(FATAL_ERROR "uma_consumer did not report OK")
-endif()
+build_consumer("${CONSUMER_SOURCE_DIR}" "${build}" "-DCMAKE_PREFIX_PATH=${prefix}")
