@@ -4,11 +4,13 @@
 # the built tree: nothing of uma is compiled again.
 #
 #   cmake -DUMA_BUILD_DIR=... -DCONSUMER_SOURCE_DIR=... -DWORK_DIR=... -DVERSION=...
-#         -DPYTHON=... -DPYTHON_CHECK=... [-DGENERATOR=...] [-DCXX_COMPILER=...]
+#         -DLIBDIR=... -DPYTHON_DIR=... -DPYTHON=... -DPYTHON_CHECK=... [-DGENERATOR=...]
+#         [-DCXX_COMPILER=...]
 #         [-DBUILD_TYPE=...] -P tests/deb_packages.cmake
 cmake_minimum_required(VERSION 3.25)
 
-foreach(required UMA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR VERSION PYTHON PYTHON_CHECK)
+foreach(required UMA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR VERSION LIBDIR PYTHON_DIR PYTHON
+         PYTHON_CHECK)
   if(NOT ${required})
     message(FATAL_ERROR "deb_packages.cmake: -D${required}=... is required")
   endif()
@@ -21,6 +23,13 @@ set(root "${WORK_DIR}/root")
 set(build "${WORK_DIR}/consumer")
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}" "${root}")
+# The packages' prefix is /usr; LIBDIR and PYTHON_DIR (UMA_PYTHON_INSTALL_DIR) are the tree's.
+set(libdir "${root}/usr/${LIBDIR}")
+if(IS_ABSOLUTE "${PYTHON_DIR}")
+  set(python_dir "${root}${PYTHON_DIR}")
+else()
+  set(python_dir "${root}/usr/${PYTHON_DIR}")
+endif()
 
 get_filename_component(cmake_bin "${CMAKE_COMMAND}" DIRECTORY)
 run("cpack" "${cmake_bin}/cpack" --config "${UMA_BUILD_DIR}/CPackConfig.cmake" -G DEB -B "${debs}")
@@ -49,12 +58,12 @@ foreach(package libuma-dev:${arch} libuma-c:${arch} uma-tools:${arch} python3-um
 endforeach()
 
 # What the packages put where (docs/packaging.md), and no empty folder.
-foreach(file usr/lib/cmake/uma/umaConfig.cmake usr/include/uma/actors/client.hpp
-             usr/include/uma/c/uma.h usr/lib/libuma_c.so usr/bin/uma
-             usr/lib/python3/dist-packages/uma_c/_installed.py)
-  if(NOT EXISTS "${root}/${file}")
+foreach(file ${libdir}/cmake/uma/umaConfig.cmake ${root}/usr/include/uma/actors/client.hpp
+             ${root}/usr/include/uma/c/uma.h ${libdir}/libuma_c.so ${root}/usr/bin/uma
+             ${python_dir}/uma_c/_installed.py)
+  if(NOT EXISTS "${file}")
     file(GLOB_RECURSE unpacked RELATIVE "${root}" "${root}/*")
-    message(FATAL_ERROR "the packages hold no /${file}; they hold: ${unpacked}")
+    message(FATAL_ERROR "the packages hold no ${file}; they hold: ${unpacked}")
   endif()
 endforeach()
 check_no_empty_folder("${root}")
@@ -70,7 +79,7 @@ endif()
 build_consumer("${CONSUMER_SOURCE_DIR}" "${build}" "-DCMAKE_PREFIX_PATH=${root}/usr"
                -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF -DCMAKE_IGNORE_PREFIX_PATH=/usr/local)
 file(STRINGS "${build}/CMakeCache.txt" uma_dir REGEX "^uma_DIR:")
-if(NOT uma_dir STREQUAL "uma_DIR:PATH=${root}/usr/lib/cmake/uma")
+if(NOT uma_dir STREQUAL "uma_DIR:PATH=${libdir}/cmake/uma")
   message(FATAL_ERROR "examples/consumer found uma elsewhere than the root: ${uma_dir}")
 endif()
 
@@ -78,9 +87,7 @@ endif()
 # outside the checkout.
 run("import the root's Python packages" "${CMAKE_COMMAND}" -E chdir "${WORK_DIR}"
     "${CMAKE_COMMAND}" -E env --unset=UMA_LIBRARY
-    --unset=LD_LIBRARY_PATH "PYTHONPATH=${root}/usr/lib/python3/dist-packages"
-    PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1
-    "${PYTHON}" "${PYTHON_CHECK}" "${root}/usr/lib/python3/dist-packages"
-    "${root}/usr/lib/libuma_c.so")
+    --unset=LD_LIBRARY_PATH "PYTHONPATH=${python_dir}" PYTHONNOUSERSITE=1
+    PYTHONDONTWRITEBYTECODE=1 "${PYTHON}" "${PYTHON_CHECK}" "${python_dir}" "${libdir}/libuma_c.so")
 message("${step_output}")
 message("OK: the .deb files unpacked into ${root} build the consumer and import in Python")

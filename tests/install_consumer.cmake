@@ -2,12 +2,13 @@
 # examples/consumer against it with find_package(uma), and runs it. Needs no network: uma comes
 # from the build tree, CAF, Threads and CUDA from the system.
 #
-#   cmake -DUMA_BUILD_DIR=... -DCONSUMER_SOURCE_DIR=... -DWORK_DIR=... [-DGENERATOR=...]
+#   cmake -DUMA_BUILD_DIR=... -DCONSUMER_SOURCE_DIR=... -DWORK_DIR=... -DPYTHON_DIR=...
+#         [-DGENERATOR=...]
 #         [-DCXX_COMPILER=...] [-DBUILD_TYPE=...] [-DSANITIZE=address,undefined]
 #         -P tests/install_consumer.cmake
 cmake_minimum_required(VERSION 3.25)
 
-foreach(required UMA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR)
+foreach(required UMA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR PYTHON_DIR)
   if(NOT ${required})
     message(FATAL_ERROR "install_consumer.cmake: -D${required}=... is required")
   endif()
@@ -42,9 +43,13 @@ endforeach()
 
 check_no_empty_folder("${prefix}")
 # The Python packages, and uma_c's note of where libuma_c.so went (cmake/uma_python_install.cmake).
+# PYTHON_DIR is UMA_PYTHON_INSTALL_DIR, relative to the prefix or absolute.
+if(NOT IS_ABSOLUTE "${PYTHON_DIR}")
+  set(PYTHON_DIR "${prefix}/${PYTHON_DIR}")
+endif()
 foreach(file uma_c/__init__.py uma_c/_installed.py uma_torch/__init__.py uma_cupy/__init__.py)
-  if(NOT EXISTS "${prefix}/lib/python3/dist-packages/${file}")
-    message(FATAL_ERROR "${file} is not installed under ${prefix}/lib/python3/dist-packages")
+  if(NOT EXISTS "${PYTHON_DIR}/${file}")
+    message(FATAL_ERROR "${file} is not installed under ${PYTHON_DIR}")
   endif()
 endforeach()
 
