@@ -3,8 +3,9 @@
 # without UMA_LIBRARY or LD_LIBRARY_PATH. Included by CMakeLists.txt inside if(UMA_INSTALL).
 
 # Debian's python3 finds packages in /usr/lib/python3/dist-packages, which is where the .deb puts
-# them (prefix /usr). Under any other prefix, either point PYTHONPATH at <prefix>/${this} or set
-# it to a folder that Python searches (e.g. lib/python3.11/dist-packages under /usr/local).
+# them (prefix /usr). Under any other prefix, either point PYTHONPATH at
+# <prefix>/lib/python3/dist-packages or set this to a folder that Python searches there (e.g.
+# lib/python3.11/dist-packages under /usr/local: docs/packaging.md).
 set(UMA_PYTHON_INSTALL_DIR "lib/python3/dist-packages" CACHE STRING
     "Where `cmake --install` puts uma's Python packages: relative to the prefix, or absolute")
 
@@ -27,7 +28,7 @@ else()
        "/prefix/${CMAKE_INSTALL_LIBDIR}")
 endif()
 file(CONFIGURE OUTPUT python/uma_c/_installed.py CONTENT
-"\"\"\"Written by uma's install: where it put libuma_c.so, relative to this package.\"\"\"
+"\"\"\"Written by uma's install: the folder it put libuma_c.so in, relative to this package.\"\"\"
 
 LIBRARY_DIR = \"${uma_library_dir}\"
 ")
