@@ -84,7 +84,13 @@ if(NOT step_output MATCHES "^OK: uma::allocator ")
 endif()
 # A program that links only uma::allocator needs neither CAF's io nor its OpenSSL module (nor
 # OpenSSL itself): the libraries it asks the loader for are read from its dynamic section.
+# Both consumers link with --no-as-needed, so the dynamic section lists what the link interface
+# brings; the umbrella's must list CAF's io (else this check could not see it).
 find_program(READELF readelf REQUIRED)
+run("readelf uma_consumer" "${READELF}" -d "${build}/uma_consumer")
+if(NOT step_output MATCHES "Shared library: \\[libcaf_io")
+  message(FATAL_ERROR "uma_consumer (uma::uma) does not need libcaf_io: ${step_output}")
+endif()
 run("readelf uma_consumer_allocator" "${READELF}" -d "${build}/uma_consumer_allocator")
 string(REGEX MATCHALL "Shared library: \\[[^]]+\\]" needed "${step_output}")
 if(NOT needed MATCHES "libcaf_core")
