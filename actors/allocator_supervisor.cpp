@@ -136,8 +136,9 @@ class allocator_supervisor final : public supervisor_impl::base {
 
   /// So does a tenant budget (0 removes it, and the kept one with it).
   std::function<void(const std::uint64_t&)> reply_hook(std::type_identity<std::uint64_t>,
-                                                       budget_atom, const std::string& tenant,
-                                                       int device, std::uint64_t) {
+                                                       tenant_budget_atom,
+                                                       const std::string& tenant, int device,
+                                                       std::uint64_t) {
     return [this, tenant, device](std::uint64_t budget) {
       auto& budgets = config_.allocator.tenant_budgets;
       std::erase_if(budgets, [&](const auto& b) {

@@ -194,7 +194,7 @@ class client {
   /// most the device's memory. Returns the budget now in force. Through a supervisor it
   /// outlives restarts.
   std::uint64_t tenant_budget(std::string tenant, int device, std::uint64_t bytes) {
-    return call<std::uint64_t>(budget_atom_v, std::move(tenant), device, bytes);
+    return call<std::uint64_t>(tenant_budget_atom_v, std::move(tenant), device, bytes);
   }
   /// Each device's residency account and the ledger.
   [[nodiscard]] residency_report residency() { return call<residency_report>(residency_atom_v); }

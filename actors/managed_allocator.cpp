@@ -26,8 +26,9 @@ namespace uma {
 
 namespace {
 
-/// The allocator's own interface: the public one plus completions of off-loop backend work.
+/// The public interface plus its private extension: release wake-ups, the tick, lane completions.
 using allocator_impl = managed_allocator_actor::extend<
+    caf::reacts_to<wake_atom>,
     caf::reacts_to<job_done_atom, std::uint64_t, caf::message, caf::error, bool>,
     caf::reacts_to<release_tick_atom>>;
 
@@ -43,7 +44,7 @@ class managed_allocator final : public allocator_impl::base {
     core_.set_on_free([this](std::uint64_t id) { residency_.forget(id); });
     control_->set_waker([addr = address()] {
       if (auto hdl = caf::actor_cast<caf::strong_actor_ptr>(addr))
-        caf::anon_send(caf::actor_cast<managed_allocator_actor>(hdl), release_atom_v);
+        caf::anon_send(caf::actor_cast<allocator_impl>(hdl), wake_atom_v);
     });
   }
 
@@ -79,7 +80,7 @@ class managed_allocator final : public allocator_impl::base {
         [this](regions_atom) -> std::vector<region_info> { return fresh().report(); },
         [this](snapshot_atom) { return snapshot(); },
         [this](flush_atom) -> caf::result<allocator_stats> { return flush(); },
-        [this](release_atom) { drain(); },
+        [this](wake_atom) { drain(); },
         [this](release_tick_atom) { on_release_tick(); },
         [this](trim_atom) -> caf::result<std::uint64_t> {
           return guarded<std::uint64_t>([&] { return trim(); });
@@ -96,7 +97,7 @@ class managed_allocator final : public allocator_impl::base {
         [this](done_with_atom, const std::vector<byte_ref>& refs) { return done_with(refs); },
         [this](dead_atom, const std::vector<byte_ref>& refs) { return dead(refs); },
         [this](budget_atom, int device, std::uint64_t bytes) { return budget(device, bytes); },
-        [this](budget_atom, const std::string& tenant, int device, std::uint64_t bytes) {
+        [this](tenant_budget_atom, const std::string& tenant, int device, std::uint64_t bytes) {
           return tenant_budget(tenant, device, bytes);
         },
         [this](residency_atom) { return report_residency(); },
@@ -290,7 +291,7 @@ class managed_allocator final : public allocator_impl::base {
         r.reply_when, r.stream.handle != nullptr);
   }
   caf::result<residency_result> dead(const std::vector<byte_ref>& refs) {
-    return plan([&] { return residency_.dead(checked(refs, "dead"), {}); }, completion::enqueued,
+    return plan([&] { return residency_.dead(check_refs(refs, "dead"), {}); }, completion::enqueued,
                 false);
   }
   /// Decides a plan (`decide` validates first), then queues its moves: evictions on the host
@@ -344,16 +345,15 @@ class managed_allocator final : public allocator_impl::base {
     return guarded<std::uint64_t>([&] { return residency_.budget(device, bytes); });
   }
   caf::result<std::uint64_t> done_with(const std::vector<byte_ref>& refs) {
-    return guarded<std::uint64_t>([&] { return residency_.done_with(checked(refs, "done_with")); });
+    return guarded<std::uint64_t>(
+        [&] { return residency_.done_with(check_refs(refs, "done_with")); });
   }
 
   // -- validation (actors/request_checks) -------------------------------------------------------
 
-  void check_refs(std::span<const byte_ref> refs, const char* op) {
+  /// Returns `refs` once checked, so that a handler can pass them on in one expression.
+  std::span<const byte_ref> check_refs(std::span<const byte_ref> refs, const char* op) {
     detail::check_refs(refs, op, *control_, core_.inert_refusals());
-  }
-  std::span<const byte_ref> checked(std::span<const byte_ref> refs, const char* op) {
-    check_refs(refs, op);
     return refs;
   }
   void check_stream(stream_view s, const char* op) { detail::check_stream(*backend_, s, op); }

@@ -315,7 +315,7 @@ class remote_gateway final : public remote_allocator_actor::base {
     return with_refs<residency_result>(k, r.regions, "will_access", [&](auto refs) {
       auto tenant = detail::tenant_of(sessions_.at(k.id));
       if (config_.tenant_device_budget_bytes != 0 && !budgeted_.contains({tenant, r.device}))
-        request(supervisor_, caf::infinite, budget_atom_v, tenant, r.device,
+        request(supervisor_, caf::infinite, tenant_budget_atom_v, tenant, r.device,
                 config_.tenant_device_budget_bytes)
             .then([this, tenant, d = r.device](std::uint64_t) { budgeted_.emplace(tenant, d); },
                   [](caf::error&) {});  // a bad device: the plan behind it says so

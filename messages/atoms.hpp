@@ -15,7 +15,7 @@
 CAF_BEGIN_TYPE_ID_BLOCK(uma, caf::first_custom_type_id)
 
 CAF_ADD_ATOM(uma, uma, allocate_atom, "allocate")
-CAF_ADD_ATOM(uma, uma, release_atom, "release")
+CAF_ADD_ATOM(uma, uma, release_atom, "release")  // the remote interface: a lease given back
 CAF_ADD_ATOM(uma, uma, prefetch_atom, "prefetch")
 CAF_ADD_ATOM(uma, uma, discard_atom, "discard")
 CAF_ADD_ATOM(uma, uma, discard_prefetch_atom, "disc_pref")
@@ -81,6 +81,11 @@ CAF_ADD_ATOM(uma, uma, done_with_atom, "done_with")
 CAF_ADD_ATOM(uma, uma, dead_atom, "dead")
 CAF_ADD_ATOM(uma, uma, budget_atom, "budget")
 CAF_ADD_ATOM(uma, uma, residency_atom, "residency")
+// One atom, one meaning: a tenant's budget is not a device's budget with one more argument.
+CAF_ADD_ATOM(uma, uma, tenant_budget_atom, "tenant_bud")
+// Internal to one allocator (its private extension, actors/managed_allocator.cpp): the last drop
+// of a live region's refs wakes the actor to drain its release queue.
+CAF_ADD_ATOM(uma, uma, wake_atom, "wake")
 CAF_ADD_TYPE_ID(uma, (uma::access_plan_request))
 CAF_ADD_TYPE_ID(uma, (uma::residency_result))
 CAF_ADD_TYPE_ID(uma, (uma::residency_report))

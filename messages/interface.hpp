@@ -47,8 +47,6 @@ using lease = caf::replies_to<lease_atom, lease_request>::with<block_cache>;
 /// -> regions (with policy, advice, last prefetch), stats and the event history;
 ///    allocator_stopped through a supervisor that stopped
 using snapshot = caf::replies_to<snapshot_atom>::with<allocator_snapshot>;
-/// the last drop of a live region's refs wakes the actor with this (no reply)
-using release = caf::reacts_to<release_atom>;
 /// -> the moves queued for an access plan; invalid_argument (refs, device, policy, mode: nothing
 ///    changes), quota_exceeded (the device's budget cannot hold the plan), allocator_stopped
 using will_access = caf::replies_to<will_access_atom, access_plan_request>::with<residency_result>;
@@ -63,21 +61,35 @@ using dead = caf::replies_to<dead_atom, std::vector<byte_ref>>::with<residency_r
 using budget = caf::replies_to<budget_atom, int, std::uint64_t>::with<std::uint64_t>;
 /// (tenant, device, bytes) -> the tenant's budget on the device now: `bytes`, 0 removing it
 using tenant_budget =
-    caf::replies_to<budget_atom, std::string, int, std::uint64_t>::with<std::uint64_t>;
+    caf::replies_to<tenant_budget_atom, std::string, int, std::uint64_t>::with<std::uint64_t>;
 /// -> each device's residency account and the ledger
 using residency = caf::replies_to<residency_atom>::with<residency_report>;
 
 }  // namespace sig
 
-/// The allocator's typed interface: what clients may send and what each request replies.
-/// Every request is validated whole before anything changes; a failure replies a `caf::error`
-/// of the `uma` category (see messages/error_category.hpp).
-using managed_allocator_actor =
-    caf::typed_actor<sig::allocate, sig::prefetch, sig::discard, sig::discard_prefetch, sig::advise,
-                     sig::attributes, sig::stats, sig::memory_kind, sig::can_access, sig::regions,
-                     sig::flush, sig::trim, sig::quota, sig::lease, sig::snapshot, sig::release,
-                     sig::will_access, sig::done_with, sig::dead, sig::budget, sig::tenant_budget,
-                     sig::residency>;
+/// The allocator's interface, cut by role. Each slice is a typed actor of its own, so that code
+/// that only allocates (or only inspects) can hold the narrower handle; `managed_allocator_actor`
+/// composes them. Every request is validated whole before anything changes; a failure replies a
+/// `caf::error` of the `uma` category (see messages/error_category.hpp). Messages the allocator
+/// sends itself (release wake-ups, its lanes' completions) are not part of any slice: they live
+/// in the allocator's private extension (actors/managed_allocator.cpp).
+
+/// Allocation: regions and leases of blocks.
+using allocation_actor = caf::typed_actor<sig::allocate, sig::lease>;
+/// Placement: where data lives and what it is worth (moves, advice, access plans).
+using placement_actor = caf::typed_actor<sig::prefetch, sig::discard, sig::discard_prefetch,
+                                         sig::advise, sig::will_access, sig::done_with, sig::dead>;
+/// Inspection: answers about memory and the allocator, changing nothing.
+using inspection_actor =
+    caf::typed_actor<sig::attributes, sig::stats, sig::memory_kind, sig::can_access, sig::regions,
+                     sig::flush, sig::snapshot, sig::residency>;
+/// Administration: limits and housekeeping (quota, budgets, trim).
+using administration_actor =
+    caf::typed_actor<sig::quota, sig::budget, sig::tenant_budget, sig::trim>;
+
+/// The allocator's whole interface: what clients may send and what each request replies.
+using managed_allocator_actor = allocation_actor::extend_with<placement_actor>::extend_with<
+    inspection_actor>::extend_with<administration_actor>;
 
 /// Who hears about a supervisor's restarts: `restarted_atom, restart_event` once per new
 /// incarnation, and once when the supervisor stops (`restart_cause::stopped`).

@@ -1,7 +1,8 @@
 # The Debian package test: makes uma's .deb files from a built tree with CPack, unpacks them with
 # `dpkg -x` into a fresh root, builds and runs examples/consumer against that root only, runs the
 # root's `uma`, and imports the root's Python packages (tests/installed_python_check.py). Reuses
-# the built tree: nothing of uma is compiled again.
+# the built tree: CPack's pre-install step builds what is out of date, which after the build is
+# nothing (a make that finds every target up to date: seconds).
 #
 #   cmake -DUMA_BUILD_DIR=... -DCONSUMER_SOURCE_DIR=... -DWORK_DIR=... -DVERSION=...
 #         -DLIBDIR=... -DPYTHON_DIR=... -DPYTHON=... -DPYTHON_CHECK=... [-DGENERATOR=...]

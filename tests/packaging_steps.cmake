@@ -26,7 +26,7 @@ endfunction()
 
 # build_consumer(<source> <build> <cmake args...>): configures examples/consumer with the args
 # (the prefix to find uma in) and this tree's generator, compiler, build type and sanitizers,
-# builds it and runs both programs, each of which must report OK.
+# builds it and runs its programs, each of which must report OK.
 function(build_consumer source build)
   set(args -S "${source}" -B "${build}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF ${ARGN})
   if(GENERATOR)
@@ -46,7 +46,7 @@ function(build_consumer source build)
   endif()
   run("configure examples/consumer" "${CMAKE_COMMAND}" ${args})
   run("build examples/consumer" "${CMAKE_COMMAND}" --build "${build}")
-  foreach(program uma_consumer_sys uma_consumer)
+  foreach(program uma_consumer_sys uma_consumer uma_consumer_allocator)
     run("run ${program}" "${build}/${program}")
     message("${step_output}")
     if(NOT step_output MATCHES "^OK: ")

@@ -1,5 +1,6 @@
-// A program built against an installed uma (find_package(uma), uma::uma): allocates through the
-// blocking client on the host backend, uses the memory, releases it and checks the counters.
+// A program built against an installed uma (find_package(uma); linked to uma::uma, and again to
+// uma::allocator alone): allocates through the blocking client on the host backend, uses the
+// memory, releases it and checks the counters.
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -39,7 +40,7 @@ int main() {
                 << stats.live_regions << "\n";
       return 1;
     }
-    std::cout << "OK: uma::uma from an installed package, " << stats.backend
+    std::cout << "OK: " UMA_CONSUMER_TARGET " from an installed package, " << stats.backend
               << " backend, sum of 1..1000 = " << sum << ", nothing left live\n";
     return 0;
   } catch (const uma::error& e) {

@@ -147,7 +147,7 @@ inline void adopt_first_ref(region* r) noexcept {
 
 /// Drops a user count. The last one hands a live region back to its actor; if the table let go
 /// already (the allocator stopped), it deletes the record. A leased block goes back to its
-/// lease (memory/detail/lease_state.cpp).
+/// lease (`lease_block_dropped`, defined in memory/block_cache.cpp).
 void drop_ref(region* r) noexcept;
 
 /// The last drop of a leased block (defined with the lease).
