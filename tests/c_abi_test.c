@@ -74,9 +74,22 @@ static void test_null_and_bad_arguments(void) {
   uma_config_init(&bad);
   bad.backend = UMA_BACKEND_HOST;
   bad.device_budget_bytes = 1u << 20;
+  bad.host_devices = 0;
   uma_allocator* b = NULL;
-  CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_NOT_SUPPORTED); /* no GPU to budget */
-  CHECK(b == NULL && strstr(uma_last_error(), "host backend has no GPU") != NULL);
+  CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_NOT_SUPPORTED); /* no device to budget */
+  CHECK(b == NULL && strstr(uma_last_error(), "host backend has no device") != NULL);
+  bad.host_devices = 65;
+  CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_INVALID_ARGUMENT);
+  CHECK(b == NULL && strstr(uma_last_error(), "host_devices 65") != NULL);
+  bad.host_devices = 1; /* the default: one emulated device takes the budget */
+  bad.host_device_bytes = 64u << 20;
+  CHECK_STATUS(uma_create(&bad, &b), UMA_OK);
+  void* on_device = NULL;
+  CHECK_STATUS(uma_malloc(b, 65536, 0, NULL, &on_device), UMA_OK);
+  CHECK_STATUS(uma_prefetch(b, on_device, 65536, 0, NULL), UMA_OK);
+  CHECK_STATUS(uma_free(b, on_device, 65536, 0, NULL), UMA_OK);
+  CHECK_STATUS(uma_destroy(b), UMA_OK);
+  b = NULL;
   uma_config_init(&bad);
   bad.policy = (uma_policy)7;
   CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_INVALID_ARGUMENT);

@@ -53,6 +53,18 @@ class usage_formatter final : public CLI::Formatter {
   return value;
 }
 
+/// `--host-devices N[:BYTES]`: how many devices the host backend emulates and each one's memory.
+[[nodiscard]] emulated_devices host_devices(const std::string& text) {
+  const auto colon = text.find(':');
+  const std::string what = "--host-devices needs N[:BYTES], N from 0 to " +
+                           std::to_string(emulated_devices::max_count) + " and BYTES at least 1";
+  emulated_devices out;
+  out.count = static_cast<int>(number(text.substr(0, colon), 0, emulated_devices::max_count, what));
+  if (colon != std::string::npos)
+    out.memory_bytes = number(text.substr(colon + 1), 1, UINT64_MAX, what);
+  return out;
+}
+
 /// The `uma` command line as a CLI11 app whose options write into one `options` value.
 class command_line {
  public:
@@ -132,6 +144,15 @@ void command_line::add_backend(CLI::App& s) {
        },
        "auto (default): CUDA when a device is usable, else host")
       ->type_name("auto|cuda|host");
+  s.add_option_function<std::string>(
+       "--host-devices",
+       [this](const std::string& v) {
+         o.host_devices = host_devices(v);
+         o.backend_given = true;
+       },
+       "devices the host backend emulates and each one's memory (default 1, half of physical "
+       "memory)")
+      ->type_name("N[:BYTES]");
 }
 
 void command_line::add_faults(CLI::App& s) {
@@ -360,7 +381,8 @@ void command_line::add_serve() {
   if (o.workload_given)
     return "--workload runs on a local allocator; it does not go with --connect";
   if (o.backend_given)
-    return "--backend chooses a local allocator's backend; the server at --connect has its own";
+    return "--backend and --host-devices choose a local allocator's backend; the server at "
+           "--connect has its own";
   for (const auto& [flag, value] : o.hardening)
     if (flag == "--operator-key-file")
       return {};
@@ -386,8 +408,8 @@ void command_line::add_serve() {
       if (o.connect && o.workload_given)
         return "--workload runs on a local allocator; it does not go with --connect";
       if (o.connect && o.backend_given)
-        return "--backend chooses a local allocator's backend; the server at --connect has its "
-               "own";
+        return "--backend and --host-devices choose a local allocator's backend; the server at "
+               "--connect has its own";
       return {};
     default:
       return {};

@@ -78,7 +78,7 @@ int stopped(const error& e) {
 }
 
 int run_local(const options& o) {
-  const auto backend = make_backend(o.backend);
+  const auto backend = make_backend(o.backend, o.host_devices);
   actor_config cfg;
   configure(cfg, o);
   caf::actor_system sys{cfg};

@@ -79,7 +79,7 @@ int run_remote_stats(const options& o) {
 int run_stats(const options& o) {
   if (o.connect)
     return run_remote_stats(o);
-  const auto backend = make_backend(o.backend);
+  const auto backend = make_backend(o.backend, o.host_devices);
   actor_config cfg;
   configure(cfg, o);
   caf::actor_system sys{cfg};

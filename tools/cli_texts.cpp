@@ -10,7 +10,8 @@ const command_text texts[] = {
     {command::help, "", "uma <command> [options]",
      R"(every command takes -h, --help (its options); info, demo, stats, snapshot and serve (the
 commands that run an allocator) take --backend auto|cuda|host (auto, the default: CUDA when a
-device is usable, else host); demo, stats, snapshot, serve and regions take --caf.KEY=VALUE
+device is usable, else host) and --host-devices N[:BYTES] (the devices the host backend
+emulates: 1 by default); demo, stats, snapshot, serve and regions take --caf.KEY=VALUE
 options.
 `uma help <command>` or `uma <command> --help` for a command.
 
@@ -22,7 +23,8 @@ exit status: 0 ok, 1 runtime failure (a failed request or check, no usable devic
      R"(
 Prints the backend uma runs on (with auto: why CUDA is not usable, when it is not), each
 device's name, compute capability and memory, the driver and runtime versions, the capability
-flags uma reads for each device, and the memory model they add up to.
+flags uma reads for each device, and the memory model they add up to. On the host backend the
+devices are emulated (--host-devices N[:BYTES]) and listed as such.
 )"},
     {command::demo, "the worker pipeline; then a stop that leaves a held ref's clone inert",
      "uma demo [--backend auto|cuda|host] [--producers N] [--consumers N] [--batches N]\n"

@@ -13,12 +13,14 @@ uma::allocator_config allocator_config_of(const uma_config& c,
                                           std::shared_ptr<uma::backend> backend) {
   uma::allocator_config out;
   if (c.device_budget_bytes != 0) {
-    // The residency account's budget on every device (docs/residency.md); the allocator refuses
-    // one above a device's memory.
-    if (backend->kind() == uma::backend_kind::host)
+    // The residency account's budget on every device (docs/residency.md; on the host backend
+    // its emulated devices); the allocator refuses one above a device's memory.
+    if (backend->device_count() == 0)
       throw uma::c::status_error(UMA_ERR_NOT_SUPPORTED,
-                                 "uma_config: device_budget_bytes: the host backend has no GPU "
-                                 "whose residency to budget; leave it 0");
+                                 "uma_config: device_budget_bytes: the " +
+                                     std::string(uma::to_string(backend->kind())) +
+                                     " backend has no device whose residency to budget (host: "
+                                     "host_devices is 0); leave it 0");
     for (int d = 0; d < backend->device_count(); ++d)
       out.device_budgets.emplace_back(d, c.device_budget_bytes);
   }
@@ -49,7 +51,9 @@ uma::backend_choice choice_of(uma_backend_choice b) {
 }  // namespace
 
 uma_allocator::uma_allocator(const uma_config& c) : config(c) {
-  backend = uma::make_backend(choice_of(c.backend));
+  backend = uma::make_backend(
+      choice_of(c.backend),
+      uma::emulated_devices{static_cast<int>(c.host_devices), c.host_device_bytes});
   caf_config = std::make_unique<caf::actor_system_config>();
   uma::register_types(*caf_config);
   const auto threads = c.scheduler_threads == 0 ? 2u : c.scheduler_threads;

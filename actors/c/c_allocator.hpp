@@ -85,6 +85,10 @@ struct status_error : std::exception {
 /// Fills `config` from the UMA_* environment (docs/c_abi.md); throws status_error naming the
 /// variable and its value when one is malformed.
 void config_from_environment(uma_config& config);
+
+/// Most CAF scheduler threads a C ABI allocator may ask for (each thread reserves a stack: a
+/// thousand of them abort a process under a 4 GB address-space limit).
+inline constexpr std::uint32_t max_scheduler_threads = 256;
 /// Throws status_error for a config uma cannot honour (bad enum values, device budgets).
 void validate(const uma_config& config);
 

@@ -89,7 +89,11 @@ typedef struct uma_config {
   uint64_t quota_bytes;         /* 0: the backend's default */
   uint64_t device_budget_bytes; /* residency budget of every device (CUDA); 0: none */
   uint64_t cache_max_bytes;     /* largest request the caching layer serves; 0: default */
-  uint32_t scheduler_threads;   /* CAF scheduler threads; 0: uma's default */
+  uint32_t scheduler_threads;   /* CAF scheduler threads, at most 256; 0: uma's default */
+  /* Added with the host backend's emulated devices (struct_size tells whether a caller has
+   * them; docs/c_abi.md): */
+  uint32_t host_devices;      /* devices the host backend emulates, 0 to 64; init: 1 */
+  uint64_t host_device_bytes; /* memory of each emulated device; 0: half of physical memory */
 } uma_config;
 
 /* An allocator's counters (see docs/cli.md for each figure). */
