@@ -312,8 +312,48 @@ static void test_default_allocator_and_torch_entry_points(void) {
   CHECK_STATUS(uma_destroy(d), UMA_OK);
 }
 
+/* issue 22: a free naming another device than the block's is refused and changes nothing (the
+ * block would otherwise go to that device's free list); scheduler threads are bounded. */
+static void test_free_on_another_device_and_too_many_threads(void) {
+  uma_config c;
+  uma_config_init(&c);
+  c.backend = UMA_BACKEND_HOST;
+  c.host_devices = 2;
+  c.cache_max_bytes = 1u << 20;
+  uma_allocator* a = NULL;
+  CHECK_STATUS(uma_create(&c, &a), UMA_OK);
+  void* cached = NULL;
+  void* large = NULL;
+  CHECK_STATUS(uma_malloc(a, 65536, 0, NULL, &cached), UMA_OK);
+  CHECK_STATUS(uma_malloc(a, 2u << 20, 1, NULL, &large), UMA_OK); /* past the cache */
+  CHECK_STATUS(uma_free(a, cached, 65536, 1, NULL), UMA_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(uma_last_error(), "device 1 is not the device the block was allocated for") != NULL);
+  CHECK_STATUS(uma_free(a, cached, 0, UMA_DEVICE_HOST, NULL), UMA_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(uma_free(a, large, 0, 0, NULL), UMA_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(uma_last_error(), "allocated for (1)") != NULL);
+  CHECK(stats_of(a).cache_blocks_in_use == 1); /* the refused frees changed nothing */
+  CHECK_STATUS(uma_free(a, cached, 65536, 0, NULL), UMA_OK);
+  CHECK_STATUS(uma_free(a, large, 0, 1, NULL), UMA_OK);
+  CHECK(stats_of(a).cache_blocks_in_use == 0);
+  CHECK_STATUS(uma_destroy(a), UMA_OK);
+
+  uma_config_init(&c);
+  c.backend = UMA_BACKEND_HOST;
+  c.scheduler_threads = 1024;
+  a = NULL;
+  CHECK_STATUS(uma_create(&c, &a), UMA_ERR_INVALID_ARGUMENT);
+  CHECK(a == NULL &&
+        strstr(uma_last_error(), "scheduler_threads 1024 is over the limit of 256") != NULL);
+  c.scheduler_threads = 257;
+  CHECK_STATUS(uma_create(&c, &a), UMA_ERR_INVALID_ARGUMENT);
+  c.scheduler_threads = 4;
+  CHECK_STATUS(uma_create(&c, &a), UMA_OK);
+  CHECK_STATUS(uma_destroy(a), UMA_OK);
+}
+
 int main(void) {
   test_null_and_bad_arguments();
+  test_free_on_another_device_and_too_many_threads();
   test_pointers_the_allocator_did_not_hand_out();
   test_sizes_past_the_quota();
   test_stats_struct_and_json();

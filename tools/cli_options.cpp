@@ -120,13 +120,16 @@ command_line::command_line() {
   add_stats_and_regions();
   add_snapshot();
   add_serve();
+  auto& restart = add(command::restart);
+  add_connect(restart, "the serving node whose allocator to restart; required");
+  add_hardening(restart, command::restart);
   auto& help = *app.add_subcommand("help", "this text; `uma help <command>` for a command");
   help.add_option("command", help_topic, "the command to explain");
 }
 
 command command_line::given() const {
   for (const auto c : {command::info, command::demo, command::stats, command::serve,
-                       command::regions, command::snapshot})
+                       command::regions, command::snapshot, command::restart})
     if (sub(c)->parsed())
       return c;
   return command::help;
@@ -190,6 +193,7 @@ void command_line::add_hardening(CLI::App& s, command c) {
        c == command::serve      ? "write the operator key there (mode 0600): quota changes, "
                                   "every region and snapshots need it"
        : c == command::snapshot ? "the serving node's operator key (required with --connect)"
+       : c == command::restart  ? "the serving node's operator key (required)"
                                 : "the serving node's operator key: every session's regions, "
                                   "not only this one's");
   if (c != command::serve)
@@ -402,6 +406,14 @@ void command_line::add_serve() {
       return o.connect ? "" : "--connect HOST:PORT is required (the address of a `uma serve`)";
     case command::snapshot:
       return check_snapshot(o);
+    case command::restart:
+      if (!o.connect)
+        return "--connect HOST:PORT is required (the address of a `uma serve`)";
+      for (const auto& [flag, value] : o.hardening)
+        if (flag == "--operator-key-file")
+          return {};
+      return "--operator-key-file PATH is required: only a serving node's operator restarts its "
+             "allocator (the file `uma serve --operator-key-file` wrote)";
     case command::stats:
       if (json && prometheus)
         return "--json and --prometheus exclude each other";
@@ -473,6 +485,8 @@ std::string_view to_string(command c) noexcept {
       return "regions";
     case command::snapshot:
       return "snapshot";
+    case command::restart:
+      return "restart";
     case command::help:
       return "help";
   }

@@ -19,7 +19,7 @@
 namespace uma::cli {
 
 /// The tool's commands.
-enum class command : std::uint8_t { help, info, demo, stats, serve, regions, snapshot };
+enum class command : std::uint8_t { help, info, demo, stats, serve, regions, snapshot, restart };
 
 /// How `uma stats` prints the counters.
 enum class output_format : std::uint8_t { text, json, prometheus };

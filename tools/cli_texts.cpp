@@ -11,8 +11,8 @@ const command_text texts[] = {
      R"(every command takes -h, --help (its options); info, demo, stats, snapshot and serve (the
 commands that run an allocator) take --backend auto|cuda|host (auto, the default: CUDA when a
 device is usable, else host) and --host-devices N[:BYTES] (the devices the host backend
-emulates: 1 by default); demo, stats, snapshot, serve and regions take --caf.KEY=VALUE
-options.
+emulates: 1 by default); demo, stats, snapshot, serve, regions and restart take
+--caf.KEY=VALUE options.
 `uma help <command>` or `uma <command> --help` for a command.
 
 exit status: 0 ok, 1 runtime failure (a failed request or check, no usable device for
@@ -88,6 +88,17 @@ names another address, for trusted networks only. The metrics endpoint answers G
 Prints the region table of the allocator a `uma serve` runs at HOST:PORT: id, generation,
 bytes, label, refs, pins, age, the session whose lease holds the region, and for leased
 regions the advice in force and the last prefetch location.
+)"},
+    {command::restart, "restart a serving node's allocator (its operator only)",
+     "uma restart --connect HOST:PORT --operator-key-file PATH\n"
+     "                   [--tls-cert PATH --tls-key PATH --tls-ca PATH]",
+     R"(
+Asks the supervisor of the allocator a `uma serve` runs at HOST:PORT for an explicit restart: a
+new incarnation (generation) takes over and every session's leases end with the old one (their
+refs go inert; tenants allocate again). Needs the serving node's operator key
+(--operator-key-file, the file `uma serve --operator-key-file` wrote). Prints the new
+generation; exits 1, saying so, when the key is not the server's or the server cannot be
+reached.
 )"},
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/detail/format.hpp>
@@ -35,6 +37,13 @@ uma::allocator_config allocator_config_of(const uma_config& c,
   // worker to wake up.
   out.detached = true;
   return out;
+}
+
+/// uma_free's refusal of a device other than the block's (`was`, when known).
+std::string wrong_device(int device, std::optional<int> was = std::nullopt) {
+  return "uma_free: device " + std::to_string(device) + " is not the device the block was " +
+         "allocated for" + (was ? " (" + std::to_string(*was) + ")" : std::string{}) +
+         "; nothing was freed";
 }
 
 uma::backend_choice choice_of(uma_backend_choice b) {
@@ -99,7 +108,7 @@ void* uma_allocator::allocate(std::size_t size, int device, uma_stream stream) {
   auto pin = ref.pin();
   void* p = pin.data();
   std::lock_guard lock(large_mutex_);
-  large_.emplace(reinterpret_cast<std::uintptr_t>(p), large_block{std::move(pin), size});
+  large_.emplace(reinterpret_cast<std::uintptr_t>(p), large_block{std::move(pin), size, device});
   return p;
 }
 
@@ -111,6 +120,8 @@ uma_status uma_allocator::release(void* ptr, std::size_t size, int device, uma_s
       throw uma::c::status_error(UMA_ERR_INVALID_ARGUMENT,
                                  "uma_free: size " + std::to_string(size) +
                                      " is not the size the block was allocated with");
+    case uma::raw_release::device_mismatch:
+      throw uma::c::status_error(UMA_ERR_INVALID_ARGUMENT, wrong_device(device));
     case uma::raw_release::unknown_pointer:
       break;
   }
@@ -127,6 +138,8 @@ uma_status uma_allocator::release(void* ptr, std::size_t size, int device, uma_s
       throw uma::c::status_error(UMA_ERR_INVALID_ARGUMENT,
                                  "uma_free: size " + std::to_string(size) + " but the block has " +
                                      std::to_string(it->second.requested) + " bytes");
+    if (device != it->second.device)
+      throw uma::c::status_error(UMA_ERR_INVALID_ARGUMENT, wrong_device(device, it->second.device));
     dropped.emplace(std::move(it->second.pin));
     large_.erase(it);
   }

@@ -57,6 +57,7 @@ struct uma_allocator {
   struct large_block {
     uma::Pin<std::byte> pin;  // keeps the region from post_stop while the caller has it
     std::size_t requested;
+    int device;  // what uma_malloc named: uma_free must name the same
   };
   std::mutex large_mutex_;
   std::map<std::uintptr_t, large_block> large_;  // by address

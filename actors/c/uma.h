@@ -149,7 +149,7 @@ UMA_C_EXPORT uma_status uma_malloc(uma_allocator* allocator, size_t size, int de
                                    uma_stream stream, void** out);
 
 /* Gives back a block from uma_malloc. size is checked against the block's size when non-zero;
- * stream is the stream its last use was ordered on. */
+ * device must be the one uma_malloc named; stream is the stream its last use was ordered on. */
 UMA_C_EXPORT uma_status uma_free(uma_allocator* allocator, void* ptr, size_t size, int device,
                                  uma_stream stream);
 
