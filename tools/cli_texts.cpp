@@ -44,8 +44,8 @@ Exits 1 when a batch mismatches, a request fails or a region is left live; with
      "uma stats [--json | --prometheus] [--workload short|none] [--backend auto|cuda|host]\n"
      "       uma stats --connect HOST:PORT [--json | --prometheus]",
      R"(
-The workload allocates four regions, fills them, prefetches them (to GPU 0 on CUDA), advises
-two read-mostly, discards one, makes one zero-size request (refused: it shows in the failure
+The workload allocates four regions, fills them, prefetches them to device 0 (a GPU on CUDA,
+the emulated one on the host), advises two read-mostly, discards one, makes one zero-size request (refused: it shows in the failure
 counters) and releases everything; then the counters are printed once every queued backend
 call has run.
 )"},
