@@ -20,13 +20,15 @@ namespace {
 using namespace std::chrono_literals;
 using actor_traps = test::actor_fixture;
 
-/// A worker that receives a typed ref, reads it through a pin and replies the sum.
-caf::behavior summing_worker(caf::event_based_actor*) {
-  return {[](const ManagedRef<float>& batch) {
+/// A worker that receives a typed ref, reads it through a pin and replies the sum times
+/// `scale`. (It takes an argument: CAF 0.17 spawns an argument-less function actor through a
+/// null pointer, which UBSan reports.)
+caf::behavior summing_worker(caf::event_based_actor*, float scale) {
+  return {[scale](const ManagedRef<float>& batch) {
     float sum = 0;
     for (const float x : batch.pin())
       sum += x;
-    return sum;
+    return sum * scale;
   }};
 }
 
@@ -36,12 +38,12 @@ TEST_F(actor_traps, ATypedRefTravelsInAMessageBetweenActors) {
     auto pin = batch.pin();
     std::fill(pin.begin(), pin.end(), 0.5f);
   }
-  auto worker = sys_.spawn(summing_worker);
+  auto worker = sys_.spawn(summing_worker, 2.0f);
   caf::scoped_actor self{sys_};
   float sum = -1;
   self->request(worker, 10s, batch)
       .receive([&](float s) { sum = s; }, [](const caf::error& e) { FAIL() << caf::to_string(e); });
-  EXPECT_EQ(sum, 32.0f);
+  EXPECT_EQ(sum, 64.0f);
   static_assert(caf::allowed_unsafe_message_type<std::vector<ManagedRef<double>>>::value,
                 "a vector of typed refs is a message type too");
   caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
