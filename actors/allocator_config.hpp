@@ -34,10 +34,10 @@ struct allocator_config {
   /// Tenant budgets (docs/residency.md "Tenants"): (tenant, device, bytes), set when the
   /// incarnation starts; a supervisor keeps the ones set through it here.
   std::vector<std::tuple<std::string, int, std::uint64_t>> tenant_budgets{};
-  /// The host backend has no GPU: the residency account plans for these devices (their memory
-  /// in bytes) and counts the moves without making them, so that budgets, plans and policies
-  /// run on any machine. Ignored on CUDA, where the devices are the backend's.
-  std::vector<std::size_t> host_residency_devices{};
+  /// The devices a host backend created from `choice` emulates (sys/backend.hpp; one by
+  /// default): prefetch, advice, budgets and plans take them as on CUDA, the moves recorded and
+  /// counted, no data copied. Ignored on CUDA and when `backend` is given (its own count).
+  emulated_devices host_devices{};
   /// The migration ledger's driver half (docs/residency.md): subscribe to the driver's
   /// unified-memory counters (CUPTI, loaded at run time, on the CUDA backend) and attribute them
   /// to regions. Off by default: the counters are process-wide and cost the driver some work

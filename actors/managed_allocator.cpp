@@ -490,7 +490,7 @@ class managed_allocator final : public allocator_impl::base {
 }  // namespace
 
 managed_allocator_actor spawn_allocator(caf::actor_system& sys, allocator_config config) {
-  auto b = config.backend ? config.backend : make_backend(config.choice);
+  auto b = config.backend ? config.backend : make_backend(config.choice, config.host_devices);
   detail::residency_core::check(config, *b);  // device budgets: refused here, before a spawn
   if (config.detached)
     return sys.spawn<managed_allocator, caf::detached>(std::move(config), b);

@@ -141,6 +141,9 @@ class session_relay final : public remote_allocator_actor::base {
 
 template <class R, class... Ts>
 R remote_client::call(Ts&&... xs) {
+  if (closed_)
+    raise(errc::invalid_argument, "remote_client: the session with the uma server at " + address_ +
+                                      " is closed (close() was called)");
   caf::scoped_actor self{sys_};
   std::optional<R> out;
   caf::error err;
@@ -209,7 +212,10 @@ remote_client::~remote_client() {
 void remote_client::close() {
   if (closed_)
     return;
-  closed_ = true;
+  struct mark_closed {  // closed even when the server does not answer: later calls fail here
+    bool& closed;
+    ~mark_closed() { closed = true; }
+  } mark{closed_};
   static_cast<void>(call<std::uint64_t>(close_session_atom_v, session_));
 }
 
@@ -283,6 +289,10 @@ std::uint64_t remote_client::quota() {
 
 std::uint64_t remote_client::set_quota(const operator_key& key, std::uint64_t bytes) {
   return call<std::uint64_t>(quota_atom_v, key, bytes);
+}
+
+std::uint64_t remote_client::restart(const operator_key& key) {
+  return call<std::uint64_t>(restart_atom_v, key);
 }
 
 void remote_client::export_ipc(region_handle region) {

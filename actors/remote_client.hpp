@@ -96,10 +96,15 @@ class remote_client {
   [[nodiscard]] std::uint64_t quota();
   /// Sets the quota (needs the operator key; never above the node's ceiling); returns it.
   std::uint64_t set_quota(const operator_key& key, std::uint64_t bytes);
+  /// The supervisor's explicit restart of the serving node's allocator (needs the operator
+  /// key): every session's leases end with the old generation. Returns the new generation;
+  /// throws `error(invalid_argument)` for a wrong key.
+  std::uint64_t restart(const operator_key& key);
   /// Always throws `error(not_supported)`: managed memory is never exported over CUDA IPC.
   void export_ipc(region_handle region);
 
-  /// Closes the session now (its leases are released); later calls fail. Idempotent.
+  /// Closes the session now (its leases are released); later calls fail with
+  /// `error(invalid_argument)` naming the closed session, without a message. Idempotent.
   void close();
 
  private:

@@ -35,7 +35,8 @@ void validate_location(const backend& b, location_use use, const location& loc) 
       if (loc.id < 0 || loc.id >= b.device_count())
         reject(use, loc,
                "the " + std::string(to_string(b.kind())) + " backend has " +
-                   std::to_string(b.device_count()) + " device(s)");
+                   std::to_string(b.device_count()) +
+                   (b.kind() == backend_kind::host ? " emulated" : "") + " device(s)");
       return;
     case location::kind::host:
       if (use == location_use::accessed_by)

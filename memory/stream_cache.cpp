@@ -156,6 +156,8 @@ raw_release stream_cache::release_raw(void* ptr, std::size_t bytes, int device,
     return raw_release::unknown_pointer;
   if (bytes != 0 && bytes != b->requested)
     return raw_release::size_mismatch;
+  if (device != b->device)  // its free list is its device's: another would hand it out there
+    return raw_release::device_mismatch;
   if (!b->out.exchange(false, std::memory_order_acq_rel))
     return raw_release::unknown_pointer;  // freed twice, the second time racing the first
   if (b->rec->needs_reset.load(std::memory_order_acquire)) {

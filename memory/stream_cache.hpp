@@ -52,6 +52,7 @@ enum class raw_release : std::uint8_t {
   ok,
   unknown_pointer,  ///< not the start of a block this cache handed out and did not take back
   size_mismatch,    ///< a non-zero size that is not what was allocated (nothing changed)
+  device_mismatch,  ///< a device other than the one it was allocated for (nothing changed)
 };
 
 /// Where the cache's memory comes from: a block lease of `blocks` blocks of `block_bytes` from

@@ -1,10 +1,15 @@
 #pragma once
 
+#include <type_traits>
+#include <vector>
+
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/type_id.hpp>
 
 #include <uma/memory/allocation_handoff.hpp>
 #include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/managed_ref.hpp>
 #include <uma/memory/region_info.hpp>
 #include <uma/messages/inspect.hpp>
 #include <uma/messages/remote_types.hpp>
@@ -105,7 +110,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::prefetch_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::discard_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::advise_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::op_result)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::byte_ref)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::range_attributes)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::memory_kind)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<uma::region_info>)
@@ -116,4 +120,14 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocation_handoff)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocator_snapshot)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::access_plan_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::residency_report)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<uma::byte_ref>)
+
+// A ref of any element type, and a vector of them, is a local-only message type: actors send
+// `ManagedRef<float>` as they send `byte_ref`, with no registration of their own (issue 24: one
+// missing specialization was a 1,000-line compile error). Refs never serialize; the remote
+// interface names regions by id (messages/remote_types.hpp).
+namespace caf {
+template <class T>
+struct allowed_unsafe_message_type<uma::ManagedRef<T>> : std::true_type {};
+template <class T>
+struct allowed_unsafe_message_type<std::vector<uma::ManagedRef<T>>> : std::true_type {};
+}  // namespace caf

@@ -62,10 +62,10 @@ bool cuda_backend_compiled() noexcept {
 #endif
 }
 
-std::shared_ptr<backend> make_backend(backend_choice choice) {
+std::shared_ptr<backend> make_backend(backend_choice choice, const emulated_devices& host_devices) {
   switch (choice) {
     case backend_choice::host:
-      return std::make_shared<host_backend>();
+      return std::make_shared<host_backend>(host_devices);
     case backend_choice::cuda:
       return make_cuda_backend();
     case backend_choice::automatic:
@@ -73,7 +73,7 @@ std::shared_ptr<backend> make_backend(backend_choice choice) {
   }
   if (probe_cuda().usable)
     return make_cuda_backend();
-  return std::make_shared<host_backend>();
+  return std::make_shared<host_backend>(host_devices);
 }
 
 }  // namespace uma

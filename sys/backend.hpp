@@ -37,6 +37,21 @@ struct stream_view {
   }
 };
 
+/// The devices a host backend emulates (docs/design.md "Backends"): locations `device(0)` to
+/// `device(count - 1)` that prefetch, advice, discard, attributes, can_access, budgets and plans
+/// accept as on CUDA. Moves to them are recorded per page and counted; no data is copied (it all
+/// stays in system memory). Ignored by the CUDA backend, whose devices are the GPUs.
+struct emulated_devices {
+  /// Most devices a host backend emulates.
+  static constexpr int max_count = 64;
+  /// How many, 0 to max_count (0: no device locations at all, as a host with no GPU).
+  int count = 1;
+  /// Memory of each in bytes, what budgets and plans count against; 0 takes the host backend's
+  /// default quota (half of physical memory).
+  std::uint64_t memory_bytes = 0;
+  friend bool operator==(const emulated_devices&, const emulated_devices&) = default;
+};
+
 /// A byte range inside one managed allocation.
 struct byte_range {
   void* ptr = nullptr;
@@ -84,9 +99,10 @@ class backend {
   [[nodiscard]] virtual backend_kind kind() const noexcept = 0;
   /// One line for logs and `uma info`: backend, devices, versions.
   [[nodiscard]] virtual std::string description() const = 0;
-  /// Number of usable GPUs (0 on the host backend).
+  /// Number of usable devices: the GPUs on CUDA, the emulated devices on the host backend.
   [[nodiscard]] virtual int device_count() const noexcept = 0;
-  /// Cached capabilities of GPU `ordinal`; throws `invalid_argument` for a bad ordinal.
+  /// Cached capabilities of device `ordinal` (on the host backend an emulated device's, which
+  /// say so in `name`); throws `invalid_argument` for a bad ordinal.
   [[nodiscard]] virtual const device_capabilities& capabilities(int ordinal) const = 0;
   /// Number of host NUMA nodes (at least 1).
   [[nodiscard]] virtual int host_numa_nodes() const noexcept = 0;
@@ -167,8 +183,10 @@ class backend {
 /// True when this build has the CUDA backend compiled in.
 [[nodiscard]] bool cuda_backend_compiled() noexcept;
 
-/// Creates the backend `choice` names. `automatic` never fails for lack of a GPU (a missing
-/// driver means "not usable"); `cuda` throws `error(no_device)` naming the reason.
-[[nodiscard]] std::shared_ptr<backend> make_backend(backend_choice choice);
+/// Creates the backend `choice` names; a host backend emulates `host_devices`. `automatic`
+/// never fails for lack of a GPU (a missing driver means "not usable"); `cuda` throws
+/// `error(no_device)` naming the reason; a bad `host_devices` throws `error(invalid_argument)`.
+[[nodiscard]] std::shared_ptr<backend> make_backend(backend_choice choice,
+                                                    const emulated_devices& host_devices = {});
 
 }  // namespace uma

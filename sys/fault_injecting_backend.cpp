@@ -199,6 +199,18 @@ bool fault_injecting_backend::is_capturing(stream_view stream) {
 void fault_injecting_backend::launch_host_func(stream_view stream, void (*fn)(void*), void* arg) {
   maybe_fail(backend_op::launch_host_func);
   inner_->launch_host_func(stream, fn, arg);
+  std::function<void()> after;
+  {
+    std::lock_guard lock(mutex_);
+    after = after_host_func_;
+  }
+  if (after)
+    after();
+}
+
+void fault_injecting_backend::after_host_func(std::function<void()> after) {
+  std::lock_guard lock(mutex_);
+  after_host_func_ = std::move(after);
 }
 
 void fault_injecting_backend::wait_stream(stream_view stream) {

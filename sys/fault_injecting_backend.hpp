@@ -89,6 +89,10 @@ class fault_injecting_backend final : public backend {
   /// Driver counters for tests of the migration ledger: from now on subscribe_um_counters
   /// returns what `make` returns (the wrapped backend's answer before).
   void provide_um_counters(std::function<um_counter_source()> make);
+  /// Runs `after` on the calling thread after every launch_host_func from now on, once the
+  /// wrapped backend has run (host) or queued (CUDA) the callback: a test holds an allocator
+  /// lane there, after the callback sent a reply and before the lane's job ends.
+  void after_host_func(std::function<void()> after);
 
   [[nodiscard]] backend_kind kind() const noexcept override { return inner_->kind(); }
   [[nodiscard]] std::string description() const override;
@@ -157,6 +161,7 @@ class fault_injecting_backend final : public backend {
   std::vector<std::pair<void*, std::uint64_t>> completed_marks_;  // per stream
   std::uint64_t events_recorded_ = 0;
   std::function<um_counter_source()> um_counters_;  // under mutex_
+  std::function<void()> after_host_func_;           // under mutex_
 };
 
 }  // namespace uma

@@ -37,12 +37,35 @@ int current_numa_node() {
   return static_cast<int>(node);
 }
 
+/// What an emulated device honestly is: managed memory that the host and the "device" may touch
+/// at the same time (it is all system memory), no compute capability, no memory pools.
+device_capabilities emulated_device(int ordinal, std::size_t memory) {
+  device_capabilities c;
+  c.ordinal = ordinal;
+  c.name = "emulated device " + std::to_string(ordinal);
+  c.total_memory = memory;
+  c.managed_memory = true;
+  c.concurrent_managed_access = true;
+  c.direct_managed_access_from_host = true;
+  c.batch_api = true;  // a batch of ranges is one call here, as with CUDA 13's batch entry points
+  return c;
+}
+
 }  // namespace
 
-host_backend::host_backend(std::size_t quarantine_regions)
+host_backend::host_backend(emulated_devices devices, std::size_t quarantine_regions)
     : page_size_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
       numa_nodes_(count_numa_nodes()),
-      quarantine_limit_(quarantine_regions) {}
+      quarantine_limit_(quarantine_regions) {
+  if (devices.count < 0 || devices.count > emulated_devices::max_count)
+    raise(errc::invalid_argument, "host backend: " + std::to_string(devices.count) +
+                                      " emulated devices asked for; 0 to " +
+                                      std::to_string(emulated_devices::max_count) + " allowed");
+  const std::size_t memory =
+      devices.memory_bytes != 0 ? static_cast<std::size_t>(devices.memory_bytes) : default_quota();
+  for (int d = 0; d < devices.count; ++d)
+    devices_.push_back(emulated_device(d, memory));
+}
 
 host_backend::~host_backend() {
   // Regions still mapped here were leaked on purpose by an allocator (a pin outlived its drain
@@ -53,13 +76,20 @@ host_backend::~host_backend() {
 }
 
 std::string host_backend::description() const {
-  return "host: system memory, " + std::to_string(numa_nodes_) + " NUMA node(s), page size " +
-         std::to_string(page_size_) + ", no GPU";
+  std::string out = "host: system memory, " + std::to_string(numa_nodes_) +
+                    " NUMA node(s), page size " + std::to_string(page_size_) + ", no GPU, " +
+                    std::to_string(devices_.size()) + " emulated device(s)";
+  if (!devices_.empty())
+    out += " of " + detail::bytes(devices_.front().total_memory) + " each";
+  return out;
 }
 
 const device_capabilities& host_backend::capabilities(int ordinal) const {
-  raise(errc::invalid_argument,
-        "device " + std::to_string(ordinal) + " does not exist: the host backend has no GPUs");
+  if (ordinal < 0 || ordinal >= device_count())
+    raise(errc::invalid_argument, "device " + std::to_string(ordinal) +
+                                      " does not exist: the host backend emulates " +
+                                      std::to_string(device_count()) + " device(s)");
+  return devices_[static_cast<std::size_t>(ordinal)];
 }
 
 std::size_t host_backend::default_quota() const {
@@ -180,8 +210,11 @@ host_backend::page_span host_backend::pages_of(byte_range range, const char* ope
 location host_backend::resolve(location loc, const char* operation) const {
   switch (loc.type) {
     case location::kind::device:
-      raise(errc::invalid_argument, std::string(operation) + ": " + to_string(loc) +
-                                        " does not exist: the host backend has no GPUs");
+      if (loc.id < 0 || loc.id >= device_count())
+        raise(errc::invalid_argument, std::string(operation) + ": " + to_string(loc) +
+                                          " does not exist: the host backend emulates " +
+                                          std::to_string(device_count()) + " device(s)");
+      return loc;
     case location::kind::host_numa:
       if (loc.id < 0 || loc.id >= numa_nodes_)
         raise(errc::invalid_argument, std::string(operation) + ": " + to_string(loc) +

@@ -21,20 +21,30 @@ namespace uma {
 /// or write after free faults instead of reading stale data, the address range is not handed out
 /// again while quarantined, and a second free of it is recognised as a double free (instead of
 /// freeing a newer region that happens to reuse the address). Past the quarantine the range is
-/// unmapped. It has no GPUs and no streams: device locations and non-null streams are invalid
-/// here.
+/// unmapped. It has no GPU and no streams (non-null streams are invalid here), but it emulates
+/// devices (sys/backend.hpp `emulated_devices`, one by default): `device(n)` is a location that
+/// prefetch, advice and attributes accept and record as on CUDA, while the data stays in system
+/// memory. It reports itself as `host` everywhere and names its devices "emulated device n".
 class host_backend final : public backend {
  public:
   /// Freed regions kept poisoned by default (address space only: they hold no memory).
   static constexpr std::size_t default_quarantine = 1024;
 
-  /// A backend that keeps the last `quarantine_regions` freed regions poisoned (0: unmap at once).
-  explicit host_backend(std::size_t quarantine_regions = default_quarantine);
+  /// A backend emulating `devices` that keeps the last `quarantine_regions` freed regions
+  /// poisoned (0: unmap at once). Throws `error(invalid_argument)` for a device count outside
+  /// 0 to emulated_devices::max_count.
+  explicit host_backend(emulated_devices devices = {},
+                        std::size_t quarantine_regions = default_quarantine);
+  /// One emulated device (the default) and a quarantine of `quarantine_regions`.
+  explicit host_backend(std::size_t quarantine_regions)
+      : host_backend(emulated_devices{}, quarantine_regions) {}
   ~host_backend() override;
 
   [[nodiscard]] backend_kind kind() const noexcept override { return backend_kind::host; }
   [[nodiscard]] std::string description() const override;
-  [[nodiscard]] int device_count() const noexcept override { return 0; }
+  [[nodiscard]] int device_count() const noexcept override {
+    return static_cast<int>(devices_.size());
+  }
   [[nodiscard]] const device_capabilities& capabilities(int ordinal) const override;
   [[nodiscard]] int host_numa_nodes() const noexcept override { return numa_nodes_; }
   [[nodiscard]] std::size_t guaranteed_alignment() const noexcept override { return page_size_; }
@@ -93,6 +103,7 @@ class host_backend final : public backend {
 
   std::size_t page_size_;
   int numa_nodes_;
+  std::vector<device_capabilities> devices_;  // the emulated ones
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, mapping> mappings_;
   const std::size_t quarantine_limit_;

@@ -47,7 +47,7 @@ TEST_F(batch, OneBadLocationRejectsTheWholeBatch) {
   auto refs = make_refs(*uma_, 3);
   uma_->prefetch(refs, {location::host()});
   UMA_EXPECT_ERRC(
-      uma_->prefetch(refs, {location::host_numa(0), location::device(0), location::host_numa(0)}),
+      uma_->prefetch(refs, {location::host_numa(0), location::device(1), location::host_numa(0)}),
       errc::invalid_argument);
   for (const auto& r : refs)
     EXPECT_EQ(uma_->attributes(r).last_prefetch_location, location::host());

@@ -97,8 +97,8 @@ const std::vector<bad_input>& catalogue() {
      "(tests/gpu_allocator_test.cpp, label gpu) covers this row on CUDA"},
     // -- locations -----------------------------------------------------------------------------
     {"PrefetchToAMissingDevice", errc::invalid_argument,
-     "prefetch to device 0 is not allowed: the host backend has 0 device(s)",
-     [](e& x) { x.uma_->prefetch({x.fresh()}, {location::device(0)}); }},
+     "prefetch to device 1 is not allowed: the host backend has 1 emulated device(s)",
+     [](e& x) { x.uma_->prefetch({x.fresh()}, {location::device(1)}); }},
     {"PrefetchToANegativeDevice", errc::invalid_argument, "device -1 is not allowed",
      [](e& x) { x.uma_->prefetch({x.fresh()}, {location::device(-1)}); }},
     {"PrefetchToAMissingNumaNode", errc::invalid_argument, "host numa 4096 is not allowed: the host has",
@@ -117,8 +117,9 @@ const std::vector<bad_input>& catalogue() {
     {"CanAccessFromAHostNumaNode", errc::invalid_argument,
      "can_access takes a device or host, not a NUMA node",
      [](e& x) { (void)x.uma_->can_access(location::host_numa(0), x.fresh()); }},
-    {"CanAccessFromAMissingDevice", errc::invalid_argument, "the host backend has 0 device(s)",
-     [](e& x) { (void)x.uma_->can_access(location::device(0), x.fresh()); }},
+    {"CanAccessFromAMissingDevice", errc::invalid_argument,
+     "the host backend has 1 emulated device(s)",
+     [](e& x) { (void)x.uma_->can_access(location::device(1), x.fresh()); }},
     // -- refs ------------------------------------------------------------------------------------
     {"RefOfAnotherAllocator", errc::invalid_argument, "belongs to another allocator",
      [](e& x) { x.uma_->prefetch({x.foreign_ref()}, {location::host()}); }},

@@ -74,9 +74,22 @@ static void test_null_and_bad_arguments(void) {
   uma_config_init(&bad);
   bad.backend = UMA_BACKEND_HOST;
   bad.device_budget_bytes = 1u << 20;
+  bad.host_devices = 0;
   uma_allocator* b = NULL;
-  CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_NOT_SUPPORTED); /* no GPU to budget */
-  CHECK(b == NULL && strstr(uma_last_error(), "host backend has no GPU") != NULL);
+  CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_NOT_SUPPORTED); /* no device to budget */
+  CHECK(b == NULL && strstr(uma_last_error(), "host backend has no device") != NULL);
+  bad.host_devices = 65;
+  CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_INVALID_ARGUMENT);
+  CHECK(b == NULL && strstr(uma_last_error(), "host_devices 65") != NULL);
+  bad.host_devices = 1; /* the default: one emulated device takes the budget */
+  bad.host_device_bytes = 64u << 20;
+  CHECK_STATUS(uma_create(&bad, &b), UMA_OK);
+  void* on_device = NULL;
+  CHECK_STATUS(uma_malloc(b, 65536, 0, NULL, &on_device), UMA_OK);
+  CHECK_STATUS(uma_prefetch(b, on_device, 65536, 0, NULL), UMA_OK);
+  CHECK_STATUS(uma_free(b, on_device, 65536, 0, NULL), UMA_OK);
+  CHECK_STATUS(uma_destroy(b), UMA_OK);
+  b = NULL;
   uma_config_init(&bad);
   bad.policy = (uma_policy)7;
   CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_INVALID_ARGUMENT);
@@ -299,8 +312,48 @@ static void test_default_allocator_and_torch_entry_points(void) {
   CHECK_STATUS(uma_destroy(d), UMA_OK);
 }
 
+/* issue 22: a free naming another device than the block's is refused and changes nothing (the
+ * block would otherwise go to that device's free list); scheduler threads are bounded. */
+static void test_free_on_another_device_and_too_many_threads(void) {
+  uma_config c;
+  uma_config_init(&c);
+  c.backend = UMA_BACKEND_HOST;
+  c.host_devices = 2;
+  c.cache_max_bytes = 1u << 20;
+  uma_allocator* a = NULL;
+  CHECK_STATUS(uma_create(&c, &a), UMA_OK);
+  void* cached = NULL;
+  void* large = NULL;
+  CHECK_STATUS(uma_malloc(a, 65536, 0, NULL, &cached), UMA_OK);
+  CHECK_STATUS(uma_malloc(a, 2u << 20, 1, NULL, &large), UMA_OK); /* past the cache */
+  CHECK_STATUS(uma_free(a, cached, 65536, 1, NULL), UMA_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(uma_last_error(), "device 1 is not the device the block was allocated for") != NULL);
+  CHECK_STATUS(uma_free(a, cached, 0, UMA_DEVICE_HOST, NULL), UMA_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(uma_free(a, large, 0, 0, NULL), UMA_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(uma_last_error(), "allocated for (1)") != NULL);
+  CHECK(stats_of(a).cache_blocks_in_use == 1); /* the refused frees changed nothing */
+  CHECK_STATUS(uma_free(a, cached, 65536, 0, NULL), UMA_OK);
+  CHECK_STATUS(uma_free(a, large, 0, 1, NULL), UMA_OK);
+  CHECK(stats_of(a).cache_blocks_in_use == 0);
+  CHECK_STATUS(uma_destroy(a), UMA_OK);
+
+  uma_config_init(&c);
+  c.backend = UMA_BACKEND_HOST;
+  c.scheduler_threads = 1024;
+  a = NULL;
+  CHECK_STATUS(uma_create(&c, &a), UMA_ERR_INVALID_ARGUMENT);
+  CHECK(a == NULL &&
+        strstr(uma_last_error(), "scheduler_threads 1024 is over the limit of 256") != NULL);
+  c.scheduler_threads = 257;
+  CHECK_STATUS(uma_create(&c, &a), UMA_ERR_INVALID_ARGUMENT);
+  c.scheduler_threads = 4;
+  CHECK_STATUS(uma_create(&c, &a), UMA_OK);
+  CHECK_STATUS(uma_destroy(a), UMA_OK);
+}
+
 int main(void) {
   test_null_and_bad_arguments();
+  test_free_on_another_device_and_too_many_threads();
   test_pointers_the_allocator_did_not_hand_out();
   test_sizes_past_the_quota();
   test_stats_struct_and_json();

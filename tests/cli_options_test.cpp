@@ -78,8 +78,8 @@ TEST(CliOptions, SnapshotConnectNeedsAPortAndTheOperatorKeyAndNoLocalOptions) {
   EXPECT_EQ(
       parse({"snapshot", "--connect", "h:1", "--operator-key-file", "k", "--backend", "host"})
           .error,
-      "uma snapshot: --backend chooses a local allocator's backend; the server at --connect has "
-      "its own");
+      "uma snapshot: --backend and --host-devices choose a local allocator's backend; the server "
+      "at --connect has its own");
   EXPECT_EQ(parse({"snapshot", "--operator-key-file", "k"}).error,
             "uma snapshot: --operator-key-file is for a serving node's snapshot; it goes with "
             "--connect");
@@ -113,6 +113,19 @@ TEST(CliOptions, RefusesAnUnknownBackend) {
   const auto r = parse({"demo", "--backend", "gpu"});
   EXPECT_FALSE(r.parsed);
   EXPECT_EQ(r.error, "uma demo: unknown backend 'gpu' (expected auto, cuda or host)");
+}
+
+TEST(CliOptions, HostDevicesTakeACountAndAnOptionalSize) {
+  EXPECT_EQ(parse({"info"}).parsed->host_devices, emulated_devices{});
+  EXPECT_EQ(parse({"info", "--host-devices", "2:4096"}).parsed->host_devices,
+            (emulated_devices{2, 4096}));
+  EXPECT_EQ(parse({"stats", "--host-devices", "0"}).parsed->host_devices, (emulated_devices{0, 0}));
+  for (const char* bad : {"65", "-1", "x", "2:", "2:0", ":4096", "1:2:3"}) {
+    const auto r = parse({"demo", "--host-devices", bad});
+    EXPECT_FALSE(r.parsed) << bad;
+    EXPECT_NE(r.error.find("--host-devices needs N[:BYTES]"), std::string::npos) << r.error;
+  }
+  EXPECT_FALSE(parse({"stats", "--connect", "h:1", "--host-devices", "2"}).parsed);
 }
 
 TEST(CliOptions, RefusesBothMachineFormatsAtOnce) {

@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
+#include <memory>
 #include <thread>
+#include <utility>
 
 #include <uma/sys/fault_injecting_backend.hpp>
 #include <uma/sys/worker_lanes.hpp>
@@ -164,6 +167,44 @@ TEST_F(off_loop, AHeldPrefetchDelaysItsStreamButNotOtherWork) {
   EXPECT_EQ(p.get().ranges, 1u);
   EXPECT_EQ(d.get().ranges, 1u);
   EXPECT_EQ(faults_->calls(backend_op::discard), 1u);
+}
+
+TEST_F(off_loop, AFlushAfterACompletedDiscardCountsTheCallersLastDrop) {
+  // Issue 24: a discard replied "complete" from inside its lane job (the host backend runs the
+  // stream callback at once) while the job still held a copy of the ref, so the caller's drop
+  // after the reply was not the last, and a flush could count the region live. The lane is
+  // held right after the reply: the caller's drop must already be the last one then.
+  auto c = make_client({.backend = faults_});
+  auto held = std::make_shared<std::atomic<bool>>(false);
+  std::promise<void> go;
+  const auto gate = go.get_future().share();
+  struct release_lane {  // on every way out: no more holds, and a held lane goes on
+    fault_injecting_backend& b;
+    std::promise<void>& go;
+    bool done = false;
+    void now() {
+      if (std::exchange(done, true))
+        return;
+      b.after_host_func({});
+      go.set_value();
+    }
+    ~release_lane() { now(); }
+  } lane{*faults_, go};
+  faults_->after_host_func([held, gate] {
+    if (!held->exchange(true))
+      gate.wait();
+  });
+  auto ref = client::erase(c->allocate<std::byte>(256 * 1024, {.label = "discarded"}));
+  c->discard({ref}, {}, completion::complete);
+  ASSERT_TRUE(held->load());  // the reply came from the held lane job
+  ref = byte_ref{};           // the caller's drop, after the completed discard
+  EXPECT_TRUE(c->regions().empty()) << "the lane's job still holds the discarded region";
+  lane.now();
+  const auto s = c->flush();
+  EXPECT_EQ(s.allocations, 1u);
+  EXPECT_EQ(s.releases, 1u);
+  EXPECT_EQ(s.live_bytes, 0u);
+  EXPECT_EQ(s.live_regions, 0u);
 }
 
 TEST_F(off_loop, AnAllocatorWhoseLastHandleEndsInsideALaneJobStopsCleanly) {

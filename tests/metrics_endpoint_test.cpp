@@ -94,11 +94,13 @@ TEST_F(MetricsEndpoint, LeavesTheLabelFamiliesOutUnlessAskedFor) {
 }
 
 TEST_F(MetricsEndpoint, AddsTheResidencyAccountWhenTheAllocatorHasDevicesToBudget) {
-  EXPECT_EQ(http_get(metrics_endpoint(sys_, uma_->handle()).port(), "/metrics")
+  auto none = host_config();
+  none.backend = std::make_shared<host_backend>(emulated_devices{0, 0});
+  EXPECT_EQ(http_get(metrics_endpoint(sys_, make_client(none)->handle()).port(), "/metrics")
                 .body.find("uma_residency_"),
-            std::string::npos);  // no residency devices: no residency families
+            std::string::npos);  // no devices: no residency families
   auto c = host_config();
-  c.host_residency_devices = {64 << 20};
+  c.backend = std::make_shared<host_backend>(emulated_devices{1, 64 << 20});
   auto with_devices = make_client(c);
   with_devices->device_budget(0, 16 << 20);
   auto ref = client::erase(with_devices->allocate<std::byte>(4 << 20));

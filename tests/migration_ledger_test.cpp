@@ -169,7 +169,6 @@ class ledger_through_allocator : public test::actor_fixture {
     });
     auto c = host_config();
     c.backend = faulty_;
-    c.host_residency_devices = {64 * MiB};
     c.driver_counters = true;
     uma_ = make_client(std::move(c));
   }
@@ -184,8 +183,8 @@ class ledger_through_allocator : public test::actor_fixture {
   }
 
   std::shared_ptr<driver_feed> feed_ = std::make_shared<driver_feed>();
-  std::shared_ptr<fault_injecting_backend> faulty_ =
-      std::make_shared<fault_injecting_backend>(backend_);
+  std::shared_ptr<fault_injecting_backend> faulty_ = std::make_shared<fault_injecting_backend>(
+      std::make_shared<host_backend>(emulated_devices{1, 64 * MiB}));
 };
 
 TEST_F(ledger_through_allocator, DriverRecordsReachTheReportTheSnapshotAndStatsByRegionAndLabel) {
@@ -264,14 +263,14 @@ TEST_F(ledger_through_allocator, StatsDoNotAskTheDriverOnlyReportsAndSnapshotsDo
 
 TEST_F(ledger_through_allocator, OffByDefaultAndOnTheHostBackendTheReportSaysWhy) {
   auto off = host_config();
-  off.host_residency_devices = {64 * MiB};
+  off.backend = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
   const auto report_off = make_client(off)->residency();
   EXPECT_FALSE(report_off.driver_counters_on);
   EXPECT_NE(report_off.driver_counters.find("off"), std::string::npos)
       << report_off.driver_counters;
 
   auto asked = host_config();
-  asked.host_residency_devices = {64 * MiB};
+  asked.backend = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
   asked.driver_counters = true;
   auto uma = make_client(asked);
   const auto r = uma->residency();

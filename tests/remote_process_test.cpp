@@ -441,6 +441,38 @@ TEST_F(two_processes, ARemoteClientAllocatesPrefetchesAndAdvisesById) {
   EXPECT_EQ(await_live_bytes(0, [&] { return c->stats().allocator.live_bytes; }), 0u);
 }
 
+TEST_F(two_processes, EveryCallAfterCloseFailsWithoutReachingTheServer) {
+  serve_in_child();
+  auto c = connect();
+  static_cast<void>(c->allocate(4096, "closed"));
+  c->close();
+  UMA_EXPECT_ERROR((void)c->stats(), errc::invalid_argument, "is closed");
+  UMA_EXPECT_ERROR((void)c->quota(), errc::invalid_argument, "is closed");
+  UMA_EXPECT_ERROR((void)c->allocate(4096, "after"), errc::invalid_argument, "is closed");
+  c->close();  // idempotent
+  // The session's lease ended with the close: another client sees nothing live.
+  auto other = connect();
+  EXPECT_EQ(await_live_bytes(0, [&] { return other->stats().allocator.live_bytes; }), 0u);
+}
+
+TEST_F(two_processes, UmaRestartWithTheOperatorKeyStartsANewGeneration) {
+  serve_in_child();
+  auto c = connect();
+  const auto old = c->allocate(4096, "old generation");
+  auto [code, out] = run_cli_status({"restart", "--connect", endpoint()});
+  EXPECT_EQ(code, 2) << out;  // no key: refused before anything is sent
+  const auto wrong = private_file("wrong.key");
+  std::ofstream(wrong) << "0123456789abcdef0123456789abcdef\n";
+  std::tie(code, out) =
+      run_cli_status({"restart", "--connect", endpoint(), "--operator-key-file", wrong});
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_EQ(c->stats().allocator.generation, 1u);  // nothing restarted
+  EXPECT_EQ(run_cli({"restart", "--connect", endpoint(), "--operator-key-file", key_file()}),
+            "server " + endpoint() + ": allocator restarted, generation 2\n");
+  EXPECT_EQ(c->stats().allocator.generation, 2u);
+  UMA_EXPECT_ERRC(c->prefetch({old}, {location::host()}), errc::allocator_stopped);  // gen. 1
+}
+
 // -- `uma snapshot --connect` ---------------------------------------------------------------------
 
 std::string read_text(const std::string& path) {

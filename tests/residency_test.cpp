@@ -1,5 +1,5 @@
 // Residency through the allocator (issue 15, docs/residency.md), on the host backend: its
-// devices are allocator_config::host_residency_devices and the moves are counted, not made.
+// emulated devices (allocator_config::host_devices) take the moves: recorded, no data copied.
 // Budgets under concurrent plans, freed regions leaving the account, plans racing a restart,
 // bad plans changing nothing.
 
@@ -28,7 +28,7 @@ class residency_plans : public test::actor_fixture {
 
   allocator_config with_devices() {
     auto c = host_config();
-    c.host_residency_devices = {64 * MiB};
+    c.backend = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
     return c;
   }
 
@@ -79,7 +79,10 @@ TEST_F(residency_plans, PlansKeepTheDeviceWithinItsBudgetAndTheLedgerCountsEvery
   EXPECT_LE(report.devices[0].peak, 16 * MiB);
   EXPECT_EQ(report.totals.to_device_bytes, 18 * MiB);
   EXPECT_EQ(report.totals.to_host_bytes, 6 * MiB);
-  EXPECT_NE(report.moves.find("counted only"), std::string::npos);
+  EXPECT_NE(report.moves.find("emulated devices (counted, no data copied)"), std::string::npos)
+      << report.moves;
+  // The moves were made on the emulated device: the placed region's pages say where it went.
+  EXPECT_EQ(uma_->attributes(r[2]).last_prefetch_location, location::device(0));
   // Dead data: discarded, nothing moves back.
   uma_->done_with({r[2]});
   const auto dead = uma_->dead({r[2]});
@@ -164,8 +167,8 @@ TEST_F(residency_plans, BadPlansAreRefusedNamingWhatIsWrongAndChangeNothing) {
   EXPECT_EQ(after.totals.placements, before.totals.placements + 1);  // only the last, valid one
 }
 
-TEST_F(residency_plans, WithoutResidencyDevicesTheHostBackendRefusesPlansClearly) {
-  auto plain = make_client(host_config());
+TEST_F(residency_plans, WithoutEmulatedDevicesTheHostBackendRefusesPlansClearly) {
+  auto plain = make_client({.backend = std::make_shared<host_backend>(emulated_devices{0, 0})});
   auto ref = client::erase(plain->allocate<std::byte>(4096));
   UMA_EXPECT_ERROR((void)plain->will_access({ref}, 0, access_mode::read), errc::invalid_argument,
                    "device 0 does not exist (devices: 0)");

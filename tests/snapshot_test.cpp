@@ -153,7 +153,7 @@ TEST_F(snapshot_test, JsonAndPageEscapeLabels) {
 
 TEST_F(snapshot_test, JsonCarriesARegionsResidencyAndNullWithoutOne) {
   auto c = host_config();
-  c.host_residency_devices = {std::size_t{64} << 20};
+  c.backend = std::make_shared<host_backend>(emulated_devices{1, std::uint64_t{64} << 20});
   auto uma = make_client(c);
   auto planned = client::erase(uma->allocate<std::byte>(4096, {.label = "planned"}));
   auto other = uma->allocate<std::byte>(4096, {.label = "other"});

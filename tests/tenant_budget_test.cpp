@@ -179,7 +179,7 @@ class tenant_plans : public test::actor_fixture {
  protected:
   allocator_config with_devices() {
     auto c = host_config();
-    c.host_residency_devices = {64 * MiB};
+    c.backend = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
     return c;
   }
   residency_result plan(client& c, const byte_ref& ref, const std::string& tenant) {

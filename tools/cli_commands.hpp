@@ -3,8 +3,13 @@
 // The commands of the `uma` tool. Each returns the process exit status (tools/cli_options.hpp)
 // and throws `uma::error` for runtime failures, which main() reports with exit status 1.
 
+#include <chrono>
+
+#include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
+
+#include <uma/actors/remote_client.hpp>
 
 #include <uma/actors/remote_tls.hpp>
 #include <uma/messages/register_types.hpp>
@@ -36,6 +41,23 @@ struct remote_actor_config : actor_config {
 /// `apply_caf_options`, throwing `uma::error` (invalid_argument) with CAF's complaint.
 void configure(caf::actor_system_config& cfg, const options& o);
 
+/// A session with the serving node at `--connect` (over TLS when `tls` says so), for the
+/// commands that query one: its own actor system and the remote_client over it. Throws what
+/// `configure` and the remote_client's constructor throw.
+class remote_session {
+ public:
+  remote_session(const options& o, const tls_options& tls)
+      : cfg_(tls),
+        sys_((configure(cfg_, o), cfg_)),
+        server_(sys_, o.connect_host, o.connect_port, std::chrono::seconds(10)) {}
+  [[nodiscard]] remote_client& server() noexcept { return server_; }
+
+ private:
+  remote_actor_config cfg_;
+  caf::actor_system sys_;
+  remote_client server_;  // last: closed before the actor system goes
+};
+
 /// `uma info`: backend, devices, versions, capability flags, memory-model verdicts.
 [[nodiscard]] int run_info(const options& o);
 
@@ -57,5 +79,8 @@ void configure(caf::actor_system_config& cfg, const options& o);
 /// snapshot as JSON and/or a self-contained HTML page; with --connect (and the operator key),
 /// the snapshot of a serving node's allocator, each region with the session leasing it.
 [[nodiscard]] int run_snapshot(const options& o);
+
+/// `uma restart --connect`: the serving node's allocator restarted by its operator.
+[[nodiscard]] int run_restart(const options& o);
 
 }  // namespace uma::cli

@@ -89,7 +89,7 @@ void print_supervision(const supervision_stats& sv, const fault_injecting_backen
 }  // namespace
 
 int run_demo(const options& o) {
-  std::shared_ptr<backend> backend = make_backend(o.backend);
+  std::shared_ptr<backend> backend = make_backend(o.backend, o.host_devices);
   const auto faults = with_faults(backend, o.faults);
   if (faults)
     backend = faults;

@@ -61,10 +61,26 @@ void print_device(std::ostream& out, const device_capabilities& caps) {
   out << "  memory model: " << verdict(caps) << "\n";
 }
 
+/// The host backend's devices: emulated, never GPUs (docs/design.md "Backends").
+void print_emulated(std::ostream& out, const backend& b) {
+  if (b.device_count() == 0)
+    out << "devices: none (--host-devices 0)\n";
+  else
+    out << "devices: " << b.device_count()
+        << " emulated (no GPU: prefetch, advice and plans to them are recorded and counted, no "
+           "data is copied; --host-devices N[:BYTES])\n";
+  for (int ordinal = 0; ordinal < b.device_count(); ++ordinal) {
+    const auto& caps = b.capabilities(ordinal);
+    out << "device " << caps.ordinal << ": " << caps.name << ", " << human_bytes(caps.total_memory)
+        << " (system memory)\n";
+  }
+  out << "memory model: " << host_backend_verdict << "\n";
+}
+
 }  // namespace
 
 int run_info(const options& o) {
-  const auto backend = make_backend(o.backend);
+  const auto backend = make_backend(o.backend, o.host_devices);
   auto& out = std::cout;
   out << "uma " << UMA_VERSION << ", CUDA backend "
       << (cuda_backend_compiled() ? "compiled in" : "not compiled in") << "\n";
@@ -85,9 +101,8 @@ int run_info(const options& o) {
   out << "host: " << backend->host_numa_nodes() << " NUMA node(s), allocations aligned to "
       << backend->guaranteed_alignment() << " bytes, default quota "
       << human_bytes(backend->default_quota()) << "\n";
-  if (backend->device_count() == 0) {
-    out << "devices: none\n";
-    out << "memory model: " << host_backend_verdict << "\n";
+  if (backend->kind() == backend_kind::host) {
+    print_emulated(out, *backend);
     return exit_ok;
   }
   out << "devices: " << backend->device_count() << "\n";

@@ -53,6 +53,18 @@ class usage_formatter final : public CLI::Formatter {
   return value;
 }
 
+/// `--host-devices N[:BYTES]`: how many devices the host backend emulates and each one's memory.
+[[nodiscard]] emulated_devices host_devices(const std::string& text) {
+  const auto colon = text.find(':');
+  const std::string what = "--host-devices needs N[:BYTES], N from 0 to " +
+                           std::to_string(emulated_devices::max_count) + " and BYTES at least 1";
+  emulated_devices out;
+  out.count = static_cast<int>(number(text.substr(0, colon), 0, emulated_devices::max_count, what));
+  if (colon != std::string::npos)
+    out.memory_bytes = number(text.substr(colon + 1), 1, UINT64_MAX, what);
+  return out;
+}
+
 /// The `uma` command line as a CLI11 app whose options write into one `options` value.
 class command_line {
  public:
@@ -108,13 +120,16 @@ command_line::command_line() {
   add_stats_and_regions();
   add_snapshot();
   add_serve();
+  auto& restart = add(command::restart);
+  add_connect(restart, "the serving node whose allocator to restart; required");
+  add_hardening(restart, command::restart);
   auto& help = *app.add_subcommand("help", "this text; `uma help <command>` for a command");
   help.add_option("command", help_topic, "the command to explain");
 }
 
 command command_line::given() const {
   for (const auto c : {command::info, command::demo, command::stats, command::serve,
-                       command::regions, command::snapshot})
+                       command::regions, command::snapshot, command::restart})
     if (sub(c)->parsed())
       return c;
   return command::help;
@@ -132,6 +147,15 @@ void command_line::add_backend(CLI::App& s) {
        },
        "auto (default): CUDA when a device is usable, else host")
       ->type_name("auto|cuda|host");
+  s.add_option_function<std::string>(
+       "--host-devices",
+       [this](const std::string& v) {
+         o.host_devices = host_devices(v);
+         o.backend_given = true;
+       },
+       "devices the host backend emulates and each one's memory (default 1, half of physical "
+       "memory)")
+      ->type_name("N[:BYTES]");
 }
 
 void command_line::add_faults(CLI::App& s) {
@@ -169,6 +193,7 @@ void command_line::add_hardening(CLI::App& s, command c) {
        c == command::serve      ? "write the operator key there (mode 0600): quota changes, "
                                   "every region and snapshots need it"
        : c == command::snapshot ? "the serving node's operator key (required with --connect)"
+       : c == command::restart  ? "the serving node's operator key (required)"
                                 : "the serving node's operator key: every session's regions, "
                                   "not only this one's");
   if (c != command::serve)
@@ -360,7 +385,8 @@ void command_line::add_serve() {
   if (o.workload_given)
     return "--workload runs on a local allocator; it does not go with --connect";
   if (o.backend_given)
-    return "--backend chooses a local allocator's backend; the server at --connect has its own";
+    return "--backend and --host-devices choose a local allocator's backend; the server at "
+           "--connect has its own";
   for (const auto& [flag, value] : o.hardening)
     if (flag == "--operator-key-file")
       return {};
@@ -380,14 +406,22 @@ void command_line::add_serve() {
       return o.connect ? "" : "--connect HOST:PORT is required (the address of a `uma serve`)";
     case command::snapshot:
       return check_snapshot(o);
+    case command::restart:
+      if (!o.connect)
+        return "--connect HOST:PORT is required (the address of a `uma serve`)";
+      for (const auto& [flag, value] : o.hardening)
+        if (flag == "--operator-key-file")
+          return {};
+      return "--operator-key-file PATH is required: only a serving node's operator restarts its "
+             "allocator (the file `uma serve --operator-key-file` wrote)";
     case command::stats:
       if (json && prometheus)
         return "--json and --prometheus exclude each other";
       if (o.connect && o.workload_given)
         return "--workload runs on a local allocator; it does not go with --connect";
       if (o.connect && o.backend_given)
-        return "--backend chooses a local allocator's backend; the server at --connect has its "
-               "own";
+        return "--backend and --host-devices choose a local allocator's backend; the server at "
+               "--connect has its own";
       return {};
     default:
       return {};
@@ -451,6 +485,8 @@ std::string_view to_string(command c) noexcept {
       return "regions";
     case command::snapshot:
       return "snapshot";
+    case command::restart:
+      return "restart";
     case command::help:
       return "help";
   }

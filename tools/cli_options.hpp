@@ -19,7 +19,7 @@
 namespace uma::cli {
 
 /// The tool's commands.
-enum class command : std::uint8_t { help, info, demo, stats, serve, regions, snapshot };
+enum class command : std::uint8_t { help, info, demo, stats, serve, regions, snapshot, restart };
 
 /// How `uma stats` prints the counters.
 enum class output_format : std::uint8_t { text, json, prometheus };
@@ -37,6 +37,8 @@ struct options {
   /// `uma <command> --help` or `uma help <command>`: print that command's usage.
   bool help = false;
   backend_choice backend = backend_choice::automatic;
+  /// `--host-devices N[:BYTES]`: the devices a host backend emulates (sys/backend.hpp).
+  emulated_devices host_devices{};
   // stats
   output_format format = output_format::text;
   bool workload = true;  ///< `--workload short` (default) or `none`
@@ -49,7 +51,7 @@ struct options {
   std::size_t batches = 8;
   std::size_t floats = std::size_t{1} << 16;
   std::vector<fault> faults;   ///< `demo --inject-fault`, `serve --inject-fault`, in order
-  bool backend_given = false;  ///< --backend appeared (refused together with --connect)
+  bool backend_given = false;  ///< --backend or --host-devices appeared (not with --connect)
   bool workload_given = false;
   // stats, regions, snapshot: query a serving node (`uma serve`) instead of a local allocator
   bool connect = false;

@@ -85,10 +85,8 @@ namespace {
 
 int run_regions(const options& o) {
   const auto hardening = parse_hardening(o);
-  remote_actor_config cfg{hardening.tls};
-  configure(cfg, o);
-  caf::actor_system sys{cfg};
-  remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));
+  remote_session session(o, hardening.tls);
+  auto& server = session.server();
   // Without the operator key a tenant sees its own session's regions, which for this fresh
   // session are none.
   const auto rows = hardening.operator_key_file.empty()

@@ -153,7 +153,7 @@ void log_final_stats(caf::scoped_actor& self, caf::actor_system& sys,
 
 /// The backend of `uma serve`, with the --inject-fault decorator when faults were asked for.
 [[nodiscard]] std::shared_ptr<backend> serve_backend(const options& o) {
-  std::shared_ptr<backend> b = make_backend(o.backend);
+  std::shared_ptr<backend> b = make_backend(o.backend, o.host_devices);
   if (o.faults.empty())
     return b;
   auto faults = std::make_shared<fault_injecting_backend>(b);

@@ -78,7 +78,7 @@ int stopped(const error& e) {
 }
 
 int run_local(const options& o) {
-  const auto backend = make_backend(o.backend);
+  const auto backend = make_backend(o.backend, o.host_devices);
   actor_config cfg;
   configure(cfg, o);
   caf::actor_system sys{cfg};
@@ -102,10 +102,8 @@ int run_local(const options& o) {
 int run_remote(const options& o) {
   const auto hardening = parse_hardening(o);
   const auto key = read_operator_key(hardening.operator_key_file);  // before connecting
-  remote_actor_config cfg{hardening.tls};
-  configure(cfg, o);
-  caf::actor_system sys{cfg};
-  remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));
+  remote_session session(o, hardening.tls);
+  auto& server = session.server();
   remote_snapshot snap;
   try {
     snap = server.snapshot(key);

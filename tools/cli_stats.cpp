@@ -59,10 +59,8 @@ bool print(const allocator_stats& stats, output_format format) {
 /// `uma stats --connect`: the serving node's counters. JSON and Prometheus print exactly what a
 /// local allocator's would; text adds the supervisor's and the gateway's counters.
 int run_remote_stats(const options& o) {
-  remote_actor_config cfg{parse_hardening(o).tls};
-  configure(cfg, o);
-  caf::actor_system sys{cfg};
-  remote_client server(sys, o.connect_host, o.connect_port, std::chrono::seconds(10));
+  remote_session session(o, parse_hardening(o).tls);
+  auto& server = session.server();
   const auto stats = server.stats();
   if (o.format == output_format::text) {
     std::cout << "server: " << server.address() << ", supervisor " << to_string(stats.supervisor)
@@ -79,7 +77,7 @@ int run_remote_stats(const options& o) {
 int run_stats(const options& o) {
   if (o.connect)
     return run_remote_stats(o);
-  const auto backend = make_backend(o.backend);
+  const auto backend = make_backend(o.backend, o.host_devices);
   actor_config cfg;
   configure(cfg, o);
   caf::actor_system sys{cfg};

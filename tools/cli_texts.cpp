@@ -10,8 +10,9 @@ const command_text texts[] = {
     {command::help, "", "uma <command> [options]",
      R"(every command takes -h, --help (its options); info, demo, stats, snapshot and serve (the
 commands that run an allocator) take --backend auto|cuda|host (auto, the default: CUDA when a
-device is usable, else host); demo, stats, snapshot, serve and regions take --caf.KEY=VALUE
-options.
+device is usable, else host) and --host-devices N[:BYTES] (the devices the host backend
+emulates: 1 by default); demo, stats, snapshot, serve, regions and restart take
+--caf.KEY=VALUE options.
 `uma help <command>` or `uma <command> --help` for a command.
 
 exit status: 0 ok, 1 runtime failure (a failed request or check, no usable device for
@@ -22,7 +23,8 @@ exit status: 0 ok, 1 runtime failure (a failed request or check, no usable devic
      R"(
 Prints the backend uma runs on (with auto: why CUDA is not usable, when it is not), each
 device's name, compute capability and memory, the driver and runtime versions, the capability
-flags uma reads for each device, and the memory model they add up to.
+flags uma reads for each device, and the memory model they add up to. On the host backend the
+devices are emulated (--host-devices N[:BYTES]) and listed as such.
 )"},
     {command::demo, "the worker pipeline; then a stop that leaves a held ref's clone inert",
      "uma demo [--backend auto|cuda|host] [--producers N] [--consumers N] [--batches N]\n"
@@ -42,8 +44,8 @@ Exits 1 when a batch mismatches, a request fails or a region is left live; with
      "uma stats [--json | --prometheus] [--workload short|none] [--backend auto|cuda|host]\n"
      "       uma stats --connect HOST:PORT [--json | --prometheus]",
      R"(
-The workload allocates four regions, fills them, prefetches them (to GPU 0 on CUDA), advises
-two read-mostly, discards one, makes one zero-size request (refused: it shows in the failure
+The workload allocates four regions, fills them, prefetches them to device 0 (a GPU on CUDA,
+the emulated one on the host), advises two read-mostly, discards one, makes one zero-size request (refused: it shows in the failure
 counters) and releases everything; then the counters are printed once every queued backend
 call has run.
 )"},
@@ -86,6 +88,17 @@ names another address, for trusted networks only. The metrics endpoint answers G
 Prints the region table of the allocator a `uma serve` runs at HOST:PORT: id, generation,
 bytes, label, refs, pins, age, the session whose lease holds the region, and for leased
 regions the advice in force and the last prefetch location.
+)"},
+    {command::restart, "restart a serving node's allocator (its operator only)",
+     "uma restart --connect HOST:PORT --operator-key-file PATH\n"
+     "                   [--tls-cert PATH --tls-key PATH --tls-ca PATH]",
+     R"(
+Asks the supervisor of the allocator a `uma serve` runs at HOST:PORT for an explicit restart: a
+new incarnation (generation) takes over and every session's leases end with the old one (their
+refs go inert; tenants allocate again). Needs the serving node's operator key
+(--operator-key-file, the file `uma serve --operator-key-file` wrote). Prints the new
+generation; exits 1, saying so, when the key is not the server's or the server cannot be
+reached.
 )"},
 };
 

@@ -7,6 +7,7 @@
 //   uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT] [--for SECONDS] [--quota BYTES]
 //   uma regions --connect HOST:PORT [--json]
 //   uma snapshot [--json FILE] [--html FILE] [--workload short|none] [--backend ...]
+//   uma restart --connect HOST:PORT --operator-key-file PATH
 //   (demo, stats, serve, regions: also --caf.KEY=VALUE, and caf-application.ini is read)
 //
 // Exit status: 0 ok, 1 runtime failure, 2 usage error (tools/cli_options.hpp).
@@ -42,6 +43,8 @@ int dispatch(const uma::cli::options& o) {
       return uma::cli::run_regions(o);
     case command::snapshot:
       return uma::cli::run_snapshot(o);
+    case command::restart:
+      return uma::cli::run_restart(o);
     case command::help:
       break;
   }

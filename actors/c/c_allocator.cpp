@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/detail/format.hpp>
@@ -13,12 +15,14 @@ uma::allocator_config allocator_config_of(const uma_config& c,
                                           std::shared_ptr<uma::backend> backend) {
   uma::allocator_config out;
   if (c.device_budget_bytes != 0) {
-    // The residency account's budget on every device (docs/residency.md); the allocator refuses
-    // one above a device's memory.
-    if (backend->kind() == uma::backend_kind::host)
+    // The residency account's budget on every device (docs/residency.md; on the host backend
+    // its emulated devices); the allocator refuses one above a device's memory.
+    if (backend->device_count() == 0)
       throw uma::c::status_error(UMA_ERR_NOT_SUPPORTED,
-                                 "uma_config: device_budget_bytes: the host backend has no GPU "
-                                 "whose residency to budget; leave it 0");
+                                 "uma_config: device_budget_bytes: the " +
+                                     std::string(uma::to_string(backend->kind())) +
+                                     " backend has no device whose residency to budget (host: "
+                                     "host_devices is 0); leave it 0");
     for (int d = 0; d < backend->device_count(); ++d)
       out.device_budgets.emplace_back(d, c.device_budget_bytes);
   }
@@ -35,6 +39,13 @@ uma::allocator_config allocator_config_of(const uma_config& c,
   return out;
 }
 
+/// uma_free's refusal of a device other than the block's (`was`, when known).
+std::string wrong_device(int device, std::optional<int> was = std::nullopt) {
+  return "uma_free: device " + std::to_string(device) + " is not the device the block was " +
+         "allocated for" + (was ? " (" + std::to_string(*was) + ")" : std::string{}) +
+         "; nothing was freed";
+}
+
 uma::backend_choice choice_of(uma_backend_choice b) {
   switch (b) {
     case UMA_BACKEND_HOST:
@@ -49,7 +60,9 @@ uma::backend_choice choice_of(uma_backend_choice b) {
 }  // namespace
 
 uma_allocator::uma_allocator(const uma_config& c) : config(c) {
-  backend = uma::make_backend(choice_of(c.backend));
+  backend = uma::make_backend(
+      choice_of(c.backend),
+      uma::emulated_devices{static_cast<int>(c.host_devices), c.host_device_bytes});
   caf_config = std::make_unique<caf::actor_system_config>();
   uma::register_types(*caf_config);
   const auto threads = c.scheduler_threads == 0 ? 2u : c.scheduler_threads;
@@ -95,7 +108,7 @@ void* uma_allocator::allocate(std::size_t size, int device, uma_stream stream) {
   auto pin = ref.pin();
   void* p = pin.data();
   std::lock_guard lock(large_mutex_);
-  large_.emplace(reinterpret_cast<std::uintptr_t>(p), large_block{std::move(pin), size});
+  large_.emplace(reinterpret_cast<std::uintptr_t>(p), large_block{std::move(pin), size, device});
   return p;
 }
 
@@ -107,6 +120,8 @@ uma_status uma_allocator::release(void* ptr, std::size_t size, int device, uma_s
       throw uma::c::status_error(UMA_ERR_INVALID_ARGUMENT,
                                  "uma_free: size " + std::to_string(size) +
                                      " is not the size the block was allocated with");
+    case uma::raw_release::device_mismatch:
+      throw uma::c::status_error(UMA_ERR_INVALID_ARGUMENT, wrong_device(device));
     case uma::raw_release::unknown_pointer:
       break;
   }
@@ -123,6 +138,8 @@ uma_status uma_allocator::release(void* ptr, std::size_t size, int device, uma_s
       throw uma::c::status_error(UMA_ERR_INVALID_ARGUMENT,
                                  "uma_free: size " + std::to_string(size) + " but the block has " +
                                      std::to_string(it->second.requested) + " bytes");
+    if (device != it->second.device)
+      throw uma::c::status_error(UMA_ERR_INVALID_ARGUMENT, wrong_device(device, it->second.device));
     dropped.emplace(std::move(it->second.pin));
     large_.erase(it);
   }

@@ -57,6 +57,7 @@ struct uma_allocator {
   struct large_block {
     uma::Pin<std::byte> pin;  // keeps the region from post_stop while the caller has it
     std::size_t requested;
+    int device;  // what uma_malloc named: uma_free must name the same
   };
   std::mutex large_mutex_;
   std::map<std::uintptr_t, large_block> large_;  // by address
@@ -85,6 +86,10 @@ struct status_error : std::exception {
 /// Fills `config` from the UMA_* environment (docs/c_abi.md); throws status_error naming the
 /// variable and its value when one is malformed.
 void config_from_environment(uma_config& config);
+
+/// Most CAF scheduler threads a C ABI allocator may ask for (each thread reserves a stack: a
+/// thousand of them abort a process under a 4 GB address-space limit).
+inline constexpr std::uint32_t max_scheduler_threads = 256;
 /// Throws status_error for a config uma cannot honour (bad enum values, device budgets).
 void validate(const uma_config& config);
 

@@ -56,9 +56,10 @@ void config_from_environment(uma_config& config) {
     config.cache_max_bytes = number("UMA_CACHE_MAX_BYTES", v);
   if (const char* v = env("UMA_SCHEDULER_THREADS")) {
     const auto n = number("UMA_SCHEDULER_THREADS", v);
-    if (n > 1024)
-      throw status_error(UMA_ERR_INVALID_ARGUMENT,
-                         "UMA_SCHEDULER_THREADS=" + std::to_string(n) + " is over 1024");
+    if (n > max_scheduler_threads)
+      throw status_error(UMA_ERR_INVALID_ARGUMENT, "UMA_SCHEDULER_THREADS=" + std::to_string(n) +
+                                                       " is over the limit of " +
+                                                       std::to_string(max_scheduler_threads));
     config.scheduler_threads = static_cast<std::uint32_t>(n);
   }
 }
@@ -81,10 +82,15 @@ void validate(const uma_config& config) {
     throw status_error(
         UMA_ERR_INVALID_ARGUMENT,
         "uma_config: cache_max_bytes " + std::to_string(config.cache_max_bytes) + " is over 1 TiB");
-  if (config.scheduler_threads > 1024)
-    throw status_error(UMA_ERR_INVALID_ARGUMENT, "uma_config: scheduler_threads " +
-                                                     std::to_string(config.scheduler_threads) +
-                                                     " is over 1024");
+  if (config.scheduler_threads > max_scheduler_threads)
+    throw status_error(UMA_ERR_INVALID_ARGUMENT,
+                       "uma_config: scheduler_threads " + std::to_string(config.scheduler_threads) +
+                           " is over the limit of " + std::to_string(max_scheduler_threads));
+  if (config.host_devices > static_cast<std::uint32_t>(uma::emulated_devices::max_count))
+    throw status_error(UMA_ERR_INVALID_ARGUMENT,
+                       "uma_config: host_devices " + std::to_string(config.host_devices) +
+                           " is over the limit of " +
+                           std::to_string(uma::emulated_devices::max_count));
 }
 
 }  // namespace uma::c

@@ -89,7 +89,11 @@ typedef struct uma_config {
   uint64_t quota_bytes;         /* 0: the backend's default */
   uint64_t device_budget_bytes; /* residency budget of every device (CUDA); 0: none */
   uint64_t cache_max_bytes;     /* largest request the caching layer serves; 0: default */
-  uint32_t scheduler_threads;   /* CAF scheduler threads; 0: uma's default */
+  uint32_t scheduler_threads;   /* CAF scheduler threads, at most 256; 0: uma's default */
+  /* Added with the host backend's emulated devices (struct_size tells whether a caller has
+   * them; docs/c_abi.md): */
+  uint32_t host_devices;      /* devices the host backend emulates, 0 to 64; init: 1 */
+  uint64_t host_device_bytes; /* memory of each emulated device; 0: half of physical memory */
 } uma_config;
 
 /* An allocator's counters (see docs/cli.md for each figure). */
@@ -145,7 +149,7 @@ UMA_C_EXPORT uma_status uma_malloc(uma_allocator* allocator, size_t size, int de
                                    uma_stream stream, void** out);
 
 /* Gives back a block from uma_malloc. size is checked against the block's size when non-zero;
- * stream is the stream its last use was ordered on. */
+ * device must be the one uma_malloc named; stream is the stream its last use was ordered on. */
 UMA_C_EXPORT uma_status uma_free(uma_allocator* allocator, void* ptr, size_t size, int device,
                                  uma_stream stream);
 

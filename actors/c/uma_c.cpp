@@ -68,7 +68,8 @@ uma_config config_of(const uma_config* in) {
 bool same(const uma_config& a, const uma_config& b) noexcept {
   return a.backend == b.backend && a.policy == b.policy && a.quota_bytes == b.quota_bytes &&
          a.device_budget_bytes == b.device_budget_bytes && a.cache_max_bytes == b.cache_max_bytes &&
-         a.scheduler_threads == b.scheduler_threads;
+         a.scheduler_threads == b.scheduler_threads && a.host_devices == b.host_devices &&
+         a.host_device_bytes == b.host_device_bytes;
 }
 
 std::mutex default_mutex;  // makes and replaces the default allocator
@@ -87,6 +88,7 @@ void uma_config_init(uma_config* config) {
   config->struct_size = sizeof(uma_config);
   config->backend = UMA_BACKEND_AUTO;
   config->policy = UMA_POLICY_POOL;
+  config->host_devices = 1;
 }
 
 uma_status uma_create(const uma_config* config, uma_allocator** out) {

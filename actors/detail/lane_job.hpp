@@ -31,9 +31,19 @@ void on_stream_done(void* arg) {
                  false);
 }
 
+/// Destroys what `job` captured (the refs it keeps alive while its backend call runs), leaving
+/// a moved-from job behind. Never throws: captures are refs, vectors and shared pointers.
+template <class Job>
+void drop_captures(Job& job) noexcept {
+  [[maybe_unused]] Job gone = std::move(job);
+}
+
 /// The lane side of one of the allocator's off-loop jobs: runs `job`, waits for `stream` when
 /// the reply must wait for completion (on a prefetch's own lane; elsewhere a host callback
-/// sends the reply), and sends `job_done` with the result or the error to `hdl`.
+/// sends the reply), and sends `job_done` with the result or the error to `hdl`. The job's
+/// captures are destroyed before the reply is sent: a caller that drops its ref after the reply
+/// then makes the last drop, queued before anything it asks next (a flush, stats), instead of
+/// racing the lane's own drop (which could land after the caller's flush had drained).
 template <class Handle, class Job>
 void run_lane_job(Job& job, const Handle& hdl, std::uint64_t ticket, std::size_t lane, backend& b,
                   stream_view stream, completion when) {
@@ -47,6 +57,9 @@ void run_lane_job(Job& job, const Handle& hdl, std::uint64_t ticket, std::size_t
       // the transfer); a host callback costs a few percent of bandwidth (performance.md).
       b.wait_stream(stream);
     } else if (when == completion::complete) {
+      // The refs go now: the callback may send the reply at once (the host backend's streams
+      // are synchronous), and a CUDA stream's queued work needs none (cudaFree waits for it).
+      drop_captures(job);
       auto done = std::make_unique<stream_done<Handle>>(stream_done<Handle>{hdl, ticket, payload});
       b.launch_host_func(stream, &on_stream_done<Handle>, done.get());
       done.release();  // owned by the callback now
@@ -58,6 +71,7 @@ void run_lane_job(Job& job, const Handle& hdl, std::uint64_t ticket, std::size_t
   } catch (const std::exception& e) {
     err = make_caf_error(errc::backend_error, e.what());
   }
+  drop_captures(job);
   caf::anon_send(hdl, job_done_atom_v, ticket, std::move(payload), std::move(err), fatal);
 }
 

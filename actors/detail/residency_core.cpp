@@ -19,8 +19,8 @@ residency_core::residency_core(const allocator_config& config, std::shared_ptr<b
     : backend_(std::move(backend)),
       table_(table),
       label_of_(std::move(label_of)),
-      counted_only_(backend_->kind() == backend_kind::host),
-      account_(devices_of(config, *backend_)) {
+      emulated_(backend_->kind() == backend_kind::host),
+      account_(devices_of(*backend_)) {
   for (const auto& [device, bytes] : config.device_budgets)
     account_.set_budget(device, bytes);
   for (const auto& [tenant, device, bytes] : config.tenant_budgets)
@@ -37,17 +37,14 @@ residency_core::residency_core(const allocator_config& config, std::shared_ptr<b
 }
 
 void residency_core::check(const allocator_config& config, const backend& b) {
-  residency_account probe(devices_of(config, b));
+  residency_account probe(devices_of(b));
   for (const auto& [device, bytes] : config.device_budgets)
     probe.set_budget(device, bytes);
   for (const auto& [tenant, device, bytes] : config.tenant_budgets)
     probe.set_tenant_budget(tenant, device, bytes);
 }
 
-std::vector<std::size_t> residency_core::devices_of(const allocator_config& config,
-                                                    const backend& b) {
-  if (b.kind() == backend_kind::host)
-    return config.host_residency_devices;
+std::vector<std::size_t> residency_core::devices_of(const backend& b) {
   std::vector<std::size_t> out;
   for (int d = 0; d < b.device_count(); ++d)
     out.push_back(b.capabilities(d).total_memory);
@@ -155,9 +152,10 @@ void place(backend& b, const lane_move& m, stream_view s) {
 residency_work residency_core::carry_out(const residency_plan& plan, stream_view stream) const {
   residency_work out;
   out.result = summarize(plan);
-  out.stream = stream.handle != nullptr ? stream : stream_view::per_thread();
-  if (counted_only_)
-    return out;
+  // The host backend has no streams: its moves are recorded synchronously on the lane thread.
+  out.stream = stream.handle != nullptr ? stream
+               : emulated_              ? stream_view{}
+                                        : stream_view::per_thread();
   const auto moves_of = [this](const std::vector<residency_move>& from) {
     std::vector<lane_move> to;
     for (const auto& m : from)
@@ -264,8 +262,9 @@ residency_report residency_core::report() const {
   for (int d = 0; d < account_.device_count(); ++d)
     out.devices.push_back(account_.device(d));
   out.totals = account_.totals();
-  out.moves = counted_only_ ? "counted only: the host backend has no GPU to move data to"
-                            : "made by the backend on the allocator's lanes";
+  out.moves = emulated_ ? "recorded by the host backend on its emulated devices (counted, no data "
+                          "copied)"
+                        : "made by the backend on the allocator's lanes";
   out.driver_counters_on = driver_counters_ != nullptr;
   out.driver_counters = driver_status_;
   out.driver_totals = driver_.totals();

@@ -35,8 +35,8 @@ struct residency_work {
 /// under which budget, and the moves that keep it so, queued on the allocator's lanes (device
 /// -> host prefetches on the host lane while host -> device prefetches run on the device's
 /// lane). Plans act on whole regions: a ref of a leased block stands for its lease's region.
-/// On the host backend the devices are `allocator_config::host_residency_devices` and the
-/// moves are counted, not made. Actor-thread only; throws uma::error (nothing changed).
+/// On the host backend the devices are its emulated ones and the moves are recorded by it
+/// (counted, no data copied). Actor-thread only; throws uma::error (nothing changed).
 class residency_core {
  public:
   /// `label_of(data)`: the label of the region whose data starts at `data` (the ledger's
@@ -85,8 +85,8 @@ class residency_core {
   void clear() noexcept { account_.clear(); }
 
  private:
-  [[nodiscard]] static std::vector<std::size_t> devices_of(const allocator_config& config,
-                                                           const backend& b);
+  /// Each device's memory: the GPUs', or the host backend's emulated devices'.
+  [[nodiscard]] static std::vector<std::size_t> devices_of(const backend& b);
   /// The table's regions of `refs` (one per region, in order of first mention), each as `like`
   /// with its id, bytes and (for a region new to the account) its label.
   [[nodiscard]] std::vector<planned_region> regions_of(std::span<const byte_ref> refs,
@@ -99,7 +99,7 @@ class residency_core {
   std::shared_ptr<backend> backend_;
   const region_table& table_;
   std::function<std::string(const void*)> label_of_;
-  const bool counted_only_;
+  const bool emulated_;  // the host backend: moves to its emulated devices, no data copied
   residency_account account_;
   std::unique_ptr<um_counter_subscription> driver_counters_;
   std::string driver_status_;

@@ -96,19 +96,20 @@ struct region {
   /// Marks a region that owns its own backend allocation (not a pooled block).
   static constexpr std::uint32_t no_slab = 0xffffffffu;
 
-  region(std::shared_ptr<control_block> control, std::uint64_t id, void* base, std::byte* data,
-         std::size_t bytes, std::size_t backend_bytes, std::uint32_t slab = no_slab,
-         std::size_t slab_offset = 0, region* home = nullptr, lease_state* lease = nullptr)
-      : control(std::move(control)),
-        id(id),
-        base(base),
-        data(data),
-        bytes(bytes),
-        backend_bytes(backend_bytes),
-        slab(slab),
-        slab_offset(slab_offset),
-        home(home != nullptr ? home : this),
-        lease(lease) {}
+  // Parameters end in `_` so that they shadow no member (consumers build with -Wshadow).
+  region(std::shared_ptr<control_block> control_, std::uint64_t id_, void* base_, std::byte* data_,
+         std::size_t bytes_, std::size_t backend_bytes_, std::uint32_t slab_ = no_slab,
+         std::size_t slab_offset_ = 0, region* home_ = nullptr, lease_state* lease_ = nullptr)
+      : control(std::move(control_)),
+        id(id_),
+        base(base_),
+        data(data_),
+        bytes(bytes_),
+        backend_bytes(backend_bytes_),
+        slab(slab_),
+        slab_offset(slab_offset_),
+        home(home_ != nullptr ? home_ : this),
+        lease(lease_) {}
 
   std::atomic<std::int64_t> refs{0};    ///< user handles
   std::atomic<std::int32_t> owners{1};  ///< the table, plus 1 while refs > 0

@@ -54,6 +54,8 @@ class Config(ctypes.Structure):
         ("device_budget_bytes", ctypes.c_uint64),
         ("cache_max_bytes", ctypes.c_uint64),
         ("scheduler_threads", ctypes.c_uint32),
+        ("host_devices", ctypes.c_uint32),
+        ("host_device_bytes", ctypes.c_uint64),
     ]
 
 
