@@ -47,7 +47,11 @@ foreach(lang cpp sh python)
                        --python-path ${CMAKE_CURRENT_SOURCE_DIR}/python/fakes)
     endif()
     set_tests_properties(uma_docs.${lang}.${id} PROPERTIES LABELS docs TIMEOUT 120)
-    if(TARGET uma_c)
+    if(lang STREQUAL "python" AND DEFINED uma_python_env)
+      # As the Python adapters' tests run (tests/CMakeLists.txt): UMA_LIBRARY, and under ASan
+      # its runtime preloaded.
+      set_property(TEST uma_docs.${lang}.${id} APPEND PROPERTY ENVIRONMENT "${uma_python_env}")
+    elseif(TARGET uma_c)
       set_property(TEST uma_docs.${lang}.${id} APPEND PROPERTY ENVIRONMENT
                    "UMA_LIBRARY=$<TARGET_FILE:uma_c>")
     endif()
