@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <initializer_list>
 #include <iterator>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <utility>
+
+#include <uma/memory/stats_fields.hpp>
 
 namespace uma {
 
@@ -17,13 +21,13 @@ enum class metric_type : std::uint8_t { gauge, counter };
 class sample_sink;
 using sample_fn = void (*)(const metrics_snapshot&, sample_sink&);
 
-/// One metric family: either a numeric `allocator_stats` field (one sample) or a function that
-/// adds the family's samples (none when the snapshot lacks what it needs).
+/// One metric family beyond the `allocator_stats` fields (those come from their table,
+/// memory/stats_fields.hpp): a function adds its samples (none when the snapshot lacks what it
+/// needs).
 struct family {
   std::string_view name;
   metric_type type;
   std::string_view help;
-  std::uint64_t allocator_stats::*field = nullptr;
   sample_fn samples = nullptr;
 };
 
@@ -45,6 +49,19 @@ class sample_sink {
   /// A sample with up to two labels beyond the base ones (an empty name: no label).
   void add(std::string_view label, std::string_view label_value, std::string_view label2,
            std::string_view label2_value, std::uint64_t value) {
+    write(label, label_value, label2, label2_value, std::to_string(value));
+  }
+
+  /// A sample of a real value (a ratio) with the base labels only.
+  void add_real(double value) {
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text, value).ptr;
+    write({}, {}, {}, {}, std::string_view(text, static_cast<std::size_t>(end - text)));
+  }
+
+ private:
+  void write(std::string_view label, std::string_view label_value, std::string_view label2,
+             std::string_view label2_value, std::string_view value) {
     if (!header_written_)
       write_header();
     out_.append(family_.name).append("{").append(base_);
@@ -52,10 +69,9 @@ class sample_sink {
       out_.append(",").append(label).append("=\"").append(prometheus_escape(label_value)) += '"';
     if (!label2.empty())
       out_.append(",").append(label2).append("=\"").append(prometheus_escape(label2_value)) += '"';
-    out_.append("} ").append(std::to_string(value)) += '\n';
+    out_.append("} ").append(value) += '\n';
   }
 
- private:
   void write_header() {
     header_written_ = true;
     out_.append("# HELP ").append(family_.name) += ' ';
@@ -71,9 +87,25 @@ class sample_sink {
   bool header_written_ = false;
 };
 
-void failures(const metrics_snapshot& s, sample_sink& sink) {
-  for (std::size_t i = 1; i < errc_slots; ++i)
-    sink.add("code", to_string(static_cast<errc>(i)), s.allocator.failures[i]);
+/// The families of the `allocator_stats` fields, from their table, in its order: identity fields
+/// are the base labels, the failures one family with a sample per error code (zeros included).
+void stats_families(const allocator_stats& s, std::string& out, const std::string& base) {
+  for_each_stats_field([&](const auto& f) {
+    using type = stats_field_type<decltype(f)>;
+    if (f.kind == stat_kind::identity)
+      return;
+    const family fam{
+        f.metric, f.kind == stat_kind::counter ? metric_type::counter : metric_type::gauge, f.help};
+    sample_sink sink(out, fam, base);
+    const auto& value = s.*f.member;
+    if constexpr (std::is_same_v<type, std::uint64_t>)
+      sink.add(value);
+    else if constexpr (std::is_same_v<type, double>)
+      sink.add_real(value);
+    else if constexpr (std::is_same_v<type, std::array<std::uint64_t, errc_slots>>)
+      for (std::size_t i = 1; i < errc_slots; ++i)
+        sink.add("code", to_string(static_cast<errc>(i)), value[i]);
+  });
 }
 
 void label_regions(const metrics_snapshot& s, sample_sink& sink) {
@@ -241,107 +273,76 @@ void per_tenant(const metrics_snapshot& s, sample_sink& sink) {
                tenants[t].devices[d].*Field);
 }
 
-using a = allocator_stats;
 using dl = driver_ledger;
 using dr = device_residency;
 constexpr auto gauge = metric_type::gauge;
 constexpr auto counter = metric_type::counter;
 
-// The families, in the order they are written. docs/cli.md lists them; change both together.
+// The families after the `allocator_stats` ones, in the order they are written. docs/cli.md
+// lists them; change both together.
 constexpr std::array families{
-    family{"uma_quota_bytes", gauge, "Most bytes the allocator may hold at once.", &a::quota_bytes},
-    family{"uma_allocations_total", counter, "Regions allocated.", &a::allocations},
-    family{"uma_releases_total", counter,
-           "Regions whose last ref was dropped, handed back to the allocator.", &a::releases},
-    family{"uma_live_regions", gauge, "Regions currently allocated.", &a::live_regions},
-    family{"uma_live_bytes", gauge, "Bytes currently allocated, alignment padding included.",
-           &a::live_bytes},
-    family{"uma_peak_bytes", gauge, "Highest live bytes so far.", &a::peak_bytes},
-    family{"uma_allocated_bytes_total", counter, "Bytes allocated over the allocator's life.",
-           &a::total_bytes_allocated},
-    family{"uma_prefetches_total", counter, "Ranges prefetched (discard-and-prefetch included).",
-           &a::prefetches},
-    family{"uma_prefetched_bytes_total", counter, "Bytes prefetched.", &a::prefetch_bytes},
-    family{"uma_advises_total", counter, "Ranges advised.", &a::advises},
-    family{"uma_discards_total", counter, "Ranges discarded (discard-and-prefetch included).",
-           &a::discards},
-    family{"uma_discarded_bytes_total", counter, "Bytes discarded.", &a::discard_bytes},
-    family{"uma_inert_refusals_total", counter,
-           "Requests refused because a ref was inert (its allocator had stopped).",
-           &a::inert_refusals},
-    family{"uma_pending_jobs", gauge, "Backend calls queued off the allocator's loop, not yet run.",
-           &a::pending_jobs},
-    family{"uma_live_leases", gauge,
-           "Block leases (client-side fast path) granted and not yet given back.", &a::live_leases},
-    family{"uma_leased_bytes", gauge, "Bytes held by block leases (part of live_bytes).",
-           &a::leased_bytes},
-    family{"uma_failures_total", counter, "Failed requests by error code.", nullptr, failures},
     family{"uma_label_live_regions", gauge, "Live regions by the label given at allocation.",
-           nullptr, label_regions},
-    family{"uma_label_live_bytes", gauge, "Live bytes by the label given at allocation.", nullptr,
+           label_regions},
+    family{"uma_label_live_bytes", gauge, "Live bytes by the label given at allocation.",
            label_bytes},
     family{"uma_supervisor_restarts_total", counter,
-           "Allocator incarnations the supervisor replaced after a failure.", nullptr, restarts},
+           "Allocator incarnations the supervisor replaced after a failure.", restarts},
     family{"uma_supervisor_resumes_total", counter,
-           "Failures the allocator absorbed by itself (replied, kept going).", nullptr, resumes},
+           "Failures the allocator absorbed by itself (replied, kept going).", resumes},
     family{"uma_supervisor_leaked_regions_total", counter,
-           "Regions that ended incarnations could not free.", nullptr, leaked},
+           "Regions that ended incarnations could not free.", leaked},
     family{"uma_supervisor_state", gauge,
-           "The supervisor's state: 1 for the current one, 0 for the others.", nullptr, state},
+           "The supervisor's state: 1 for the current one, 0 for the others.", state},
     family{"uma_residency_budget_bytes", gauge, "Residency budget of the device (0: none).",
-           nullptr, per_device<&dr::budget>},
+           per_device<&dr::budget>},
     family{"uma_residency_resident_bytes", gauge,
-           "Bytes uma placed on the device (read-mostly copies included).", nullptr,
+           "Bytes uma placed on the device (read-mostly copies included).",
            per_device<&dr::resident>},
-    family{"uma_residency_peak_bytes", gauge, "Highest resident bytes so far.", nullptr,
+    family{"uma_residency_peak_bytes", gauge, "Highest resident bytes so far.",
            per_device<&dr::peak>},
-    family{"uma_residency_held_bytes", gauge, "Resident bytes held by access plans.", nullptr,
+    family{"uma_residency_held_bytes", gauge, "Resident bytes held by access plans.",
            per_device<&dr::held>},
     family{"uma_residency_tenant_budget_bytes", gauge,
-           "Residency budget of a tenant on the device (0: none).", nullptr,
-           per_tenant<&dr::budget>},
+           "Residency budget of a tenant on the device (0: none).", per_tenant<&dr::budget>},
     family{"uma_residency_tenant_resident_bytes", gauge,
-           "Bytes of a tenant's regions uma placed on the device.", nullptr,
-           per_tenant<&dr::resident>},
+           "Bytes of a tenant's regions uma placed on the device.", per_tenant<&dr::resident>},
     family{"uma_residency_bytes_total", counter,
            "Residency bytes by move: to_device, to_host (evictions), dropped (read-mostly "
            "copies) and discarded (dead or scratch contents); only the first two cross the link.",
-           nullptr, residency_bytes},
+           residency_bytes},
     family{"uma_residency_moves_total", counter,
            "Residency placements, evictions and refetches (placed again after an eviction with "
            "no use in between: thrashing).",
-           nullptr, residency_moves},
+           residency_moves},
     family{"uma_residency_label_bytes_total", counter,
            "Residency bytes by label (of each region's first plan) and move, as "
            "uma_residency_bytes_total.",
-           nullptr, label_moves},
+           label_moves},
     family{"uma_residency_driver_counters", gauge,
-           "1 when the driver's unified-memory counters (CUPTI) feed the ledger, else 0.", nullptr,
+           "1 when the driver's unified-memory counters (CUPTI) feed the ledger, else 0.",
            driver_on},
     family{"uma_residency_driver_bytes_total", counter,
            "Bytes the driver migrated, by direction and cause: prefetch (an explicit prefetch "
            "asked for it) or driver (faults, evictions, its own speculation).",
-           nullptr, driver_bytes},
+           driver_bytes},
     family{"uma_residency_driver_faults_total", counter,
-           "Unified-memory page faults the driver counted: cpu faults, gpu fault groups.", nullptr,
+           "Unified-memory page faults the driver counted: cpu faults, gpu fault groups.",
            driver_faults},
     family{"uma_residency_driver_thrashing_bytes_total", counter,
-           "Bytes the driver saw thrash between processors.", nullptr,
-           driver_total<&dl::thrashing_bytes>},
+           "Bytes the driver saw thrash between processors.", driver_total<&dl::thrashing_bytes>},
     family{"uma_residency_driver_remote_map_bytes_total", counter,
-           "Bytes the driver mapped remotely instead of migrating them.", nullptr,
+           "Bytes the driver mapped remotely instead of migrating them.",
            driver_total<&dl::remote_map_bytes>},
     family{"uma_residency_driver_unattributed_bytes_total", counter,
-           "Driver migrations at addresses no live region of this allocator held.", nullptr,
+           "Driver migrations at addresses no live region of this allocator held.",
            driver_unattributed},
     family{"uma_residency_driver_dropped_records_total", counter,
            "Driver records lost (the driver's drops, and records past the subscription's bound).",
-           nullptr, driver_dropped},
+           driver_dropped},
     family{"uma_residency_label_driver_bytes_total", counter,
-           "Bytes the driver migrated in regions of each label, by direction.", nullptr,
-           label_driver_bytes},
+           "Bytes the driver migrated in regions of each label, by direction.", label_driver_bytes},
     family{"uma_residency_label_driver_faults_total", counter,
-           "Page faults the driver counted in regions of each label, by processor.", nullptr,
+           "Page faults the driver counted in regions of each label, by processor.",
            label_driver_faults},
 };
 
@@ -368,12 +369,10 @@ std::string to_prometheus(const metrics_snapshot& s) {
                            "\",generation=\"" + std::to_string(s.allocator.generation) + "\"";
   std::string out;
   out.reserve(4096);
+  stats_families(s.allocator, out, base);
   for (const auto& f : families) {
     sample_sink sink(out, f, base);
-    if (f.field != nullptr)
-      sink.add(s.allocator.*f.field);
-    else
-      f.samples(s, sink);
+    f.samples(s, sink);
   }
   return out;
 }

@@ -1,48 +1,74 @@
 #include <uma/memory/allocator_stats.hpp>
 
 #include <numeric>
+#include <type_traits>
+
+#include <uma/memory/stats_fields.hpp>
 
 namespace uma {
+
+namespace {
+
+/// A compile error here means `allocator_stats` gained or lost a member: add it to (or remove it
+/// from) the field table in memory/stats_fields.hpp, so that every renderer shows it.
+[[maybe_unused]] void table_covers_every_member(const allocator_stats& s) {
+  [[maybe_unused]] const auto& [backend, generation, quota_bytes, allocations, releases,
+                                live_regions, live_bytes, peak_bytes, total_bytes_allocated,
+                                prefetches, prefetch_bytes, advises, discards, discard_bytes,
+                                inert_refusals, pending_jobs, advice_elided, ranges_coalesced,
+                                reserved_bytes, pool_slabs, live_leases, leased_bytes,
+                                fragmentation, resident_bytes, residency_to_device_bytes,
+                                residency_to_host_bytes, driver_to_device_bytes,
+                                driver_to_host_bytes, driver_page_faults, failures] = s;
+  static_assert(allocator_stats_field_count == 30, "the table names every member once");
+}
+
+/// No two fields share a name or a member.
+consteval bool fields_are_distinct() {
+  bool distinct = true;
+  std::size_t i = 0;
+  for_each_stats_field([&](const auto& a) {
+    std::size_t j = 0;
+    for_each_stats_field([&](const auto& b) {
+      if (j++ <= i)
+        return;
+      if (a.name == b.name)
+        distinct = false;
+      if constexpr (std::is_same_v<decltype(a.member), decltype(b.member)>)
+        if (a.member == b.member)
+          distinct = false;
+    });
+    ++i;
+  });
+  return distinct;
+}
+static_assert(fields_are_distinct());
+
+}  // namespace
 
 std::uint64_t allocator_stats::total_failures() const noexcept {
   return std::accumulate(failures.begin(), failures.end(), std::uint64_t{0});
 }
 
 std::string to_string(const allocator_stats& s) {
-  std::string out;
-  auto line = [&out](const char* name, std::uint64_t v) {
-    out += "  ";
-    out += name;
-    out += ": ";
-    out += std::to_string(v);
-    out += '\n';
-  };
-  out += "backend: " + s.backend + ", generation " + std::to_string(s.generation) + '\n';
-  line("quota_bytes", s.quota_bytes);
-  line("allocations", s.allocations);
-  line("releases", s.releases);
-  line("live_regions", s.live_regions);
-  line("live_bytes", s.live_bytes);
-  line("peak_bytes", s.peak_bytes);
-  line("total_bytes_allocated", s.total_bytes_allocated);
-  line("prefetches", s.prefetches);
-  line("prefetch_bytes", s.prefetch_bytes);
-  line("advises", s.advises);
-  line("discards", s.discards);
-  line("discard_bytes", s.discard_bytes);
-  line("inert_refusals", s.inert_refusals);
-  line("live_leases", s.live_leases);
-  line("leased_bytes", s.leased_bytes);
-  line("resident_bytes", s.resident_bytes);
-  line("residency_to_device_bytes", s.residency_to_device_bytes);
-  line("residency_to_host_bytes", s.residency_to_host_bytes);
-  line("driver_to_device_bytes", s.driver_to_device_bytes);
-  line("driver_to_host_bytes", s.driver_to_host_bytes);
-  line("driver_page_faults", s.driver_page_faults);
-  for (std::size_t i = 1; i < errc_slots; ++i)
-    if (s.failures[i] != 0)
-      out += "  failures." + std::string(to_string(static_cast<errc>(i))) + ": " +
-             std::to_string(s.failures[i]) + '\n';
+  std::string out = "backend: " + s.backend + ", generation " + std::to_string(s.generation) + '\n';
+  for_each_stats_field([&](const auto& f) {
+    using type = stats_field_type<decltype(f)>;
+    const auto& value = s.*f.member;
+    if constexpr (std::is_same_v<type, std::uint64_t> || std::is_same_v<type, double>) {
+      if (f.kind != stat_kind::identity)
+        out.append("  ").append(f.name).append(": ").append(std::to_string(value)) += '\n';
+    } else if constexpr (!std::is_same_v<type, std::string>) {  // the failures, by code
+      for (std::size_t i = 1; i < errc_slots; ++i)
+        if (value[i] != 0)
+          out.append("  ")
+              .append(f.name)
+              .append(".")
+              .append(to_string(static_cast<errc>(i)))
+              .append(": ")
+              .append(std::to_string(value[i])) += '\n';
+    }
+  });
   return out;
 }
 

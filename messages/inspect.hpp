@@ -8,6 +8,7 @@
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/event_history.hpp>
 #include <uma/memory/region_info.hpp>
+#include <uma/memory/stats_fields.hpp>
 #include <uma/messages/requests.hpp>
 #include <uma/sys/location.hpp>
 
@@ -25,16 +26,12 @@ auto inspect(Inspector& f, region_info& x) {
   return f(x.id, x.generation, x.bytes, x.label, x.attach, x.refs, x.pins, x.age_ms);
 }
 
-/// An incarnation's counters (embedded in the remote interface's `remote_stats`).
+/// An incarnation's counters (embedded in the remote interface's `remote_stats`): every field of
+/// the table (memory/stats_fields.hpp), in its order.
 template <class Inspector>
 auto inspect(Inspector& f, allocator_stats& x) {
-  return f(x.backend, x.generation, x.quota_bytes, x.allocations, x.releases, x.live_regions,
-           x.live_bytes, x.peak_bytes, x.total_bytes_allocated, x.prefetches, x.prefetch_bytes,
-           x.advises, x.discards, x.discard_bytes, x.inert_refusals, x.pending_jobs,
-           x.advice_elided, x.ranges_coalesced, x.reserved_bytes, x.pool_slabs, x.live_leases,
-           x.leased_bytes, x.fragmentation, x.resident_bytes, x.residency_to_device_bytes,
-           x.residency_to_host_bytes, x.driver_to_device_bytes, x.driver_to_host_bytes,
-           x.driver_page_faults, x.failures);
+  return std::apply([&](const auto&... field) { return f(x.*field.member...); },
+                    allocator_stats_fields);
 }
 
 /// What an access plan or dead did (the reply of the remote interface's plans too).

@@ -116,6 +116,27 @@ typedef struct uma_stats {
   uint64_t cache_requested_bytes; /* bytes asked for, of the blocks handed out; what a framework
                                      holds (cache_in_use_bytes minus it is the rounding) */
   uint64_t cache_blocks_in_use;
+  /* Added with the stats field table (every allocator_stats figure; docs/cli.md "Stats fields"
+     says what each one is; backend and failures are in uma_stats_json only): */
+  uint64_t total_bytes_allocated;
+  uint64_t prefetches;
+  uint64_t advises;
+  uint64_t discards;
+  uint64_t inert_refusals;
+  uint64_t pending_jobs;
+  uint64_t advice_elided;
+  uint64_t ranges_coalesced;
+  uint64_t reserved_bytes;
+  uint64_t pool_slabs;
+  uint64_t live_leases;
+  uint64_t leased_bytes;
+  double fragmentation;
+  uint64_t resident_bytes;
+  uint64_t residency_to_device_bytes;
+  uint64_t residency_to_host_bytes;
+  uint64_t driver_to_device_bytes;
+  uint64_t driver_to_host_bytes;
+  uint64_t driver_page_faults;
 } uma_stats;
 
 /* What uma_destroy_with_report's stop did. */

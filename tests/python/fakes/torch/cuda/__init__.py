@@ -14,3 +14,13 @@ def empty_cache():
     inner = memory.current.allocator() if memory.current is not None else None
     if inner is not None and inner.reset is not None:
         inner.reset()
+
+
+class Stream:
+    """A stream handle: the legacy default stream (0)."""
+
+    cuda_stream = 0
+
+
+def current_stream(device=None):
+    return Stream()
