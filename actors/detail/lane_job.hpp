@@ -8,6 +8,7 @@
 #include <caf/message.hpp>
 #include <caf/send.hpp>
 
+#include <uma/actors/detail/inline_unit.hpp>
 #include <uma/messages/atoms.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/backend.hpp>
@@ -33,7 +34,8 @@ void on_stream_done(void* arg) {
 
 /// The lane side of one of the allocator's off-loop jobs: runs `job`, waits for `stream` when
 /// the reply must wait for completion (on a prefetch's own lane; elsewhere a host callback
-/// sends the reply), and sends `job_done` with the result or the error to `hdl`.
+/// sends the reply), and sends `job_done` with the result or the error to `hdl`, through the
+/// inline unit: an idle allocator handles it on this thread (docs/design.md "Blocking callers").
 template <class Handle, class Job>
 void run_lane_job(Job& job, const Handle& hdl, std::uint64_t ticket, std::size_t lane, backend& b,
                   stream_view stream, completion when) {
@@ -58,7 +60,9 @@ void run_lane_job(Job& job, const Handle& hdl, std::uint64_t ticket, std::size_t
   } catch (const std::exception& e) {
     err = make_caf_error(errc::backend_error, e.what());
   }
-  caf::anon_send(hdl, job_done_atom_v, ticket, std::move(payload), std::move(err), fatal);
+  send_inline(
+      caf::actor_cast<caf::strong_actor_ptr>(hdl),
+      caf::make_message(job_done_atom_v, ticket, std::move(payload), std::move(err), fatal));
 }
 
 }  // namespace uma::detail
