@@ -1,6 +1,6 @@
 #include <uma/sys/work_queue.hpp>
 
-#include <uma/sys/detail/cpu_pause.hpp>
+#include <uma/sys/detail/spin_wait.hpp>
 
 namespace uma {
 
@@ -68,12 +68,8 @@ std::size_t work_queue::pending() const {
 
 void work_queue::spin(state& s, std::unique_lock<std::mutex>& lock) {
   lock.unlock();
-  const auto end = std::chrono::steady_clock::now() + spin_limit;
-  for (unsigned i = 1; s.queued.load(std::memory_order_acquire) == 0; ++i) {
-    detail::cpu_pause();
-    if (i % 64 == 0 && std::chrono::steady_clock::now() >= end)
-      break;
-  }
+  (void)detail::spin_until([&s] { return s.queued.load(std::memory_order_acquire) != 0; },
+                           spin_limit);
   lock.lock();
 }
 

@@ -61,7 +61,7 @@ class work_queue {
     bool stopping = false;
   };
   static void run(state& s);
-  /// Spins (unlocked) until a job is queued, the queue stops, or `spin_limit` passed.
+  /// Spins (unlocked) until a job is queued or `spin_limit` passed (a stop waits it out).
   static void spin(state& s, std::unique_lock<std::mutex>& lock);
 
   std::shared_ptr<state> state_;

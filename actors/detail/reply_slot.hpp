@@ -8,7 +8,7 @@
 
 #include <caf/message.hpp>
 
-#include <uma/sys/detail/cpu_pause.hpp>
+#include <uma/sys/detail/spin_wait.hpp>
 
 namespace uma::detail {
 
@@ -40,13 +40,10 @@ class reply_slot {
   /// Waits until the slot is filled (true) or `deadline` passed (false): spins up to
   /// `spin_limit`, then parks.
   [[nodiscard]] bool wait_until(std::chrono::steady_clock::time_point deadline) {
-    const auto spin_end = std::min(deadline, std::chrono::steady_clock::now() + spin_limit);
-    for (std::uint32_t i = 1; !ready(); ++i) {
-      cpu_pause();
-      if (i % 64 == 0 && std::chrono::steady_clock::now() >= spin_end)
-        return park_until(deadline);
-    }
-    return true;
+    const auto left = deadline - std::chrono::steady_clock::now();
+    return spin_until([this] { return ready(); },
+                      std::min<std::chrono::nanoseconds>(left, spin_limit)) ||
+           park_until(deadline);
   }
 
   /// The reply; only after `ready()` or a successful wait.
