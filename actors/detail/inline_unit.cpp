@@ -91,4 +91,12 @@ void inline_unit::run(std::vector<caf::resumable*>& ready, const std::function<b
     system().scheduler().enqueue(ready[next]);
 }
 
+void send_inline(const caf::strong_actor_ptr& dest, caf::message content) {
+  if (!dest)
+    return;
+  inline_unit::of(*dest->home_system)
+      .send(dest,
+            caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, std::move(content)));
+}
+
 }  // namespace uma::detail

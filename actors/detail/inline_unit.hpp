@@ -45,4 +45,10 @@ class inline_unit final : public caf::execution_unit {
            std::size_t jobs);
 };
 
+/// Sends `content` to `dest` as an anonymous message through its system's inline unit: a lane's
+/// `job_done` runs the idle allocator on the lane's thread rather than waking a worker. Only
+/// `dest` runs here; the actors its run makes ready (the requester the reply goes to) go to the
+/// scheduler, so that no user actor runs on a lane.
+void send_inline(const caf::strong_actor_ptr& dest, caf::message content);
+
 }  // namespace uma::detail
