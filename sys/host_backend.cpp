@@ -84,11 +84,14 @@ std::string host_backend::description() const {
   return out;
 }
 
-const device_capabilities& host_backend::capabilities(int ordinal) const {
+void host_backend::check_device(int ordinal, const std::string& what) const {
   if (ordinal < 0 || ordinal >= device_count())
-    raise(errc::invalid_argument, "device " + std::to_string(ordinal) +
-                                      " does not exist: the host backend emulates " +
+    raise(errc::invalid_argument, what + " does not exist: the host backend emulates " +
                                       std::to_string(device_count()) + " device(s)");
+}
+
+const device_capabilities& host_backend::capabilities(int ordinal) const {
+  check_device(ordinal, "device " + std::to_string(ordinal));
   return devices_[static_cast<std::size_t>(ordinal)];
 }
 
@@ -210,10 +213,7 @@ host_backend::page_span host_backend::pages_of(byte_range range, const char* ope
 location host_backend::resolve(location loc, const char* operation) const {
   switch (loc.type) {
     case location::kind::device:
-      if (loc.id < 0 || loc.id >= device_count())
-        raise(errc::invalid_argument, std::string(operation) + ": " + to_string(loc) +
-                                          " does not exist: the host backend emulates " +
-                                          std::to_string(device_count()) + " device(s)");
+      check_device(loc.id, std::string(operation) + ": " + to_string(loc));
       return loc;
     case location::kind::host_numa:
       if (loc.id < 0 || loc.id >= numa_nodes_)

@@ -101,6 +101,9 @@ class host_backend final : public backend {
   void poison(void* ptr, std::size_t mapped) noexcept;
   [[nodiscard]] bool is_quarantined_locked(const void* ptr) const noexcept;  // mutex_ held
 
+  /// Throws invalid_argument naming `what` unless `ordinal` is an emulated device.
+  void check_device(int ordinal, const std::string& what) const;
+
   std::size_t page_size_;
   int numa_nodes_;
   std::vector<device_capabilities> devices_;  // the emulated ones
