@@ -33,19 +33,13 @@ foreach(lang cpp sh python)
                   COMMAND_ERROR_IS_FATAL ANY)
   string(REPLACE "\n" ";" uma_doc_ids "${uma_doc_ids}")
   foreach(id IN LISTS uma_doc_ids)
-    if(lang STREQUAL "cpp")
-      # A scratch folder of its own: blocks write files (op.key, snapshots) where they run.
-      string(MAKE_C_IDENTIFIER "${id}" uma_doc_dir)
-      file(MAKE_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/doc_scratch/${uma_doc_dir})
-      add_test(NAME uma_docs.cpp.${id} COMMAND uma_doc_blocks ${id}
-               WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/doc_scratch/${uma_doc_dir})
-    else()
-      add_test(NAME uma_docs.${lang}.${id}
-               COMMAND Python3::Interpreter ${uma_doc_tool} run ${uma_doc_root} ${id}
-                       --uma $<TARGET_FILE:uma_cli>
-                       --python-path ${PROJECT_SOURCE_DIR}/python
-                       --python-path ${CMAKE_CURRENT_SOURCE_DIR}/python/fakes)
-    endif()
+    # Each in a scratch folder of its own (blocks write files: op.key, snapshots); the blocks
+    # marked `serve` against a uma serve of their own, on free loopback ports.
+    add_test(NAME uma_docs.${lang}.${id}
+             COMMAND Python3::Interpreter ${uma_doc_tool} run ${uma_doc_root} ${id}
+                     --uma $<TARGET_FILE:uma_cli> --cpp-runner $<TARGET_FILE:uma_doc_blocks>
+                     --python-path ${PROJECT_SOURCE_DIR}/python
+                     --python-path ${CMAKE_CURRENT_SOURCE_DIR}/python/fakes)
     set_tests_properties(uma_docs.${lang}.${id} PROPERTIES LABELS docs TIMEOUT 120)
     if(lang STREQUAL "python" AND DEFINED uma_python_env)
       # As the Python adapters' tests run (tests/CMakeLists.txt): UMA_LIBRARY, and under ASan

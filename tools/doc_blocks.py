@@ -10,7 +10,19 @@ A block's marker is an HTML comment on the line just before its fence (invisible
                                               frameworks (tests/python/fakes) importable
   <!-- doc-test: fragment HARNESS -->         C++: completed by HARNESS (below), compiled, run
   <!-- doc-test: compile HARNESS (reason) --> C++: completed by HARNESS, compiled, not run
+  <!-- doc-test: transcript -->               console: each `$ COMMAND` line runs (as sh does);
+                                              the output shown under it must appear, in order
+                                              (TRANSCRIPT_RULES below); a command shown without
+                                              output must exit 0
   <!-- doc-test: skip (reason) -->            not run; the reason says why
+
+`serve` after run, fragment or transcript (`run serve`, `fragment split_main serve`) runs the
+block against a `uma serve` of its own (SERVE_ARGS: host backend, a free loopback port, an
+operator key file, a metrics endpoint on a free port), started before the block and stopped with
+SIGTERM after it: the block reads UMA_SERVER (HOST:PORT), UMA_OPERATOR_KEY (the key file's path)
+and UMA_METRICS (HOST:PORT of /metrics); a C++ block gets `host` and `port` (SERVED_PRELUDE).
+The server must start, announce itself and stop cleanly (exit 0, its "stopping after SIGTERM"
+line), or the block's test fails.
 
 Blocks of other languages (text, json, yaml, cmake: outputs, diagrams, configuration) need no
 marker. A code block without a marker, a fence without a language, or a marker the harness does
@@ -19,15 +31,21 @@ not know fails `check`.
   doc_blocks.py check ROOT                       the markers (a CTest)
   doc_blocks.py cpp ROOT OUT.cpp                 one translation unit of every C++ block
   doc_blocks.py list ROOT LANG                   the ids of the runnable blocks of LANG
-  doc_blocks.py run ROOT ID --uma PATH [...]     run one sh or python block
+  doc_blocks.py run ROOT ID --uma PATH [...]     run one block (C++ through --cpp-runner)
 """
 
 import argparse
+import contextlib
+import ctypes
 import os
+import queue
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 CODE_LANGS = {"cpp": "cpp", "c++": "cpp", "c": "c", "python": "python", "py": "python",
@@ -54,14 +72,29 @@ class Block:
         return re.sub(r"[^A-Za-z0-9]", "_", self.id)
 
     def _parse_marker(self):
+        self.serve = False
         if self.marker is None:
             return
-        m = re.match(r"^(run|skip|fragment|compile)\b\s*([^\s(]*)\s*(?:\((.*)\))?\s*$", self.marker)
-        if not m:
+        m = re.match(r"^(run|skip|fragment|compile|transcript)\b\s*([^(]*?)\s*(?:\((.*)\))?\s*$",
+                     self.marker)
+        words = m.group(2).split() if m else []
+        self.serve = "serve" in words
+        words = [w for w in words if w != "serve"]
+        if not m or len(words) > 1:
             self.error = f"unknown marker '{self.marker}'"
             return
-        self.mode, self.harness, self.reason = m.group(1), m.group(2) or None, m.group(3)
-        if self.mode == "skip" and not (self.reason or "").strip():
+        self.mode, self.harness, self.reason = m.group(1), words[0] if words else None, m.group(3)
+        if self.serve and self.mode not in ("run", "fragment", "transcript"):
+            self.error = f"'serve' is for run, fragment and transcript blocks, not {self.mode}"
+        elif self.mode in ("run", "transcript") and self.harness:
+            self.error = f"'{self.mode}' takes no harness ('{self.harness}')"
+        elif self.serve and self.lang == "cpp" and self.mode != "fragment":
+            self.error = "a C++ block with 'serve' is a fragment (its harness gives host and port)"
+        elif self.mode == "transcript" and self.lang != "sh":
+            self.error = "'transcript' is for shell (console) blocks only"
+        elif self.mode == "transcript" and not transcript_steps(self.text):
+            self.error = "a transcript without a '$ COMMAND' line"
+        elif self.mode == "skip" and not (self.reason or "").strip():
             self.error = "skip without a reason: <!-- doc-test: skip (why) -->"
         elif self.mode in ("fragment", "compile") and self.lang != "cpp":
             self.error = f"'{self.mode}' is for C++ blocks only"
@@ -174,6 +207,18 @@ HARNESSES = {
     "with_config": None,
 }
 
+# What a C++ fragment marked `serve` gets first: host and port of the harness's `uma serve`.
+SERVED_PRELUDE = """  const char* uma_server = std::getenv("UMA_SERVER");  // HOST:PORT (tools/doc_blocks.py run)
+  if (uma_server == nullptr || std::string(uma_server).rfind(':') == std::string::npos) {
+    std::fprintf(stderr, "this block needs UMA_SERVER=HOST:PORT of a uma serve\\n");
+    return 2;
+  }
+  const std::string server_address = uma_server;
+  [[maybe_unused]] const std::string host = server_address.substr(0, server_address.rfind(':'));
+  [[maybe_unused]] const auto port = static_cast<std::uint16_t>(
+      std::stoul(server_address.substr(server_address.rfind(':') + 1)));
+"""
+
 COROUTINE = """  net::io_context io;
   {{
     uma::client uma(sys, {{.choice = uma::backend_choice::host}});
@@ -189,9 +234,12 @@ COROUTINE = """  net::io_context io;
 
 INCLUDES = """#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include <boost/asio.hpp>
@@ -246,6 +294,7 @@ def cpp_unit(block):
     """(includes, namespace-scope code, run function name or None) of one C++ block."""
     includes, text = split_top(block.text)
     ns = f"doc_{block.ident}"
+    served = SERVED_PRELUDE if block.serve else ""
     if block.mode == "run":
         text = with_final_return(text)
         code = f"namespace {ns} {{\n#define main doc_main\n{text}\n#undef main\n}}  // namespace {ns}\n"
@@ -256,11 +305,11 @@ def cpp_unit(block):
         last = max((i for i, line in enumerate(lines) if line.startswith("};")), default=-1)
         decls, body = "\n".join(lines[:last + 1]), "\n".join(lines[last + 1:])
         code = (f"namespace {ns} {{\n{decls}\n"
-                f"int doc_main() {{\n{body}\n  return 0;\n}}\n}}  // namespace {ns}\n")
+                f"int doc_main() {{\n{served}{body}\n  return 0;\n}}\n}}  // namespace {ns}\n")
         return includes, code, f"{ns}::doc_main"
     if block.harness == "with_config":
         code = (f"namespace {ns} {{\nnamespace net = boost::asio;\n"
-                f"int doc_main() {{\n  doc_config cfg;\n{text}\n  return 0;\n}}\n"
+                f"int doc_main() {{\n{served}  doc_config cfg;\n{text}\n  return 0;\n}}\n"
                 f"}}  // namespace {ns}\n")
         return includes, code, f"{ns}::doc_main"
     if block.harness == "in_coroutine":
@@ -268,7 +317,7 @@ def cpp_unit(block):
     else:
         inner = HARNESSES[block.harness].format(body=text)
     code = (f"namespace {ns} {{\nnamespace net = boost::asio;\n"
-            f"int doc_main() {{\n  doc_config cfg;\n  caf::actor_system sys{{cfg}};\n{inner}"
+            f"int doc_main() {{\n{served}  doc_config cfg;\n  caf::actor_system sys{{cfg}};\n{inner}"
             f"  return 0;\n}}\n}}  // namespace {ns}\n")
     return includes, code, f"{ns}::doc_main"
 
@@ -334,31 +383,225 @@ int main(int argc, char** argv) {
 """
 
 
-# -- sh and python: run one block ---------------------------------------------------------------
+# -- transcripts ---------------------------------------------------------------------------------
 
-def run_block(root, ident, uma, python_paths):
+TRANSCRIPT_RULES = """A transcript's `$ COMMAND` lines run one after another in the block's scratch folder (a
+line ending in a backslash continues on the next). The lines shown under a command are its
+expected output (stdout and stderr together): a shown line matches an output line when they are
+equal, except that each run of digits stands for any run of digits (ports, pids, sizes, ages)
+and `...` inside a line for any text; a line of just `...` stands for any number of lines.
+The shown lines between two `...` lines must appear consecutively, and those runs in order. A
+command shown without output must exit 0; none may die of a signal."""
+
+
+def transcript_steps(text):
+    """[(command, [shown output lines])] of a console transcript."""
+    steps, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("$ "):
+            command = line[2:]
+            while command.endswith("\\") and i + 1 < len(lines):
+                i += 1
+                command += "\n" + lines[i]
+            steps.append((command, []))
+        elif steps:
+            steps[-1][1].append(line.rstrip())
+        i += 1
+    return steps
+
+
+def shown_pattern(line):
+    """A shown output line as a regular expression (TRANSCRIPT_RULES)."""
+    parts = re.split(r"(\d+|\.\.\.)", line)
+    return re.compile("".join(r"\d+" if p.isdigit() else ".*" if p == "..." else re.escape(p)
+                              for p in parts))
+
+
+def unmatched(shown, output):
+    """The first shown line (with its context) not found in `output` as TRANSCRIPT_RULES say,
+    or None when all are."""
+    runs, run = [], []
+    for line in shown:
+        if line.strip() == "...":
+            runs.append(run)
+            run = []
+        elif line or run:
+            run.append(line)
+    runs.append(run)
+    out, pos = [line.rstrip() for line in output.split("\n")], 0
+    for run in (r for r in runs if r):
+        patterns = [shown_pattern(line) for line in run]
+        start = next((i for i in range(pos, len(out) - len(run) + 1)
+                      if all(p.fullmatch(out[i + k]) for k, p in enumerate(patterns))), None)
+        if start is None:
+            return run[0] if len(run) == 1 else f"{run[0]} (and the {len(run) - 1} after it)"
+        pos = start + len(run)
+    return None
+
+
+def run_transcript(block, scratch, env):
+    for command, shown in transcript_steps(block.text):
+        print(f"$ {command}", flush=True)
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=scratch, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=120, check=False)
+        print(done.stdout, end="", flush=True)
+        if done.returncode < 0 or done.returncode >= 128:
+            print(f"FAILED: `{command}` died (status {done.returncode})", file=sys.stderr)
+            return 1
+        if not any(line.strip() for line in shown) and done.returncode != 0:
+            print(f"FAILED: `{command}` exited {done.returncode}; the transcript shows no output, "
+                  "so it must exit 0", file=sys.stderr)
+            return 1
+        missing = unmatched(shown, done.stdout)
+        if missing is not None:
+            print(f"FAILED: `{command}` (exit {done.returncode}) did not print the transcript's "
+                  f"line\n  {missing}", file=sys.stderr)
+            return 1
+    return 0
+
+
+# -- a uma serve for the blocks marked `serve` ---------------------------------------------------
+
+# As docs/cli.md's serve transcript starts it, with a metrics endpoint: ports 0 (free ones; the
+# server prints what it got).
+SERVE_ARGS = ["serve", "--port", "0", "--backend", "host", "--quota", "1073741824",
+              "--operator-key-file", "op.key", "--metrics", "127.0.0.1:0"]
+SERVE_DEADLINE_S = 60
+LISTENING = re.compile(r"^uma serve: listening on (\S+) \(backend host, pid \d+\)$")
+METRICS_LINE = re.compile(r"^uma serve: metrics on http://(\S+)/metrics$")
+STOPPED = re.compile(r"^uma serve: stopping after SIGTERM: ")
+
+
+class ServeError(RuntimeError):
+    """The harness's uma serve did not start, announce itself or stop as it must."""
+
+
+def _die_with_parent():
+    """In the server's child process: SIGTERM when this script dies, even of SIGKILL (a CTest
+    timeout), so no server outlives its test (Linux's PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def _read_lines(stream, sink):
+    for line in stream:
+        sink.put(line.rstrip("\n"))
+    sink.put(None)
+
+
+def _await_announcements(proc, lines, stderr):
+    """{"UMA_SERVER": ..., "UMA_METRICS": ...} from the server's stdout, within the deadline."""
+    found, deadline = {}, time.monotonic() + SERVE_DEADLINE_S
+    while len(found) < 2:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ServeError(f"uma serve did not announce its address and metrics endpoint within "
+                             f"{SERVE_DEADLINE_S} s")
+        try:
+            line = lines.get(timeout=remaining)
+        except queue.Empty:
+            continue
+        if line is None:
+            proc.wait()
+            raise ServeError(f"uma serve ended (exit {proc.returncode}) before it was ready:\n"
+                             + "".join(stderr))
+        print(f"[server] {line}", flush=True)
+        for key, pattern in (("UMA_SERVER", LISTENING), ("UMA_METRICS", METRICS_LINE)):
+            m = pattern.match(line)
+            if m:
+                found[key] = m.group(1)
+    return found
+
+
+@contextlib.contextmanager
+def serving(uma, folder):
+    """A `uma serve` (SERVE_ARGS) in `folder` for one block: yields the variables the block reads;
+    stops it with SIGTERM afterwards and raises ServeError unless it exits 0 saying so. Whatever
+    happens, the server does not outlive this."""
+    folder.mkdir()
+    proc = subprocess.Popen([str(uma)] + SERVE_ARGS, cwd=folder, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_die_with_parent)
+    lines, stderr = queue.Queue(), []
+    threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()
+    err_reader = threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True)
+    err_reader.start()
+    try:
+        served = _await_announcements(proc, lines, stderr)
+        served["UMA_OPERATOR_KEY"] = str(folder / "op.key")
+        yield served
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=SERVE_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            raise ServeError(f"uma serve did not stop within {SERVE_DEADLINE_S} s of SIGTERM") \
+                from None
+        err_reader.join(timeout=SERVE_DEADLINE_S)
+        if proc.returncode != 0 or not any(STOPPED.match(line) for line in stderr):
+            raise ServeError(f"uma serve exited {proc.returncode} after SIGTERM, not 0 with its "
+                             "'stopping after SIGTERM' line")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        err_reader.join(timeout=5)
+        print("".join(f"[server stderr] {line}" for line in stderr), end="", flush=True)
+
+
+# -- run one block -------------------------------------------------------------------------------
+
+def block_env(scratch, uma, python_paths):
+    """The environment of a block: `uma` first on PATH; python/ and the stand-in frameworks
+    importable; the folder of UMA_LIBRARY on LD_LIBRARY_PATH (blocks name "libuma_c.so", as
+    an installed uma's users do)."""
+    bindir = Path(scratch) / "bin"
+    bindir.mkdir()
+    (bindir / "uma").symlink_to(Path(uma).resolve())
+    env = dict(os.environ)
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(p).resolve()) for p in python_paths] + [env.get("PYTHONPATH", "")])
+    if env.get("UMA_LIBRARY"):
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            [str(Path(env["UMA_LIBRARY"]).resolve().parent), env.get("LD_LIBRARY_PATH", "")])
+    return env
+
+
+def runnable(block):
+    return (block.mode in ("run", "fragment") if block.lang == "cpp"
+            else block.mode in ("run", "transcript") if block.lang == "sh"
+            else block.mode == "run" and block.lang == "python")
+
+
+def run_block(root, ident, uma, python_paths, cpp_runner):
     matches = [b for b in all_blocks(root) if b.id == ident]
     if not matches:
         print(f"no block {ident}", file=sys.stderr)
         return 2
     b = matches[0]
-    if b.mode != "run" or b.lang not in ("sh", "python"):
-        print(f"{ident} is not a runnable sh or python block ({b.marker})", file=sys.stderr)
+    if not runnable(b) or (b.lang == "cpp" and not cpp_runner):
+        print(f"{ident} is not a runnable block ({b.marker}; C++ needs --cpp-runner)",
+              file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="uma-doc-") as scratch:
-        bindir = Path(scratch) / "bin"
-        bindir.mkdir()
-        (bindir / "uma").symlink_to(Path(uma).resolve())
-        env = dict(os.environ)
-        env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(Path(p).resolve()) for p in python_paths] + [env.get("PYTHONPATH", "")])
-        if b.lang == "sh":
-            cmd = ["bash", "-euo", "pipefail", "-c", b.text]
-        else:
-            cmd = [sys.executable, "-c", b.text]
-        print(f"--- {ident} ({b.lang}) in {scratch}:\n{b.text}\n---", flush=True)
-        return subprocess.call(cmd, cwd=scratch, env=env)
+        env = block_env(scratch, uma, python_paths)
+        print(f"--- {ident} ({b.lang}, {b.marker}) in {scratch}:\n{b.text}\n---", flush=True)
+        try:
+            with (serving(uma, Path(scratch) / "server") if b.serve
+                  else contextlib.nullcontext({})) as served:
+                env.update(served)
+                if b.mode == "transcript":
+                    rc = run_transcript(b, scratch, env)
+                else:
+                    cmd = ([cpp_runner, ident] if b.lang == "cpp"
+                           else ["bash", "-euo", "pipefail", "-c", b.text] if b.lang == "sh"
+                           else [sys.executable, "-c", b.text])
+                    rc = subprocess.call(cmd, cwd=scratch, env=env)
+        except ServeError as error:
+            print(f"FAILED: {error}", file=sys.stderr)
+            return 1
+        return rc
 
 
 def self_test():
@@ -371,7 +614,16 @@ def self_test():
         "<!-- doc-test: fragment nowhere -->\n```cpp\nint x;\n```\n": "unknown harness",
         "<!-- doc-test: compile with_client -->\n```cpp\nint x;\n```\n": "compile without",
         "```rust\nfn main() {}\n```\n": "unknown language",
+        "<!-- doc-test: transcript -->\n```console\nls\n```\n": "without a '$ COMMAND'",
+        "<!-- doc-test: transcript -->\n```python\n$ ls\n```\n": "for shell (console) blocks",
+        "<!-- doc-test: compile with_client serve (why) -->\n```cpp\nint x;\n```\n":
+            "'serve' is for run, fragment and transcript",
+        "<!-- doc-test: run serve -->\n```cpp\nint main() {}\n```\n": "is a fragment",
+        "<!-- doc-test: run with_client -->\n```sh\nls\n```\n": "takes no harness",
         "<!-- doc-test: run -->\n```cpp\nint main() {}\n```\n"
+        "<!-- doc-test: fragment split_main serve -->\n```cpp\nint x;\n```\n"
+        "<!-- doc-test: run serve -->\n```sh\nls\n```\n"
+        "<!-- doc-test: transcript serve -->\n```console\n$ ls\nout\n```\n"
         "<!-- doc-test: skip (why) -->\n```python\nimport x\n```\n```text\nout\n```\n": None,
     }
     failed = 0
@@ -384,7 +636,23 @@ def self_test():
             if not ok:
                 failed += 1
                 print(f"FAILED: {text!r}: expected {expected!r}, got {found}")
-    print(f"{len(cases) - failed}/{len(cases)} self-test cases passed")
+    # The transcript rules: numbers and `...` vary, the words do not; runs keep their order.
+    output = "server 127.0.0.1:45113: 2 region(s)\nregion 1 of generation 1: 4096 bytes\nend"
+    matches = {
+        ("server 127.0.0.1:4242: 0 region(s)",): None,
+        ("server 127.0.0.1:4242: 0 region(s)", "...", "end"): None,
+        ("region 7 of ...", "end"): None,
+        ("server 127.0.0.1:4242: 0 regions",): "server 127.0.0.1:4242: 0 regions",
+        ("end", "...", "region 1 of generation 1: 4096 bytes"): "region 1 of generation 1: 4096 bytes",
+        ("server 1.2.3.4:5: 2 region(s)", "end"): "server 1.2.3.4:5: 2 region(s) (and the 1 after it)",
+    }
+    for shown, expected in matches.items():
+        got = unmatched(list(shown), output)
+        if got != expected:
+            failed += 1
+            print(f"FAILED: transcript {shown!r}: expected {expected!r}, got {got!r}")
+    total = len(cases) + len(matches)
+    print(f"{total - failed}/{total} self-test cases passed")
     return 1 if failed else 0
 
 
@@ -404,6 +672,7 @@ def main():
     p.add_argument("id")
     p.add_argument("--uma", required=True)
     p.add_argument("--python-path", action="append", default=[])
+    p.add_argument("--cpp-runner", help="the built uma_doc_blocks (C++ blocks)")
     args = parser.parse_args()
     if args.command == "self-test":
         return self_test()
@@ -414,7 +683,8 @@ def main():
         blocks = all_blocks(args.root)
         code = [b for b in blocks if b.lang]
         print(f"{len(blocks)} blocks, {len(code)} code blocks: "
-              f"{sum(b.mode in ('run', 'fragment') for b in code)} run, "
+              f"{sum(runnable(b) for b in code)} run "
+              f"({sum(b.serve for b in code)} against a uma serve), "
               f"{sum(b.mode == 'compile' for b in code)} compiled only, "
               f"{sum(b.mode == 'skip' for b in code)} skipped with a reason; "
               f"{len(found)} problem(s)")
@@ -424,11 +694,12 @@ def main():
         return 0
     if args.command == "list":
         for b in all_blocks(args.root):
-            if b.lang == args.lang and b.mode in (("run", "fragment") if args.lang == "cpp"
-                                                  else ("run",)):
+            if b.lang == args.lang and runnable(b):
                 print(b.id)
         return 0
-    return run_block(args.root, args.id, args.uma, args.python_path)
+    # A CTest timeout's SIGTERM unwinds (the server is stopped) rather than ending us at once.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    return run_block(args.root, args.id, args.uma, args.python_path, args.cpp_runner)
 
 
 if __name__ == "__main__":
