@@ -201,6 +201,20 @@ HARNESSES = {
   using namespace std::chrono_literals;
 {body}
 """,
+    # self (caf::event_based_actor*) in a function-based actor, and alloc: an allocator that has
+    # stopped already (the trap such handlers meet: CAF answers request_receiver_down).
+    "in_actor": """  auto alloc = uma::spawn_allocator(sys, {{.choice = uma::backend_choice::host}});
+  {{
+    caf::scoped_actor stopper{{sys}};
+    stopper->monitor(alloc);
+    stopper->send_exit(alloc, caf::exit_reason::user_shutdown);
+    stopper->receive([](const caf::down_msg&) {{}});
+  }}
+  sys.spawn([alloc](caf::event_based_actor* self) {{
+    using namespace std::chrono_literals;
+{body}
+  }});
+""",
     # A coroutine with net (boost::asio), bridge (over a host client) and an io_context it runs on.
     "in_coroutine": None,
     # cfg (a config with uma's types) and net (boost::asio) only: the block makes its own system.
@@ -594,7 +608,7 @@ def run_block(root, ident, uma, python_paths, cpp_runner):
                 if b.mode == "transcript":
                     rc = run_transcript(b, scratch, env)
                 else:
-                    cmd = ([cpp_runner, ident] if b.lang == "cpp"
+                    cmd = ([str(Path(cpp_runner).resolve()), ident] if b.lang == "cpp"
                            else ["bash", "-euo", "pipefail", "-c", b.text] if b.lang == "sh"
                            else [sys.executable, "-c", b.text])
                     rc = subprocess.call(cmd, cwd=scratch, env=env)
