@@ -1,5 +1,7 @@
 """cupy.cuda.memory stand-in: UnownedMemory keeps its owner alive, as CuPy's does."""
 
+import weakref
+
 
 class UnownedMemory:
     def __init__(self, ptr, size, owner, device_id=-1):
@@ -12,15 +14,25 @@ class MemoryPointer:
 
 
 class MemoryPool:
-    """Like CuPy's: calls `allocator(size)` for what it does not hold; keeps what is freed to
-    it until free_all_blocks()."""
+    """Like CuPy's in front of `allocator(size)`, without the caching: used_bytes() counts the
+    memory its pointers hold until they are dropped."""
 
     def __init__(self, allocator=None):
         self.allocator = allocator
         self.free_all_blocks_calls = 0
+        self._used = 0
 
     def malloc(self, size):
-        return self.allocator(size)
+        pointer = self.allocator(size)
+        self._used += size
+        weakref.finalize(pointer, self._release, size)
+        return pointer
+
+    def _release(self, size):
+        self._used -= size
+
+    def used_bytes(self):
+        return self._used
 
     def free_all_blocks(self, stream=None):
         self.free_all_blocks_calls += 1
@@ -40,3 +52,8 @@ def set_allocator(allocator=None):
 
 def get_allocator():
     return _allocator
+
+
+def alloc(size):
+    """Memory from the current allocator, as cupy.cuda.memory.alloc."""
+    return _allocator(size)
