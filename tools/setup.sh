@@ -14,9 +14,9 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ pkg-config libcaf-dev libboost1.81-dev libboost-json1.81-dev
           libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-          prometheus chromium python3 python3-pip)
+          prometheus chromium python3 python3-pip curl)
 # python3-pip (with python3-setuptools and python3-wheel) for uma_pip_install: `pip install
-# python/` offline, without build isolation.
+# python/` offline, without build isolation. curl: docs/cli.md's metrics transcript runs it.
 jobs=${UMA_JOBS:-$(nproc)}
 root=${UMA_BUILD_ROOT:-build}
 
