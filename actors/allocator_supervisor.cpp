@@ -74,7 +74,13 @@ class allocator_supervisor final : public supervisor_impl::base {
       child_ = nullptr;
     }
     state_ = supervisor_state::stopped;
-    fail_waiting(make_caf_error(errc::allocator_stopped, "the allocator supervisor stopped"));
+    const auto stopped =
+        make_caf_error(errc::allocator_stopped, "the allocator supervisor stopped");
+    fail_waiting(stopped);
+    // Requests forwarded to the incarnation and not answered yet: their replies would come to
+    // this actor, which is gone (CAF 0.17 does not break a dropped promise).
+    for (auto& [id, fail] : std::exchange(in_flight_, {}))
+      fail(stopped);
     announce_stop(exit_reason_);
     supervisor_impl::base::on_exit();
   }
@@ -170,14 +176,18 @@ class allocator_supervisor final : public supervisor_impl::base {
   void forward_now(caf::typed_response_promise<R> rp, std::function<void(const R&)> hook,
                    Ts... xs) {
     const auto gen = generation_;
+    const auto id = ++next_in_flight_;
+    in_flight_.emplace(id, [rp](caf::error err) mutable { rp.deliver(std::move(err)); });
     request(child_, caf::infinite, std::move(xs)...)
         .then(
-            [rp, hook](R& r) mutable {
+            [this, rp, hook, id](R& r) mutable {
+              in_flight_.erase(id);
               if (hook)
                 hook(r);
               rp.deliver(std::move(r));
             },
-            [this, rp, gen](caf::error& err) mutable {
+            [this, rp, gen, id](caf::error& err) mutable {
+              in_flight_.erase(id);
               if (err.category() == error_category) {
                 rp.deliver(std::move(err));
                 return;
@@ -446,6 +456,9 @@ class allocator_supervisor final : public supervisor_impl::base {
   std::vector<std::uint64_t> backoffs_ms_;
   std::deque<caf::actor_clock::time_point> restart_times_;
   std::vector<stashed> stash_;
+  /// Requests forwarded to the incarnation, by id: failed with allocator_stopped at exit.
+  std::map<std::uint64_t, std::function<void(caf::error)>> in_flight_;
+  std::uint64_t next_in_flight_ = 0;
   std::vector<caf::typed_response_promise<std::uint64_t>> restart_waiters_;
   std::vector<caf::actor_addr> observers_;
   std::optional<restart_event> pending_event_;  ///< told to observers once the next one runs

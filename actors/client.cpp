@@ -1,5 +1,7 @@
 #include <uma/actors/client.hpp>
 
+#include <caf/scoped_actor.hpp>
+
 namespace uma {
 
 client::client(caf::actor_system& sys, managed_allocator_actor allocator)
@@ -95,15 +97,6 @@ residency_result client::will_access(access_plan_request plan) {
   return call<residency_result>(will_access_atom_v, std::move(plan));
 }
 
-struct pending_plan::state {
-  using handle_type = decltype(std::declval<caf::scoped_actor&>()->request(
-      std::declval<const managed_allocator_actor&>(), caf::duration{}, will_access_atom_v,
-      access_plan_request{}));
-  explicit state(caf::actor_system& sys) : self(sys) {}
-  caf::scoped_actor self;
-  std::optional<handle_type> reply;
-};
-
 pending_plan::pending_plan(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
 pending_plan::pending_plan(pending_plan&&) noexcept = default;
 pending_plan& pending_plan::operator=(pending_plan&&) noexcept = default;
@@ -113,7 +106,8 @@ residency_result pending_plan::get() {
   if (!state_)
     raise(errc::invalid_argument, "pending_plan::get: no plan (its reply was taken already)");
   const auto s = std::move(state_);
-  return detail::receive_reply<residency_result>(*s->reply);
+  auto reply = s->channel->await(s->ticket, s->deadline);
+  return detail::take_reply<residency_result>(reply);
 }
 
 pending_plan client::will_access_async(std::vector<byte_ref> refs, int device, access_mode mode,
@@ -124,10 +118,11 @@ pending_plan client::will_access_async(std::vector<byte_ref> refs, int device, a
 }
 
 pending_plan client::will_access_async(access_plan_request plan) {
-  auto s = std::make_unique<pending_plan::state>(sys_);
-  s->reply.emplace(
-      s->self->request(allocator_, caf::duration{timeout_}, will_access_atom_v, std::move(plan)));
-  return pending_plan(std::move(s));
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto t = channel_->send(caf::actor_cast<caf::strong_actor_ptr>(allocator_),
+                          caf::make_message(will_access_atom_v, std::move(plan)));
+  return pending_plan(
+      std::make_unique<pending_plan::state>(pending_plan::state{channel_, std::move(t), deadline}));
 }
 
 std::vector<region_info> client::regions() {

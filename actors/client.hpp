@@ -10,9 +10,10 @@
 #include <vector>
 
 #include <caf/actor_system.hpp>
-#include <caf/scoped_actor.hpp>
+#include <caf/scoped_actor.hpp>  // not used here since the call channel; code includes it through us
 
 #include <uma/actors/allocator_supervisor.hpp>
+#include <uma/actors/detail/call_channel.hpp>
 #include <uma/actors/managed_allocator.hpp>
 #include <uma/memory/stream_cache.hpp>
 #include <uma/messages/error_category.hpp>
@@ -49,15 +50,24 @@ class pending_plan {
 
  private:
   friend class client;
-  struct state;
+  struct state {
+    std::shared_ptr<detail::call_channel> channel;
+    detail::call_channel::ticket ticket;
+    std::chrono::steady_clock::time_point deadline;
+    /// A plan nobody waits for any more: its reply, if it comes, is dropped.
+    ~state() { channel->forget(ticket); }
+  };
   explicit pending_plan(std::unique_ptr<state> s) noexcept;
   std::unique_ptr<state> state_;
 };
 
 /// A blocking facade over the allocator for code that is not an actor: tools, tests, plain
 /// threads. Each call sends one request and waits for its reply; a uma error reply is thrown as
-/// `uma::error` with the same code and message. Safe to use from several threads at once (each
-/// call uses its own scoped actor).
+/// `uma::error` with the same code and message. The request goes through the client's call
+/// channel (actors/detail/call_channel.hpp, docs/design.md "Blocking callers"): an idle allocator
+/// runs the request on the calling thread, the reply fills a slot the caller spins on, so that a
+/// call costs about what the allocator's work costs rather than two thread wake-ups. Safe to use
+/// from several threads at once.
 class client {
  public:
   /// Talks to an existing allocator; does not stop it.
@@ -260,6 +270,8 @@ class client {
       std::function<void(const allocator_stats&, const stop_report&)> next);
 
   caf::actor_system& sys_;
+  /// Shared with pending plans, which may outlive the client.
+  std::shared_ptr<detail::call_channel> channel_ = std::make_shared<detail::call_channel>(sys_);
   std::shared_ptr<stop_slot> slot_ = std::make_shared<stop_slot>();
   std::optional<allocator_supervisor_actor> supervisor_;
   managed_allocator_actor allocator_;
@@ -272,27 +284,11 @@ class client {
   std::size_t cache_max_ = cache_->max_bytes();
 };
 
-namespace detail {
-
-/// Waits on a blocking request's handle for its reply: the value, or its error thrown as
-/// uma::error.
-template <class R, class Handle>
-R receive_reply(Handle&& reply) {
-  std::optional<R> out;
-  caf::error err;
-  reply.receive([&](R& r) { out = std::move(r); }, [&](caf::error& e) { err = std::move(e); });
-  if (err)
-    throw to_uma_error(err);
-  return std::move(*out);
-}
-
-}  // namespace detail
-
 template <class R, class... Ts>
 R client::call(Ts&&... xs) {
-  caf::scoped_actor self{sys_};
-  return detail::receive_reply<R>(
-      self->request(allocator_, caf::duration{timeout_}, std::forward<Ts>(xs)...));
+  auto reply = channel_->request(caf::actor_cast<caf::strong_actor_ptr>(allocator_),
+                                 caf::make_message(std::forward<Ts>(xs)...), timeout_);
+  return detail::take_reply<R>(reply);
 }
 
 }  // namespace uma

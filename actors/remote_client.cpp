@@ -10,6 +10,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <uma/actors/detail/call_channel.hpp>
 #include <uma/actors/detail/remote_checks.hpp>
 
 namespace uma {
@@ -144,13 +145,11 @@ R remote_client::call(Ts&&... xs) {
   if (closed_)
     raise(errc::invalid_argument, "remote_client: the session with the uma server at " + address_ +
                                       " is closed (close() was called)");
-  caf::scoped_actor self{sys_};
-  std::optional<R> out;
+  auto reply = channel_->request(caf::actor_cast<caf::strong_actor_ptr>(session_actor_),
+                                 caf::make_message(std::forward<Ts>(xs)...), timeout_);
   caf::error err;
-  self->request(session_actor_, caf::duration{timeout_}, std::forward<Ts>(xs)...)
-      .receive([&](R& r) { out = std::move(r); }, [&](caf::error& e) { err = std::move(e); });
-  if (!err)
-    return std::move(*out);
+  if (auto value = detail::reply_value<R>(reply, err))
+    return std::move(*value);
   if (err.category() == error_category)
     throw to_uma_error(err);
   if (err == caf::sec::request_timeout)
@@ -161,7 +160,10 @@ R remote_client::call(Ts&&... xs) {
 
 remote_client::remote_client(caf::actor_system& sys, std::string host, std::uint16_t port,
                              std::chrono::milliseconds timeout)
-    : sys_(sys), address_(host + ":" + std::to_string(port)), timeout_(timeout) {
+    : sys_(sys),
+      channel_(std::make_unique<detail::call_channel>(sys)),
+      address_(host + ":" + std::to_string(port)),
+      timeout_(timeout) {
   if (!sys.has_middleman())
     raise(errc::invalid_argument,
           "remote_client: the actor system has no middleman; load it with "

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,10 @@
 #include <uma/messages/remote_interface.hpp>
 
 namespace uma {
+
+namespace detail {
+class call_channel;
+}
 
 /// A blocking client of a serving node's remote gateway (`uma serve`, or any process that
 /// published one with `publish_gateway`), for tools, tests and plain threads. The actor system
@@ -25,7 +30,9 @@ namespace uma {
 /// `release`, with the client (its destructor closes the session), or when this process dies
 /// (the connection drops and the gateway sees the session actor go down).
 ///
-/// Each call sends one request and waits at most the timeout for its reply. A uma error reply
+/// Each call sends one request and waits at most the timeout for its reply, through the same
+/// call channel as `uma::client` (docs/design.md "Blocking callers": the local session actor
+/// runs on the calling thread, the reply fills a slot the caller spins on). A uma error reply
 /// is thrown as `uma::error` with the same code and message. When the serving node goes down
 /// (its connection drops) every call in flight, and every later one, throws
 /// `error(allocator_stopped)` naming the server at once rather than at the timeout; a server
@@ -112,6 +119,7 @@ class remote_client {
   R call(Ts&&... xs);
 
   caf::actor_system& sys_;
+  std::unique_ptr<detail::call_channel> channel_;
   std::string address_;
   std::chrono::milliseconds timeout_;
   remote_allocator_actor gateway_;

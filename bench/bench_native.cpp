@@ -8,9 +8,12 @@
 // the reason.
 //
 //   uma_native_bench [--backend auto|host|cuda] [--pairs N] [--workers N,...] [--only-actors]
-//                    [--smoke]
+//                    [--smoke] [--facade]
 // --workers: scheduler.max-threads of the actor rows' systems, 0 for CAF's defaults (0,4).
 // --only-actors: the event-based actor rows alone, without baselines (for a profiler).
+// --facade: each blocking facade call that is a message beside the event-based request and the
+//           backend's own call, 1 and 8 threads, then 8 event-based clients (bench_facade.cpp);
+//           --pairs sets the calls per thread (default 10000).
 
 #include <algorithm>
 #include <atomic>
@@ -31,6 +34,7 @@
 #include <uma/actors/managed_allocator.hpp>
 #include <uma/messages/register_types.hpp>
 #include "bench/bench_actors.hpp"
+#include "bench/bench_facade.hpp"
 #include "bench/cuda_ops.hpp"
 
 namespace {
@@ -333,13 +337,17 @@ int main(int argc, char** argv) {
   int pairs = 200000;
   bool smoke = false;
   bool only_actors = false;  // --only-actors: the event-based actor rows alone (for profiling)
+  bool facade = false;       // --facade: the facade's message path (bench_facade.cpp)
+  bool pairs_set = false;
   std::vector<int> worker_counts{0, 4};  // 0: CAF's defaults
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--backend" && i + 1 < argc)
       backend = argv[++i];
     else if (a == "--pairs" && i + 1 < argc)
-      pairs = std::max(100, std::atoi(argv[++i]));
+      pairs = std::max(100, std::atoi(argv[++i])), pairs_set = true;
+    else if (a == "--facade")
+      facade = true;
     else if (a == "--smoke")
       smoke = true;
     else if (a == "--only-actors")
@@ -361,7 +369,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: uma_native_bench [--backend auto|host|cuda] [--pairs N] "
-                   "[--workers N,...] [--only-actors] [--smoke]\n");
+                   "[--workers N,...] [--only-actors] [--smoke] [--facade]\n");
       return 2;
     }
   }
@@ -376,6 +384,8 @@ int main(int argc, char** argv) {
   try {
     const auto kind = uma::make_backend(*choice)->kind();
     const bool cuda = kind == uma::backend_kind::cuda && uma::bench::cuda::compiled();
+    if (facade)
+      return uma::bench::run_facade_bench(*choice, smoke ? 300 : pairs_set ? pairs : 10000);
     std::vector<row> rows;
     if (only_actors) {
       for (int workers : worker_counts)

@@ -1,5 +1,7 @@
 #include <uma/sys/work_queue.hpp>
 
+#include <uma/sys/detail/spin_wait.hpp>
+
 namespace uma {
 
 work_queue::work_queue(std::function<void()> on_start)
@@ -18,8 +20,10 @@ void work_queue::post(std::function<void()> job, bool counted) {
     std::lock_guard lock(state_->mutex);
     if (!state_->stopping) {
       state_->jobs.push_back({std::move(job), counted});
+      state_->queued.fetch_add(1, std::memory_order_release);
       state_->counted_jobs += counted ? 1 : 0;
-      state_->wake.notify_one();
+      if (state_->parked)
+        state_->wake.notify_one();
       return;
     }
   }
@@ -41,6 +45,7 @@ void work_queue::drain_and_stop() noexcept {
         job = std::move(state_->jobs.front().fn);
         state_->counted_jobs -= state_->jobs.front().counted ? 1 : 0;
         state_->jobs.pop_front();
+        state_->queued.fetch_sub(1, std::memory_order_relaxed);
       }
       job();
     }
@@ -61,15 +66,27 @@ std::size_t work_queue::pending() const {
   return state_->counted_jobs + state_->running;
 }
 
+void work_queue::spin(state& s, std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  (void)detail::spin_until([&s] { return s.queued.load(std::memory_order_acquire) != 0; },
+                           spin_limit);
+  lock.lock();
+}
+
 void work_queue::run(state& s) {
   std::unique_lock lock(s.mutex);
   for (;;) {
+    if (s.jobs.empty() && !s.stopping)
+      spin(s, lock);
+    s.parked = true;
     s.wake.wait(lock, [&s] { return s.stopping || !s.jobs.empty(); });
+    s.parked = false;
     if (s.jobs.empty())
       return;  // stopping and drained
     auto job = std::move(s.jobs.front().fn);
     const bool counted = s.jobs.front().counted;
     s.jobs.pop_front();
+    s.queued.fetch_sub(1, std::memory_order_relaxed);
     if (counted) {
       --s.counted_jobs;
       ++s.running;

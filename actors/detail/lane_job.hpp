@@ -8,6 +8,7 @@
 #include <caf/message.hpp>
 #include <caf/send.hpp>
 
+#include <uma/actors/detail/inline_unit.hpp>
 #include <uma/messages/atoms.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/backend.hpp>
@@ -40,10 +41,11 @@ void drop_captures(Job& job) noexcept {
 
 /// The lane side of one of the allocator's off-loop jobs: runs `job`, waits for `stream` when
 /// the reply must wait for completion (on a prefetch's own lane; elsewhere a host callback
-/// sends the reply), and sends `job_done` with the result or the error to `hdl`. The job's
-/// captures are destroyed before the reply is sent: a caller that drops its ref after the reply
-/// then makes the last drop, queued before anything it asks next (a flush, stats), instead of
-/// racing the lane's own drop (which could land after the caller's flush had drained).
+/// sends the reply), and sends `job_done` with the result or the error to `hdl`, through the
+/// inline unit: an idle allocator handles it on this thread (docs/design.md "Blocking callers").
+/// The job's captures are destroyed before the reply is sent: a caller that drops its ref after
+/// the reply then makes the last drop, queued before anything it asks next (a flush, stats),
+/// instead of racing the lane's own drop (which could land after the caller's flush had drained).
 template <class Handle, class Job>
 void run_lane_job(Job& job, const Handle& hdl, std::uint64_t ticket, std::size_t lane, backend& b,
                   stream_view stream, completion when) {
@@ -72,7 +74,9 @@ void run_lane_job(Job& job, const Handle& hdl, std::uint64_t ticket, std::size_t
     err = make_caf_error(errc::backend_error, e.what());
   }
   drop_captures(job);
-  caf::anon_send(hdl, job_done_atom_v, ticket, std::move(payload), std::move(err), fatal);
+  send_inline(
+      caf::actor_cast<caf::strong_actor_ptr>(hdl),
+      caf::make_message(job_done_atom_v, ticket, std::move(payload), std::move(err), fatal));
 }
 
 }  // namespace uma::detail

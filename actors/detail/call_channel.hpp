@@ -1,0 +1,95 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include <caf/actor_system.hpp>
+#include <caf/message.hpp>
+
+#include <uma/actors/detail/reply_slot.hpp>
+#include <uma/messages/error_category.hpp>
+
+namespace uma::detail {
+
+/// The blocking facades' way to an actor (docs/design.md "Blocking callers"): a request is sent
+/// from the calling thread through its inline execution unit (the actor it makes ready runs
+/// right there, not after a worker's wake-up), and the reply goes to a sink whose enqueue fills
+/// the call's reply slot on the replying thread (no mailbox, no wake-up when the caller spins).
+/// Safe from many threads at once; one channel per facade object, shared with its pending calls.
+class call_channel {
+ public:
+  /// One request in flight: its id in the sink's table and its slot.
+  struct ticket {
+    std::uint64_t id = 0;
+    std::shared_ptr<reply_slot> slot;
+  };
+
+  /// Spawns the reply sink (hidden: it does not keep the actor system waiting).
+  explicit call_channel(caf::actor_system& sys);
+  call_channel(const call_channel&) = delete;
+  call_channel& operator=(const call_channel&) = delete;
+  /// Detaches the sink from the table; replies still on the way are dropped.
+  ~call_channel();
+
+  /// Sends `content` to `dest` as a request. A dead `dest` bounces the request: the slot gets
+  /// `sec::request_receiver_down`.
+  [[nodiscard]] ticket send(const caf::strong_actor_ptr& dest, caf::message content);
+  /// Waits at most until `deadline` for the reply: the value or a `caf::error`
+  /// (`sec::request_timeout` past the deadline; the ticket is forgotten and a late reply
+  /// dropped).
+  [[nodiscard]] caf::message await(const ticket& t, std::chrono::steady_clock::time_point deadline);
+  /// Forgets a ticket whose reply nobody will read (a dropped pending call).
+  void forget(const ticket& t);
+  /// send, then await at most `timeout`.
+  [[nodiscard]] caf::message request(const caf::strong_actor_ptr& dest, caf::message content,
+                                     std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    return await(send(dest, std::move(content)), deadline);
+  }
+  /// Requests waiting for their reply (0 once every call returned or timed out).
+  [[nodiscard]] std::size_t in_flight() const;
+
+ private:
+  /// Shared with the sink's handler, which may run after the channel is gone.
+  struct table {
+    mutable std::mutex mutex;
+    std::unordered_map<std::uint64_t, std::shared_ptr<reply_slot>> slots;
+    [[nodiscard]] std::shared_ptr<reply_slot> take(std::uint64_t id);
+  };
+
+  caf::actor_system& sys_;
+  std::shared_ptr<table> table_ = std::make_shared<table>();
+  caf::strong_actor_ptr sink_;
+  std::atomic<std::uint64_t> next_id_{0};
+};
+
+}  // namespace uma::detail
+
+namespace uma::detail {
+
+/// The value of a reply of type `R`; its `caf::error` (or an unexpected type) in `err`.
+template <class R>
+[[nodiscard]] std::optional<R> reply_value(caf::message& reply, caf::error& err) {
+  if (reply.match_elements<R>())
+    return std::move(reply.get_mutable_as<R>(0));
+  if (reply.match_elements<caf::error>())
+    err = std::move(reply.get_mutable_as<caf::error>(0));
+  else
+    err = make_caf_error(errc::backend_error, "unexpected reply type: " + to_string(reply));
+  return std::nullopt;
+}
+
+/// The value of a reply of type `R`; its error thrown as uma::error.
+template <class R>
+[[nodiscard]] R take_reply(caf::message& reply) {
+  caf::error err;
+  if (auto value = reply_value<R>(reply, err))
+    return std::move(*value);
+  throw to_uma_error(err);
+}
+
+}  // namespace uma::detail
