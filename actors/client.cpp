@@ -121,8 +121,7 @@ pending_plan client::will_access_async(access_plan_request plan) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   auto t = channel_->send(caf::actor_cast<caf::strong_actor_ptr>(allocator_),
                           caf::make_message(will_access_atom_v, std::move(plan)));
-  return pending_plan(
-      std::make_unique<pending_plan::state>(pending_plan::state{channel_, std::move(t), deadline}));
+  return pending_plan(std::make_unique<pending_plan::state>(channel_, std::move(t), deadline));
 }
 
 std::vector<region_info> client::regions() {

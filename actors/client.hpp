@@ -50,12 +50,20 @@ class pending_plan {
 
  private:
   friend class client;
+  /// Owns the ticket: only one state names it, so that the forget in its destructor is the
+  /// plan's end and never a copy's (a copied state forgot the ticket of a plan still awaited).
   struct state {
+    state(std::shared_ptr<detail::call_channel> c, detail::call_channel::ticket t,
+          std::chrono::steady_clock::time_point d) noexcept
+        : channel(std::move(c)), ticket(std::move(t)), deadline(d) {}
+    state(const state&) = delete;
+    state& operator=(const state&) = delete;
+    /// A plan nobody waits for any more: its reply, if it comes, is dropped.
+    ~state() { channel->forget(ticket); }
+
     std::shared_ptr<detail::call_channel> channel;
     detail::call_channel::ticket ticket;
     std::chrono::steady_clock::time_point deadline;
-    /// A plan nobody waits for any more: its reply, if it comes, is dropped.
-    ~state() { channel->forget(ticket); }
   };
   explicit pending_plan(std::unique_ptr<state> s) noexcept;
   std::unique_ptr<state> state_;

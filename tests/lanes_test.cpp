@@ -169,6 +169,23 @@ TEST_F(off_loop, AHeldPrefetchDelaysItsStreamButNotOtherWork) {
   EXPECT_EQ(faults_->calls(backend_op::discard), 1u);
 }
 
+TEST_F(off_loop, AnAsyncPlanWhoseMovesOutlastItsSendGetsItsReply) {
+  // The plan's placement is held on its lane until will_access_async has returned: the reply
+  // comes after the pending_plan was built and moved (a copied ticket state once forgot it
+  // there, and get() waited out the client's timeout; the H100's 64 MiB moves hit it always).
+  resume_on_exit guard{*faults_};
+  pool_->set_timeout(10s);
+  auto r = pool_->allocate<std::byte>(64 * 1024);
+  faults_->hold(backend_op::prefetch);
+  auto plan = pool_->will_access_async({client::erase(r)}, 0, access_mode::write,
+                                       residency_policy::migrate, {}, completion::complete);
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  auto kept = std::move(plan);
+  faults_->resume();
+  EXPECT_EQ(kept.get().placements, 1u);
+  EXPECT_EQ(pool_->done_with({client::erase(r)}), 1u);
+}
+
 TEST_F(off_loop, AFlushAfterACompletedDiscardCountsTheCallersLastDrop) {
   // Issue 24: a discard replied "complete" from inside its lane job (the host backend runs the
   // stream callback at once) while the job still held a copy of the ref, so the caller's drop

@@ -9,13 +9,15 @@
 
 namespace uma::detail {
 
-std::shared_ptr<reply_slot> call_channel::table::take(std::uint64_t id) {
+std::shared_ptr<reply_slot> call_channel::table::take(std::uint64_t id, bool claim) {
   std::lock_guard lock(mutex);
   auto it = slots.find(id);
   if (it == slots.end())
     return nullptr;
   auto slot = std::move(it->second);
   slots.erase(it);
+  if (claim)
+    slot->claim();
   return slot;
 }
 
@@ -27,7 +29,7 @@ call_channel::call_channel(caf::actor_system& sys) : sys_(sys) {
   companion->on_enqueue([t = table_](caf::mailbox_element_ptr element) {
     if (!element || !element->mid.is_response())
       return;
-    if (auto slot = t->take(element->mid.request_id().integer_value()))
+    if (auto slot = t->take(element->mid.request_id().integer_value(), true))
       slot->fill(element->move_content_to_message());
   });
   sink_ = caf::actor_cast<caf::strong_actor_ptr>(std::move(sink));
@@ -62,7 +64,7 @@ call_channel::ticket call_channel::send(const caf::strong_actor_ptr& dest, caf::
 caf::message call_channel::await(const ticket& t, std::chrono::steady_clock::time_point deadline) {
   if (t.slot->wait_until(deadline))
     return std::move(t.slot->reply());
-  if (!table_->take(t.id)) {
+  if (!table_->take(t.id, false) && t.slot->claimed()) {
     // The sink took the slot first: its fill is under way and ends at once.
     (void)t.slot->wait_until(std::chrono::steady_clock::now() + std::chrono::hours(1));
     return std::move(t.slot->reply());
@@ -71,7 +73,7 @@ caf::message call_channel::await(const ticket& t, std::chrono::steady_clock::tim
 }
 
 void call_channel::forget(const ticket& t) {
-  (void)table_->take(t.id);
+  (void)table_->take(t.id, false);
 }
 
 std::size_t call_channel::in_flight() const {

@@ -58,7 +58,9 @@ class call_channel {
   struct table {
     mutable std::mutex mutex;
     std::unordered_map<std::uint64_t, std::shared_ptr<reply_slot>> slots;
-    [[nodiscard]] std::shared_ptr<reply_slot> take(std::uint64_t id);
+    /// Removes `id`'s slot and returns it (null when gone); `claim` marks it as the sink's to
+    /// fill, so that a caller whose deadline passed meanwhile waits for that fill.
+    [[nodiscard]] std::shared_ptr<reply_slot> take(std::uint64_t id, bool claim);
   };
 
   caf::actor_system& sys_;

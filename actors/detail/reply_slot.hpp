@@ -32,6 +32,14 @@ class reply_slot {
     }
   }
 
+  /// Marks the slot as taken by the sink, whose `fill` follows at once (under the channel's
+  /// table lock, so that a caller that finds its slot gone knows whether a fill is coming).
+  void claim() noexcept { state_.fetch_or(claimed_bit, std::memory_order_relaxed); }
+  /// True once claimed (the table's lock orders it for the caller that checks).
+  [[nodiscard]] bool claimed() const noexcept {
+    return (state_.load(std::memory_order_relaxed) & claimed_bit) != 0;
+  }
+
   /// True once filled; then `reply()` may be read.
   [[nodiscard]] bool ready() const noexcept {
     return (state_.load(std::memory_order_acquire) & filled) != 0;
@@ -52,6 +60,7 @@ class reply_slot {
  private:
   static constexpr std::uint32_t filled = 1;
   static constexpr std::uint32_t parked = 2;
+  static constexpr std::uint32_t claimed_bit = 4;
 
   bool park_until(std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(mutex_);
