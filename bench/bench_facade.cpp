@@ -20,6 +20,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include <uma/actors/client.hpp>
+#include <uma/actors/scheduler_tuning.hpp>
 #include <uma/messages/register_types.hpp>
 #include "bench/bench_actors.hpp"
 
@@ -152,10 +153,14 @@ void print_row(const std::string& name, int threads, stat_pair s, stat_pair even
 
 }  // namespace
 
-int run_facade_bench(backend_choice choice, int samples) {
+int run_facade_bench(backend_choice choice, int samples, bool tuned) {
   struct config : caf::actor_system_config {
-    config() { register_types(*this); }  // CAF defaults: nothing else set
-  } cfg;
+    explicit config(bool tuned) {
+      register_types(*this);  // CAF defaults: nothing else set, unless tuned
+      if (tuned)
+        tune_scheduler(*this);
+    }
+  } cfg{tuned};
   caf::actor_system sys{cfg};
   allocator_config ac;
   ac.choice = choice;
@@ -167,9 +172,9 @@ int run_facade_bench(backend_choice choice, int samples) {
     refs.push_back(c.allocate<std::byte>(small));
   const byte_range own{b->allocate_managed(small, attach_flag::global), small};
   auto table = calls(c, *b, refs, where, own);
-  std::printf("facade calls, backend %s, %d calls per thread, CAF defaults (%u hardware threads)\n",
+  std::printf("facade calls, backend %s, %d calls per thread, %s (%u hardware threads)\n",
               std::string(to_string(b->kind())).c_str(), samples,
-              std::thread::hardware_concurrency());
+              tuned ? "tuned scheduler" : "CAF defaults", std::thread::hardware_concurrency());
   std::printf("%-34s %7s %10s %10s %10s %7s %10s %10s  %s\n", "call", "threads", "median ns",
               "p99 ns", "event ns", "x event", "backend ns", "above ns", "target");
   for (int threads : {1, 8}) {

@@ -9,7 +9,9 @@
 //
 //   uma_native_bench [--backend auto|host|cuda] [--pairs N] [--workers N,...] [--only-actors]
 //                    [--smoke] [--facade]
-// --workers: scheduler.max-threads of the actor rows' systems, 0 for CAF's defaults (0,4).
+// --workers: scheduler.max-threads of the actor rows' systems, 0 for CAF's defaults, 'tuned'
+//            for CAF's defaults with uma::tune_scheduler (0,tuned,4); with --facade, 'tuned'
+//            alone runs the facade's rows on the tuned scheduler.
 // --only-actors: the event-based actor rows alone, without baselines (for a profiler).
 // --facade: each blocking facade call that is a message beside the event-based request and the
 //           backend's own call, 1 and 8 threads, then 8 event-based clients (bench_facade.cpp);
@@ -32,6 +34,7 @@
 #include <uma/c/uma.h>
 #include <uma/actors/client.hpp>
 #include <uma/actors/managed_allocator.hpp>
+#include <uma/actors/scheduler_tuning.hpp>
 #include <uma/messages/register_types.hpp>
 #include "bench/bench_actors.hpp"
 #include "bench/bench_facade.hpp"
@@ -104,13 +107,26 @@ row measure(const std::string& name, int threads, int pairs, const std::function
   return r;
 }
 
+/// `tuned`: CAF's defaults with uma::tune_scheduler (actors/scheduler_tuning.hpp).
+constexpr int tuned = -1;
+
 struct uma_system_config : caf::actor_system_config {
   explicit uma_system_config(int max_threads) {
     uma::register_types(*this);
-    if (max_threads > 0)
+    if (max_threads == tuned)
+      uma::tune_scheduler(*this);
+    else if (max_threads > 0)
       set("scheduler.max-threads", static_cast<caf::config_value::integer>(max_threads));
   }
 };
+
+std::string workers_name(int max_threads) {
+  if (max_threads == 0)
+    return "CAF defaults";
+  if (max_threads == tuned)
+    return "tuned scheduler";
+  return std::to_string(max_threads) + " workers";
+}
 
 std::vector<row> facade_rows(uma::backend_choice choice, int pairs) {
   uma_system_config cfg(0);  // CAF defaults: nothing set
@@ -231,8 +247,7 @@ std::vector<row> actor_rows(uma::backend_choice choice, int pairs, int max_threa
   uma::client c(sys, ac);
   c.set_cache_max_bytes(0);  // the facade's caching layer aside: every pair is a message
   const auto alloc = c.handle();
-  const std::string workers =
-      max_threads == 0 ? "CAF defaults" : std::to_string(max_threads) + " workers";
+  const std::string workers = workers_name(max_threads);
   const int n = std::max(100, pairs / 10);  // a message per pair: fewer pairs
   std::vector<row> out;
   uma::allocate_request r;
@@ -339,7 +354,7 @@ int main(int argc, char** argv) {
   bool only_actors = false;  // --only-actors: the event-based actor rows alone (for profiling)
   bool facade = false;       // --facade: the facade's message path (bench_facade.cpp)
   bool pairs_set = false;
-  std::vector<int> worker_counts{0, 4};  // 0: CAF's defaults
+  std::vector<int> worker_counts{0, tuned, 4};  // 0: CAF's defaults
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--backend" && i + 1 < argc)
@@ -357,9 +372,11 @@ int main(int argc, char** argv) {
       std::string list = argv[++i];
       for (std::size_t at = 0; at <= list.size();) {
         const auto comma = std::min(list.find(',', at), list.size());
-        const int n = std::atoi(list.substr(at, comma - at).c_str());
-        if (n < 0 || n > 256 || (n == 0 && list.substr(at, comma - at) != "0")) {
-          std::fprintf(stderr, "uma_native_bench: --workers wants counts 0 to 256, got '%s'\n",
+        const auto item = list.substr(at, comma - at);
+        const int n = item == "tuned" ? tuned : std::atoi(item.c_str());
+        if (n < tuned || n > 256 || (n == 0 && item != "0")) {
+          std::fprintf(stderr,
+                       "uma_native_bench: --workers wants counts 0 to 256 or 'tuned', got '%s'\n",
                        list.c_str());
           return 2;
         }
@@ -385,7 +402,11 @@ int main(int argc, char** argv) {
     const auto kind = uma::make_backend(*choice)->kind();
     const bool cuda = kind == uma::backend_kind::cuda && uma::bench::cuda::compiled();
     if (facade)
-      return uma::bench::run_facade_bench(*choice, smoke ? 300 : pairs_set ? pairs : 10000);
+      return uma::bench::run_facade_bench(*choice,
+                                          smoke       ? 300
+                                          : pairs_set ? pairs
+                                                      : 10000,
+                                          worker_counts == std::vector<int>{tuned});
     std::vector<row> rows;
     if (only_actors) {
       for (int workers : worker_counts)

@@ -12,14 +12,19 @@
 #include <uma/actors/remote_client.hpp>
 
 #include <uma/actors/remote_tls.hpp>
+#include <uma/actors/scheduler_tuning.hpp>
 #include <uma/messages/register_types.hpp>
 #include "tools/cli_options.hpp"
 
 namespace uma::cli {
 
-/// An actor system configuration with uma's types registered.
+/// An actor system configuration with uma's types registered and the scheduler tuned for
+/// request/response traffic (actors/scheduler_tuning.hpp; `--caf.` options override it).
 struct actor_config : caf::actor_system_config {
-  actor_config() { register_types(*this); }
+  actor_config() {
+    register_types(*this);
+    tune_scheduler(*this);
+  }
 };
 
 /// The same with CAF's middleman loaded, for the commands that talk to other processes.

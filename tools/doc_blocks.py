@@ -267,6 +267,7 @@ INCLUDES = """#include <algorithm>
 #include <uma/actors/managed_allocator.hpp>
 #include <uma/actors/metrics_endpoint.hpp>
 #include <uma/actors/remote_client.hpp>
+#include <uma/actors/scheduler_tuning.hpp>
 #include <uma/messages/register_types.hpp>
 """
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include <uma/actors/scheduler_tuning.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/detail/format.hpp>
 #include <uma/sys/log.hpp>
@@ -65,6 +66,7 @@ uma_allocator::uma_allocator(const uma_config& c) : config(c) {
       uma::emulated_devices{static_cast<int>(c.host_devices), c.host_device_bytes});
   caf_config = std::make_unique<caf::actor_system_config>();
   uma::register_types(*caf_config);
+  uma::tune_scheduler(*caf_config);
   const auto threads = c.scheduler_threads == 0 ? 2u : c.scheduler_threads;
   caf_config->set("scheduler.max-threads", static_cast<caf::config_value::integer>(threads));
   system = std::make_unique<caf::actor_system>(*caf_config);
