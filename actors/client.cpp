@@ -5,17 +5,22 @@
 namespace uma {
 
 client::client(caf::actor_system& sys, managed_allocator_actor allocator)
-    : sys_(sys), allocator_(std::move(allocator)), owns_(false) {}
+    : sys_(sys), allocator_(std::move(allocator)), owns_(false) {
+  target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
+}
 
 client::client(caf::actor_system& sys, allocator_supervisor_actor supervisor)
     : sys_(sys),
       supervisor_(supervisor),
       allocator_(caf::actor_cast<managed_allocator_actor>(std::move(supervisor))),
-      owns_(false) {}
+      owns_(false) {
+  target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
+}
 
 client::client(caf::actor_system& sys, allocator_config config) : sys_(sys), owns_(true) {
   config.on_stop = recording(slot_, std::move(config.on_stop));
   allocator_ = spawn_allocator(sys, std::move(config));
+  target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
 }
 
 client::client(caf::actor_system& sys, supervisor_config config) : sys_(sys), owns_(true) {
@@ -23,6 +28,7 @@ client::client(caf::actor_system& sys, supervisor_config config) : sys_(sys), ow
   config.allocator.on_stop = recording(slot_, std::move(config.allocator.on_stop));
   supervisor_ = spawn_supervisor(sys, std::move(config));
   allocator_ = caf::actor_cast<managed_allocator_actor>(*supervisor_);
+  target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
 }
 
 std::unique_ptr<stream_cache> client::make_cache() {
@@ -119,8 +125,7 @@ pending_plan client::will_access_async(std::vector<byte_ref> refs, int device, a
 
 pending_plan client::will_access_async(access_plan_request plan) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  auto t = channel_->send(caf::actor_cast<caf::strong_actor_ptr>(allocator_),
-                          caf::make_message(will_access_atom_v, std::move(plan)));
+  auto t = channel_->send(target_, caf::make_message(will_access_atom_v, std::move(plan)));
   return pending_plan(std::make_unique<pending_plan::state>(channel_, std::move(t), deadline));
 }
 
@@ -133,6 +138,7 @@ allocator_snapshot client::snapshot() {
 }
 
 std::optional<final_report> client::stop() {
+  std::lock_guard once(stop_mutex_);
   if (!allocator_)
     return report_;
   caf::scoped_actor self{sys_};

@@ -95,7 +95,8 @@ class client {
   /// The allocator's handle, for actors that want to talk to it directly.
   [[nodiscard]] const managed_allocator_actor& handle() const noexcept { return allocator_; }
   /// The supervisor this client talks through (restart, subscribe, supervision counters), or
-  /// nullopt when it talks to a bare allocator or has stopped.
+  /// nullopt when it talks to a bare allocator or has stopped. Neither this nor handle() may be
+  /// read while another thread runs stop(); calls may.
   [[nodiscard]] const std::optional<allocator_supervisor_actor>& supervisor() const noexcept {
     return supervisor_;
   }
@@ -282,7 +283,12 @@ class client {
   std::shared_ptr<detail::call_channel> channel_ = std::make_shared<detail::call_channel>(sys_);
   std::shared_ptr<stop_slot> slot_ = std::make_shared<stop_slot>();
   std::optional<allocator_supervisor_actor> supervisor_;
-  managed_allocator_actor allocator_;
+  managed_allocator_actor allocator_;  ///< null after stop(); what handle() shows
+  /// Where calls go: set by the constructor and never written again, because calls on other
+  /// threads read it while stop() may run (after it, requests to the stopped actor bounce and
+  /// report allocator_stopped).
+  caf::strong_actor_ptr target_;
+  std::mutex stop_mutex_;  ///< one stop() at a time
   bool owns_;
   std::optional<final_report> report_;
   std::chrono::milliseconds timeout_{60000};
@@ -294,8 +300,7 @@ class client {
 
 template <class R, class... Ts>
 R client::call(Ts&&... xs) {
-  auto reply = channel_->request(caf::actor_cast<caf::strong_actor_ptr>(allocator_),
-                                 caf::make_message(std::forward<Ts>(xs)...), timeout_);
+  auto reply = channel_->request(target_, caf::make_message(std::forward<Ts>(xs)...), timeout_);
   return detail::take_reply<R>(reply);
 }
 
