@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   if (!parsed.parsed->help && parsed.parsed->what != uma::cli::command::info) {
     // CAF's options are a usage matter too: checked on a scratch configuration before any
     // command starts an actor system with them.
-    uma::cli::remote_actor_config scratch;
+    uma::cli::actor_config scratch;
     const auto complaint = uma::cli::apply_caf_options(scratch, *parsed.parsed);
     if (!complaint.empty()) {
       std::fprintf(stderr, "uma %s: %s\nrun 'uma %s --help' for usage\n",

@@ -120,4 +120,11 @@ std::string escape_control(std::string_view text) {
   return out;
 }
 
+std::string ipc_refusal_message(const region_handle& h) {
+  return "export_ipc: " + to_string(h) +
+         " cannot be exported: managed memory cannot be exported over CUDA IPC "
+         "(cudaIpcGetMemHandle supports device memory from cudaMalloc only); use the remote "
+         "interface's region ids instead";
+}
+
 }  // namespace uma::detail

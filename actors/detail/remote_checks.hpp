@@ -39,6 +39,9 @@ struct refusal {
 /// names the region or event and the value.
 [[nodiscard]] std::optional<refusal> check_snapshot(const remote_snapshot& s);
 
+/// Why `export_ipc` of `h` is refused: managed memory cannot be exported over CUDA IPC.
+[[nodiscard]] std::string ipc_refusal_message(const region_handle& h);
+
 /// `a + b`, or an overflow refusal naming `what` and both operands.
 [[nodiscard]] std::optional<std::uint64_t> checked_add(std::uint64_t a, std::uint64_t b);
 [[nodiscard]] refusal overflow_refusal(std::string_view what, std::uint64_t a, std::uint64_t b);
