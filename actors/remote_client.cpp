@@ -93,6 +93,23 @@ struct remote_client::impl {
     return rep;
   }
 
+  /// Waits (bounded) for the channel to connect; fails at the first failed attempt (nothing
+  /// listens, the connection is refused, the TLS handshake fails) rather than retrying.
+  void await_ready(const std::string& address, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::system_clock::now() + timeout;
+    auto state = channel->GetState(true);
+    while (state != GRPC_CHANNEL_READY) {
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN)
+        connect_failed(address,
+                       "the connection failed (nothing listens there, it was refused, "
+                       "or the TLS handshake failed)");
+      if (!channel->WaitForStateChange(state, deadline))
+        connect_failed(address,
+                       "nothing answered within " + std::to_string(timeout.count()) + " ms");
+      state = channel->GetState(true);
+    }
+  }
+
   /// Opens the session's stream and reads its first event (the key) within `timeout`: the read
   /// runs on a helper thread, cancelled when the server stays silent.
   session_key open(const std::string& address, std::chrono::milliseconds timeout) {
@@ -128,9 +145,7 @@ remote_client::remote_client(std::string target, remote_client_options options)
     : address_(target), timeout_(options.timeout), impl_(std::make_unique<impl>()) {
   impl_->channel = open_channel(target, options);
   impl_->stub = w::Remote::NewStub(impl_->channel);
-  if (!impl_->channel->WaitForConnected(std::chrono::system_clock::now() + timeout_))
-    connect_failed(address_, "nothing answers there within " + std::to_string(timeout_.count()) +
-                                 " ms (no server, a refused connection or a failed TLS handshake)");
+  impl_->await_ready(address_, timeout_);
   session_ = impl_->open(address_, timeout_);
 }
 

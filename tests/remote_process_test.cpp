@@ -49,6 +49,7 @@
 #include "support/actor_fixture.hpp"
 #include "support/child_process.hpp"
 #include "support/gateway_request.hpp"
+#include "support/http_client.hpp"
 #include "tools/stats_format.hpp"
 
 namespace uma {
@@ -440,6 +441,22 @@ std::set<unsigned> listening_ports(pid_t pid) {
     }
   }
   return ports;
+}
+
+TEST_F(two_processes, TheMetricsEndpointServesNoSnapshot) {
+  serve_in_child({"--metrics", "127.0.0.1:0"});
+  const auto line = server_->read_line(20s);
+  ASSERT_TRUE(line);
+  const std::string prefix = "uma serve: metrics on http://127.0.0.1:";
+  ASSERT_EQ(line->rfind(prefix, 0), 0u) << *line;
+  const auto port = static_cast<std::uint16_t>(std::stoul(line->substr(prefix.size())));
+  auto c = connect();
+  static_cast<void>(c->allocate(4096, "tenant secret"));
+  // F8: every tenant's labels and history are the operator's, through the operator socket.
+  const auto snap = test::http_get(port, "/snapshot");
+  EXPECT_EQ(snap.status, 404);
+  EXPECT_EQ(snap.body.find("tenant secret"), std::string::npos);
+  EXPECT_EQ(test::http_get(port, "/metrics").status, 200);
 }
 
 TEST_F(two_processes, UmaServeListensOnNoTcpPortUnlessTold) {

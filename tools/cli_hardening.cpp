@@ -36,6 +36,8 @@ hardening_options parse_hardening(const options& o) {
       h.tls.key = value;
     else if (flag == "--tls-ca" && !value.empty())
       h.tls.ca_file = value;
+    else if (flag == "--insecure-metrics")
+      h.insecure_metrics = true;
     else
       raise(errc::invalid_argument, flag + " needs a value, not '" + value + "'");
   }

@@ -19,6 +19,7 @@ struct hardening_options {
   std::chrono::seconds idle_timeout{300};     ///< --idle-timeout; 0: never
   std::vector<std::string> operator_names{};  ///< --operator-cn, in order
   tls_options tls{};                          ///< --tls-cert, --tls-key, --tls-ca
+  bool insecure_metrics = false;  ///< --insecure-metrics: --metrics off loopback, plain HTTP
 };
 
 /// Reads `o.hardening`; throws `error(invalid_argument)` naming the flag and the value refused.

@@ -198,6 +198,9 @@ void command_line::add_hardening(CLI::App& s, command c) {
   pass("--tenant-quota", "BYTES",
        "bytes (regions plus labels) one tenant may hold (default: a quarter of the quota)");
   pass("--idle-timeout", "SECONDS", "end sessions and drop connections idle this long (300)");
+  s.add_flag_callback(
+      "--insecure-metrics", [this] { o.hardening.emplace_back("--insecure-metrics", ""); },
+      "allow --metrics off loopback (plain HTTP, no authentication)");
 }
 
 void command_line::add_demo() {
@@ -351,7 +354,7 @@ void command_line::add_serve() {
                "not '" +
                v + "'");
        },
-       "serve GET /metrics, /healthz and /snapshot over HTTP there (port 0: a free one)")
+       "serve GET /metrics and /healthz over HTTP there (loopback; port 0: a free one)")
       ->type_name("HOST:PORT");
   s.add_flag("--metrics-labels", o.metrics_labels,
              "add live regions and bytes by label (one region report per scrape)")

@@ -21,7 +21,6 @@
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/cli_hardening.hpp"
-#include "tools/snapshot_json.hpp"
 
 namespace uma::cli {
 
@@ -47,23 +46,28 @@ void log_line(const std::string& line) {
   std::fprintf(stderr, "uma serve: %s\n", line.c_str());
 }
 
-/// The Prometheus endpoint of --metrics (null without it), announced on stdout.
+/// The Prometheus endpoint of --metrics (null without it), announced on stdout. It serves no
+/// `/snapshot`: a snapshot shows every tenant's regions and is the operator's (through the
+/// operator socket), and this endpoint authenticates nobody. Off loopback it needs
+/// --insecure-metrics.
 [[nodiscard]] std::unique_ptr<metrics_endpoint> start_metrics(
-    caf::actor_system& sys, const allocator_supervisor_actor& supervisor, const options& o) {
+    caf::actor_system& sys, const allocator_supervisor_actor& supervisor, const options& o,
+    const hardening_options& h) {
   if (!o.metrics)
     return nullptr;
   const auto& [host, port] = *o.metrics;
+  if (!is_loopback_address(host) && !h.insecure_metrics)
+    raise(errc::invalid_argument,
+          "refusing to serve metrics on " + host +
+              ", which is not a loopback address: the endpoint is plain HTTP without "
+              "authentication; bind it to loopback (a TLS proxy in front for remote scrapers) "
+              "or give --insecure-metrics");
   if (!is_loopback_address(host))
     log_line("WARNING: the metrics endpoint listens on " + host +
-             ", which is not a loopback address: whoever reaches it reads the allocator's "
-             "counters and labels (read-only, no authentication).");
+             " (--insecure-metrics): whoever reaches it reads the allocator's counters.");
   auto endpoint = std::make_unique<metrics_endpoint>(
       sys, supervisor,
-      metrics_endpoint_config{
-          .address = host,
-          .port = port,
-          .labels = o.metrics_labels,
-          .snapshot_json = [](const allocator_snapshot& snap) { return to_json(snap); }});
+      metrics_endpoint_config{.address = host, .port = port, .labels = o.metrics_labels});
   std::printf("uma serve: metrics on http://%s/metrics\n",
               endpoint_text(host, endpoint->port()).c_str());
   std::fflush(stdout);
@@ -221,7 +225,7 @@ int run_serve(const options& o) {
   std::unique_ptr<metrics_endpoint> metrics;
   try {
     wire = start_wire(sys, gateway, o, hardening, gw_config, *backend);
-    metrics = start_metrics(sys, supervisor, o);
+    metrics = start_metrics(sys, supervisor, o, hardening);
   } catch (...) {
     stop();
     throw;

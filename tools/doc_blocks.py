@@ -129,7 +129,7 @@ def problems(root):
 # `{body}` is the block. Every harness gets a configured actor system, so a fragment may use
 # `sys`; see each one's names.
 PRELUDE = """struct doc_config : caf::actor_system_config {
-  doc_config() { uma::register_types(*this); load<caf::io::middleman>(); }
+  doc_config() { uma::register_types(*this); }
 };
 """
 HARNESSES = {
@@ -196,7 +196,6 @@ INCLUDES = """#include <algorithm>
 
 #include <boost/asio.hpp>
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
 
 #include <uma/actors/access_sequence.hpp>
 #include <uma/actors/allocator_supervisor.hpp>

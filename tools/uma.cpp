@@ -3,11 +3,11 @@
 //   uma info  [--backend auto|cuda|host]
 //   uma demo  [--backend ...] [--producers N] [--consumers N] [--batches N] [--floats N]
 //   uma stats [--json | --prometheus] [--workload short|none] [--backend ...]
-//   uma stats --connect HOST:PORT [--json | --prometheus]
-//   uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT] [--for SECONDS] [--quota BYTES]
-//   uma regions --connect HOST:PORT [--json]
+//   uma stats --connect unix:PATH|HOST:PORT [--json | --prometheus]
+//   uma serve [--socket PATH] [--port P --tls-*] [--metrics HOST:PORT] [--for SECONDS] ...
+//   uma regions --connect unix:PATH|HOST:PORT [--json]
 //   uma snapshot [--json FILE] [--html FILE] [--workload short|none] [--backend ...]
-//   uma restart --connect HOST:PORT --operator-key-file PATH
+//   uma restart --connect unix:OPERATOR-SOCKET|HOST:PORT
 //   (demo, stats, serve, regions: also --caf.KEY=VALUE, and caf-application.ini is read)
 //
 // Exit status: 0 ok, 1 runtime failure, 2 usage error (tools/cli_options.hpp).
