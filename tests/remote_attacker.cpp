@@ -9,6 +9,8 @@
 //                                                   threads at once (F6)
 //   uma_remote_attacker TARGET connections N        N raw connections; how many the server closed
 //   uma_remote_attacker TARGET half-open            raw: connect, send nothing (F7)
+//   uma_remote_attacker HOST:PORT handshake-deadline N   N TCP connections that never start
+//                                                   TLS; how many the server closed, and when
 //   uma_remote_attacker TARGET garbage              raw: 64 KiB of bytes that are no HTTP/2
 //   uma_remote_attacker TARGET idle                 raw: send nothing; report when the server
 //                                                   closes the connection (30 s at most)
@@ -16,6 +18,8 @@
 // The raw modes print "connected" or "sent" and keep the connection open until killed (at most a
 // minute).
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -153,7 +157,21 @@ int regions_flood(int leases, int requests) {
   return 0;
 }
 
+/// A raw connection to the target: its Unix socket, or a TCP HOST:PORT (IPv4).
 int raw_connect() {
+  if (!target.starts_with("unix:")) {
+    const auto colon = target.rfind(':');
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(std::atoi(target.c_str() + colon + 1)));
+    ::inet_pton(AF_INET, target.substr(0, colon).c_str(), &addr.sin_addr);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+      std::printf("cannot connect: %s\n", std::strerror(errno));
+      std::exit(1);
+    }
+    return fd;
+  }
   const std::string path = target.substr(5);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};
@@ -192,6 +210,24 @@ int connections(int n) {
   for (const int fd : fds)
     closed += closed_within(fd, 1ms) ? 1 : 0;
   std::printf("closed by the server: %d\n", closed);
+  return 0;
+}
+
+/// N connections that never start TLS: each must be closed by the server's handshake deadline.
+int handshake_deadline(int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i)
+    fds.push_back(raw_connect());
+  std::printf("connected %d\n", n);
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  int closed = 0;
+  for (const int fd : fds)
+    closed += closed_within(fd, 15s) ? 1 : 0;
+  std::printf("closed by the server: %d after %lld ms\n", closed,
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - start)
+                                         .count()));
   return 0;
 }
 
@@ -238,6 +274,8 @@ int main(int argc, char** argv) {
     return regions_flood(arg(3), arg(4));
   if (mode == "connections")
     return connections(arg(3));
+  if (mode == "handshake-deadline")
+    return handshake_deadline(arg(3));
   if (mode == "half-open" || mode == "garbage" || mode == "idle")
     return raw(mode);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());

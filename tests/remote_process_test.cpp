@@ -525,6 +525,19 @@ TEST_F(two_processes, TlsRoundTripWorksAndPeersWithoutAValidCertificateAreRefuse
     EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << out;
     EXPECT_EQ(out.find("sessions:"), std::string::npos) << out;
   }
+  // F7 over TCP: 32 connections that never start TLS, while a client with a certificate is
+  // served; the handshake deadline (5 s) closes every one of them.
+  child_process half_open({attacker_path(), tcp, "handshake-deadline", "32"});
+  const auto connected = half_open.read_line(20s);
+  ASSERT_TRUE(connected && *connected == "connected 32") << (connected ? *connected : "no line");
+  {
+    remote_client c(tcp, with("client"));
+    const auto h = c.allocate(4096, "during the attack");
+    EXPECT_LT(honest_p99(c, h), 50.0);
+  }
+  const auto verdict = half_open.read_line(30s);
+  ASSERT_TRUE(verdict);
+  EXPECT_EQ(verdict->rfind("closed by the server: 32 after", 0), 0u) << *verdict;
   EXPECT_EQ(listening_ports(server_->pid()), std::set<unsigned>{port_});
   EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
 }
