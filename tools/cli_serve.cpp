@@ -90,16 +90,21 @@ void log_line(const std::string& line) {
   return g;
 }
 
-/// The parent folder of a default socket path, made owner-only if it does not exist.
-void make_socket_folder(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos || slash == 0)
-    return;
-  const auto folder = path.substr(0, slash);
-  const auto up = folder.rfind('/');
-  if (up != std::string::npos && up != 0)
-    ::mkdir(folder.substr(0, up).c_str(), 0700);  // $XDG_RUNTIME_DIR/uma's parent exists
-  ::mkdir(folder.c_str(), 0700);
+/// The folder of the default socket path: made if missing, and used only when it is a directory
+/// of this user that nobody else may write to (/tmp is shared: another user could have made
+/// /tmp/uma-UID first and swap the socket inside). Searchable by the group for mode 0660.
+void make_socket_folder(const std::string& path, unsigned socket_mode) {
+  const auto folder = path.substr(0, path.rfind('/'));
+  const mode_t mode = socket_mode == 0660 ? 0750 : 0700;
+  ::mkdir(folder.c_str(), mode);
+  struct stat st {};
+  if (::lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 022) != 0)
+    raise(errc::invalid_argument,
+          "the socket folder " + folder +
+              " is not a directory of this user that only it may write to: remove it, or name "
+              "another socket with --socket");
+  ::chmod(folder.c_str(), mode);
 }
 
 /// The wire server: the tenants' and the operator's Unix sockets, and TCP with mutual TLS when
@@ -111,7 +116,7 @@ void make_socket_folder(const std::string& path) {
   wire_server_config w;
   w.socket_path = o.socket_path.empty() ? default_socket_path() : o.socket_path;
   if (o.socket_path.empty())
-    make_socket_folder(w.socket_path);
+    make_socket_folder(w.socket_path, o.socket_mode);
   w.socket_mode = static_cast<mode_t>(o.socket_mode);
   w.operator_socket_path =
       o.operator_socket_path.empty() ? w.socket_path + ".operator" : o.operator_socket_path;
