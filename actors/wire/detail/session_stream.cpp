@@ -47,8 +47,9 @@ void session_book::finish(std::uint64_t sid) {
 namespace {
 
 /// The session's peer as the gateway sees it: an actor that does nothing but live as long as
-/// the stream.
-caf::behavior holder_behavior() {
+/// the stream. It takes an argument it ignores: CAF 0.17 dereferences a null argument tuple when
+/// a function-based actor is spawned without any.
+caf::behavior holder_behavior(caf::event_based_actor*, std::int32_t) {
   return {[](std::int32_t) {}};
 }
 
@@ -59,30 +60,31 @@ session_stream::session_stream(caf::actor_system& sys, const remote_allocator_ac
                                session_book& book)
     : book_(book),
       who_(std::move(who)),
-      holder_(sys.spawn(holder_behavior)),
+      holder_(sys.spawn(holder_behavior, 0)),
       state_(std::make_shared<stream_state>()) {
   state_->reactor = this;
-  sys.spawn([state = state_, gateway, timeout, holder = holder_,
-             tenant = who_.tenant](caf::event_based_actor* self) {
-    self->request(gateway, caf::duration{timeout}, open_session_atom_v, holder, tenant)
-        .then(
-            [state](session_key& k) {
-              std::lock_guard lock(state->mutex);
-              if (state->reactor != nullptr && !state->finished)
-                state->reactor->opened(k);
-            },
-            [state](caf::error& err) {
-              const auto e = err.category() == error_category
-                                 ? to_uma_error(err)
-                                 : error(errc::backend_error,
-                                         "open_session: the gateway did "
-                                         "not answer (" +
-                                             caf::to_string(err) + ")");
-              std::lock_guard lock(state->mutex);
-              if (state->reactor != nullptr && !state->finished)
-                state->reactor->refused(to_status(e));
-            });
-  });
+  sys.spawn(
+      [gateway, timeout, holder = holder_, tenant = who_.tenant](
+          caf::event_based_actor* self, std::shared_ptr<stream_state> state) {
+        self->request(gateway, caf::duration{timeout}, open_session_atom_v, holder, tenant)
+            .then(
+                [state](session_key& k) {
+                  std::lock_guard lock(state->mutex);
+                  if (state->reactor != nullptr && !state->finished)
+                    state->reactor->opened(k);
+                },
+                [state](caf::error& err) {
+                  const auto e = err.category() == error_category
+                                     ? to_uma_error(err)
+                                     : error(errc::backend_error,
+                                             "open_session: the gateway did not answer (" +
+                                                 caf::to_string(err) + ")");
+                  std::lock_guard lock(state->mutex);
+                  if (state->reactor != nullptr && !state->finished)
+                    state->reactor->refused(to_status(e));
+                });
+      },
+      state_);
 }
 
 void session_stream::opened(const session_key& key) {  // state->mutex held

@@ -62,20 +62,24 @@ class wire_call : public std::enable_shared_from_this<wire_call> {
   template <class R, class OnReply, class... Ts>
   void ask(caf::actor_system& sys, const remote_allocator_actor& gateway,
            std::chrono::milliseconds timeout, OnReply on_reply, Ts... xs) {
-    auto self_call = shared_from_this();
-    sys.spawn([self_call, gateway, timeout, on_reply, xs...](caf::event_based_actor* self) {
-      self->request(gateway, caf::duration{timeout}, xs...)
-          .then(
-              [self_call, on_reply](R& r) {
-                try {
-                  on_reply(r);
-                  self_call->ok();
-                } catch (const error& e) {
-                  self_call->fail(e);
-                }
-              },
-              [self_call, timeout](caf::error& err) { self_call->fail_with(err, timeout); });
-    });
+    // The call travels as the actor's argument: CAF 0.17 dereferences a null argument tuple
+    // when a function-based actor is spawned without arguments.
+    sys.spawn(
+        [gateway, timeout, on_reply, xs...](caf::event_based_actor* self,
+                                            std::shared_ptr<wire_call> call) {
+          self->request(gateway, caf::duration{timeout}, xs...)
+              .then(
+                  [call, on_reply](R& r) {
+                    try {
+                      on_reply(r);
+                      call->ok();
+                    } catch (const error& e) {
+                      call->fail(e);
+                    }
+                  },
+                  [call, timeout](caf::error& err) { call->fail_with(err, timeout); });
+        },
+        shared_from_this());
   }
 
   void fail_with(const caf::error& err, std::chrono::milliseconds timeout);
