@@ -1,215 +1,188 @@
+// The blocking client over the gRPC wire (docs/distributed.md).
+
 #include <uma/actors/remote_client.hpp>
 
-#include <functional>
-#include <map>
-#include <optional>
-#include <set>
+#include <charconv>
+#include <future>
+#include <thread>
 
-#include <caf/io/middleman.hpp>
-#include <caf/openssl/manager.hpp>
-#include <caf/scoped_actor.hpp>
-#include <caf/typed_event_based_actor.hpp>
+#include <grpcpp/grpcpp.h>
 
-#include <uma/actors/detail/call_channel.hpp>
+#include <remote.grpc.pb.h>
+
 #include <uma/actors/detail/remote_checks.hpp>
+#include <uma/actors/wire/detail/wire_convert.hpp>
+#include <uma/actors/wire/detail/wire_tls.hpp>
 
 namespace uma {
 
+namespace w = wire::v1;
+
 namespace {
-
-using moves = residency_result;  // the reply of a plan and of dead
-using handles = std::vector<region_handle>;
-using rows = std::vector<remote_region_info>;
-using op = remote_op_result;
-
-/// The client's local end of a session. The gateway monitors it (so the session ends when this
-/// process dies), and it monitors the gateway: calls are relayed through it, and when the
-/// gateway's connection drops every call in flight fails at once instead of at its timeout.
-class session_relay final : public remote_allocator_actor::base {
- public:
-  session_relay(caf::actor_config& cfg, remote_allocator_actor gateway, std::string address)
-      : remote_allocator_actor::base(cfg),
-        gateway_(std::move(gateway)),
-        address_(std::move(address)) {
-    set_down_handler([this](caf::down_msg& dm) {
-      if (dm.source != gateway_.address())
-        return;
-      lost_ = "the uma server at " + address_ + " went down (" +
-              (dm.reason ? system().render(dm.reason) : std::string("normal exit")) + ")";
-      auto pending = std::exchange(pending_, {});
-      for (auto& [id, fail] : pending)
-        fail(make_caf_error(errc::allocator_stopped, lost_ + " before it replied"));
-    });
-  }
-
-  behavior_type make_behavior() override {
-    monitor(gateway_);
-    return {
-        [this](open_session_atom a, caf::actor&) -> caf::result<session_key> {
-          // The gateway monitors this actor, not the one a caller may have named.
-          return relay<session_key>(a, caf::actor_cast<caf::actor>(this));
-        },
-        [this](close_session_atom a, const session_key& sid) -> caf::result<std::uint64_t> {
-          return relay<std::uint64_t>(a, sid);
-        },
-        [this](allocate_atom a, const session_key& sid, remote_allocate_request& r)
-            -> caf::result<region_handle> { return relay<region_handle>(a, sid, std::move(r)); },
-        [this](release_atom a, const session_key& sid, region_handle h)
-            -> caf::result<std::uint64_t> { return relay<std::uint64_t>(a, sid, h); },
-        [this](prefetch_atom a, const session_key& k, remote_prefetch_request& r)
-            -> caf::result<op> { return relay<op>(a, k, std::move(r)); },
-        [this](discard_atom a, const session_key& k, remote_discard_request& r) -> caf::result<op> {
-          return relay<op>(a, k, std::move(r));
-        },
-        [this](advise_atom a, const session_key& k, remote_advise_request& r) -> caf::result<op> {
-          return relay<op>(a, k, std::move(r));
-        },
-        [this](will_access_atom a, const session_key& k, remote_access_plan& r)
-            -> caf::result<moves> { return relay<moves>(a, k, std::move(r)); },
-        [this](done_with_atom a, const session_key& k, handles& hs) -> caf::result<std::uint64_t> {
-          return relay<std::uint64_t>(a, k, std::move(hs));
-        },
-        [this](dead_atom a, const session_key& k, handles& hs) -> caf::result<moves> {
-          return relay<moves>(a, k, std::move(hs));
-        },
-        [this](attributes_atom a, const session_key& sid, region_handle h)
-            -> caf::result<remote_attributes> { return relay<remote_attributes>(a, sid, h); },
-        [this](stats_atom a) -> caf::result<remote_stats> { return relay<remote_stats>(a); },
-        [this](regions_atom a, const session_key& k) -> caf::result<rows> {
-          return relay<rows>(a, k);
-        },
-        [this](regions_atom a, const operator_key& k) -> caf::result<rows> {
-          return relay<rows>(a, k);
-        },
-        [this](snapshot_atom a) -> caf::result<remote_snapshot> {
-          return relay<remote_snapshot>(a);
-        },
-        [this](snapshot_atom a, const operator_key& k) -> caf::result<remote_snapshot> {
-          return relay<remote_snapshot>(a, k);
-        },
-        [this](quota_atom a, std::uint64_t bytes) -> caf::result<std::uint64_t> {
-          return relay<std::uint64_t>(a, bytes);
-        },
-        [this](quota_atom a, const operator_key& k, std::uint64_t bytes)
-            -> caf::result<std::uint64_t> { return relay<std::uint64_t>(a, k, bytes); },
-        [this](restart_atom a) -> caf::result<std::uint64_t> { return relay<std::uint64_t>(a); },
-        [this](restart_atom a, const operator_key& k) -> caf::result<std::uint64_t> {
-          return relay<std::uint64_t>(a, k);
-        },
-        [this](export_ipc_atom a, const session_key& sid, region_handle h)
-            -> caf::result<std::vector<char>> { return relay<std::vector<char>>(a, sid, h); },
-    };
-  }
-
- private:
-  template <class R, class... Ts>
-  caf::result<R> relay(Ts... xs) {
-    if (!lost_.empty())
-      return make_caf_error(errc::allocator_stopped, lost_);
-    auto rp = make_response_promise<R>();
-    const auto id = ++next_id_;
-    pending_.emplace(id, [rp](caf::error err) mutable { rp.deliver(std::move(err)); });
-    request(gateway_, caf::infinite, std::move(xs)...)
-        .then(
-            [this, rp, id](R& r) mutable {
-              if (pending_.erase(id) != 0)
-                rp.deliver(std::move(r));
-            },
-            [this, rp, id](caf::error& err) mutable {
-              if (pending_.erase(id) == 0)
-                return;  // already failed by the down handler
-              if (err.category() != error_category)
-                err = make_caf_error(errc::allocator_stopped, "the uma server at " + address_ +
-                                                                  " did not reply (" +
-                                                                  system().render(err) + ")");
-              rp.deliver(std::move(err));
-            });
-    return rp;
-  }
-
-  remote_allocator_actor gateway_;
-  std::string address_;
-  std::string lost_;  ///< why the gateway is gone; empty while connected
-  std::uint64_t next_id_ = 0;
-  std::map<std::uint64_t, std::function<void(caf::error)>> pending_;
-};
 
 [[noreturn]] void connect_failed(const std::string& address, const std::string& why) {
   raise(errc::backend_error, "cannot reach the uma server at " + address + ": " + why);
 }
 
-}  // namespace
-
-template <class R, class... Ts>
-R remote_client::call(Ts&&... xs) {
-  if (closed_)
-    raise(errc::invalid_argument, "remote_client: the session with the uma server at " + address_ +
-                                      " is closed (close() was called)");
-  auto reply = channel_->request(caf::actor_cast<caf::strong_actor_ptr>(session_actor_),
-                                 caf::make_message(std::forward<Ts>(xs)...), timeout_);
-  caf::error err;
-  if (auto value = detail::reply_value<R>(reply, err))
-    return std::move(*value);
-  if (err.category() == error_category)
-    throw to_uma_error(err);
-  if (err == caf::sec::request_timeout)
-    raise(errc::backend_error, "no reply from the uma server at " + address_ + " within " +
-                                   std::to_string(timeout_.count()) + " ms");
-  throw to_uma_error(err);
+/// The uma error a failed call stands for: the server's own (its code in "uma-errc"), or what
+/// the transport says about the server.
+[[noreturn]] void throw_status(const grpc::ClientContext& ctx, const grpc::Status& s,
+                               const std::string& address, std::chrono::milliseconds timeout) {
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  if (auto it = trailers.find("uma-errc"); it != trailers.end()) {
+    int code = 0;
+    const auto text = it->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), code);
+    if (ec == std::errc{} && end == text.data() + text.size() && code >= 1 &&
+        code < static_cast<int>(errc_slots))
+      throw error(static_cast<errc>(code), s.error_message());
+  }
+  switch (s.error_code()) {
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      raise(errc::backend_error, "no reply from the uma server at " + address + " within " +
+                                     std::to_string(timeout.count()) + " ms");
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::CANCELLED:
+      raise(errc::allocator_stopped,
+            "the uma server at " + address + " went down (" + s.error_message() + ")");
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      raise(errc::quota_exceeded, "the uma server at " + address + ": " + s.error_message());
+    default:
+      raise(errc::backend_error, "the uma server at " + address + " failed the call (" +
+                                     std::to_string(s.error_code()) + ": " + s.error_message() +
+                                     ")");
+  }
 }
 
-remote_client::remote_client(caf::actor_system& sys, std::string host, std::uint16_t port,
-                             std::chrono::milliseconds timeout)
-    : sys_(sys),
-      channel_(std::make_unique<detail::call_channel>(sys)),
-      address_(host + ":" + std::to_string(port)),
-      timeout_(timeout) {
-  if (!sys.has_middleman())
+[[nodiscard]] std::shared_ptr<grpc::Channel> open_channel(const std::string& target,
+                                                          const remote_client_options& o) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  if (target.starts_with("unix:"))
+    return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  if (!o.tls.enabled())
     raise(errc::invalid_argument,
-          "remote_client: the actor system has no middleman; load it with "
-          "cfg.load<caf::io::middleman>()");
-  // The middleman actor's connect, rather than middleman().remote_actor(): the latter waits
-  // without a limit when a server accepts the connection but never answers.
-  caf::scoped_actor self{sys};
-  caf::strong_actor_ptr found;
-  std::set<std::string> interface;
-  std::optional<caf::error> err;
-  // With TLS loaded (enable_tls), the OpenSSL module's middleman actor connects instead.
-  const auto connector = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle()
-                                                   : sys.middleman().actor_handle();
-  self->request(connector, caf::duration{timeout}, caf::connect_atom_v, std::move(host), port)
-      .receive(
-          [&](const caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>& ifs) {
-            found = std::move(ptr);
-            interface = std::move(ifs);
-          },
-          [&](caf::error& e) { err = std::move(e); });
-  if (err)
-    connect_failed(address_, sys.render(*err));
-  if (!found)
-    connect_failed(address_, "no actor is published there");
-  if (!sys.assignable<remote_allocator_actor>(interface))
-    connect_failed(address_,
-                   "the actor published there is not a uma gateway (another interface, or "
-                   "another version of uma)");
-  gateway_ = caf::actor_cast<remote_allocator_actor>(std::move(found));
-  session_actor_ = sys.spawn<session_relay>(gateway_, address_);
-  try {
-    session_ = call<session_key>(open_session_atom_v, caf::actor{});
-  } catch (const error& e) {
-    caf::anon_send_exit(session_actor_, caf::exit_reason::user_shutdown);
-    connect_failed(address_, std::string("cannot open a session: ") + e.what());
+          "remote_client: " + target +
+              " is a TCP address, which the server serves over mutual TLS only: give "
+              "--tls-cert, --tls-key and --tls-ca (or connect to its unix: socket)");
+  const auto pem = detail::load_pem_credentials(o.tls);
+  if (!o.tls_server_name.empty())
+    args.SetSslTargetNameOverride(o.tls_server_name);
+  return grpc::CreateCustomChannel(target, grpc::SslCredentials({pem.ca, pem.key, pem.certificate}),
+                                   args);
+}
+
+}  // namespace
+
+struct remote_client::impl {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<w::Remote::Stub> stub;
+  grpc::ClientContext session_ctx;
+  std::unique_ptr<grpc::ClientReader<w::SessionEvent>> session;
+
+  /// One unary call with the client's timeout; throws what the status stands for.
+  template <class Req, class Rep, class Method>
+  Rep call(Method method, const Req& req, const std::string& address,
+           std::chrono::milliseconds timeout) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    Rep rep;
+    const auto status = ((*stub).*method)(&ctx, req, &rep);
+    if (!status.ok())
+      throw_status(ctx, status, address, timeout);
+    return rep;
   }
+
+  /// Waits (bounded) for the channel to connect; fails at the first failed attempt (nothing
+  /// listens, the connection is refused, the TLS handshake fails) rather than retrying.
+  void await_ready(const std::string& address, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::system_clock::now() + timeout;
+    auto state = channel->GetState(true);
+    while (state != GRPC_CHANNEL_READY) {
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN)
+        connect_failed(address,
+                       "the connection failed (nothing listens there, it was refused, "
+                       "or the TLS handshake failed)");
+      if (!channel->WaitForStateChange(state, deadline))
+        connect_failed(address,
+                       "nothing answered within " + std::to_string(timeout.count()) + " ms");
+      state = channel->GetState(true);
+    }
+  }
+
+  /// Opens the session's stream and reads its first event (the key) within `timeout`: the read
+  /// runs on a helper thread, cancelled when the server stays silent.
+  session_key open(const std::string& address, std::chrono::milliseconds timeout) {
+    session = stub->OpenSession(&session_ctx, w::OpenSessionRequest{});
+    w::SessionEvent first;
+    auto read = std::async(std::launch::async, [&] { return session->Read(&first); });
+    if (read.wait_for(timeout) != std::future_status::ready) {
+      session_ctx.TryCancel();
+      read.wait();
+      connect_failed(address, "no session within " + std::to_string(timeout.count()) + " ms");
+    }
+    if (!read.get()) {
+      const auto status = session->Finish();
+      try {
+        throw_status(session_ctx, status, address, timeout);
+      } catch (const error& e) {
+        connect_failed(address, std::string("cannot open a session: ") + e.what());
+      }
+    }
+    return detail::from_wire(first.key());
+  }
+
+  void end_session() {
+    if (!session)
+      return;
+    session_ctx.TryCancel();
+    static_cast<void>(session->Finish());
+    session.reset();
+  }
+};
+
+remote_client::remote_client(std::string target, remote_client_options options)
+    : address_(target), timeout_(options.timeout), impl_(std::make_unique<impl>()) {
+  impl_->channel = open_channel(target, options);
+  impl_->stub = w::Remote::NewStub(impl_->channel);
+  impl_->await_ready(address_, timeout_);
+  session_ = impl_->open(address_, timeout_);
 }
 
 remote_client::~remote_client() {
   try {
     close();
   } catch (const std::exception&) {
-    // The server is gone or slow: the session ends anyway when the session actor goes down.
+    // The server is gone or slow: the session ends anyway when its stream does.
   }
-  caf::anon_send_exit(session_actor_, caf::exit_reason::user_shutdown);
+  impl_->end_session();
 }
+
+void remote_client::check_open() const {
+  if (closed_)
+    raise(errc::invalid_argument, "remote_client: the session with the uma server at " + address_ +
+                                      " is closed (close() was called)");
+}
+
+namespace {
+
+void set_key(const session_key& k, w::SessionKey* out) {
+  detail::to_wire(k, *out);
+}
+
+template <class Fn>
+auto checked_reply(const std::string& address, Fn fn) {
+  try {
+    return fn();
+  } catch (const error& e) {
+    if (e.code() != errc::invalid_argument)
+      throw;
+    raise(errc::backend_error,
+          "the uma server at " + address + " sent a malformed reply: " + e.what());
+  }
+}
+
+}  // namespace
 
 void remote_client::close() {
   if (closed_)
@@ -218,67 +191,169 @@ void remote_client::close() {
     bool& closed;
     ~mark_closed() { closed = true; }
   } mark{closed_};
-  static_cast<void>(call<std::uint64_t>(close_session_atom_v, session_));
+  w::CloseSessionRequest req;
+  set_key(session_, req.mutable_session());
+  static_cast<void>(impl_->call<w::CloseSessionRequest, w::CountReply>(
+      &w::Remote::Stub::CloseSession, req, address_, timeout_));
+  impl_->end_session();
 }
 
 region_handle remote_client::allocate(std::uint64_t bytes, std::string label,
                                       std::uint64_t alignment, attach_flag attach) {
-  return call<region_handle>(allocate_atom_v, session_,
-                             remote_allocate_request{bytes, alignment, attach, std::move(label)});
+  check_open();
+  w::AllocateRequest req;
+  set_key(session_, req.mutable_session());
+  req.set_bytes(bytes);
+  req.set_alignment(alignment);
+  req.set_attach(static_cast<std::uint32_t>(attach));
+  req.set_label(std::move(label));
+  return detail::from_wire(impl_->call<w::AllocateRequest, w::RegionHandle>(
+      &w::Remote::Stub::Allocate, req, address_, timeout_));
 }
 
 std::uint64_t remote_client::release(region_handle region) {
-  return call<std::uint64_t>(release_atom_v, session_, region);
+  check_open();
+  w::RegionRequest req;
+  set_key(session_, req.mutable_session());
+  detail::to_wire(region, *req.mutable_region());
+  return impl_
+      ->call<w::RegionRequest, w::CountReply>(&w::Remote::Stub::Release, req, address_, timeout_)
+      .value();
 }
+
+namespace {
+
+void add_regions(const std::vector<region_handle>& regions,
+                 google::protobuf::RepeatedPtrField<w::RegionHandle>* out) {
+  for (const auto& h : regions)
+    detail::to_wire(h, *out->Add());
+}
+
+}  // namespace
 
 remote_op_result remote_client::prefetch(std::vector<region_handle> regions,
                                          std::vector<location> locations, completion when) {
-  return call<remote_op_result>(
-      prefetch_atom_v, session_,
-      remote_prefetch_request{std::move(regions), std::move(locations), when});
+  check_open();
+  w::PrefetchRequest req;
+  set_key(session_, req.mutable_session());
+  add_regions(regions, req.mutable_regions());
+  for (const auto& l : locations)
+    detail::to_wire(l, *req.add_locations());
+  req.set_reply_when(static_cast<std::uint32_t>(when));
+  return detail::from_wire(impl_->call<w::PrefetchRequest, w::OpResult>(&w::Remote::Stub::Prefetch,
+                                                                        req, address_, timeout_));
 }
 
 remote_op_result remote_client::discard(std::vector<region_handle> regions, completion when) {
-  return call<remote_op_result>(discard_atom_v, session_,
-                                remote_discard_request{std::move(regions), when});
-}
-
-residency_result remote_client::will_access(remote_access_plan plan) {
-  return call<residency_result>(will_access_atom_v, session_, std::move(plan));
-}
-
-std::uint64_t remote_client::done_with(std::vector<region_handle> regions) {
-  return call<std::uint64_t>(done_with_atom_v, session_, std::move(regions));
-}
-
-residency_result remote_client::dead(std::vector<region_handle> regions) {
-  return call<residency_result>(dead_atom_v, session_, std::move(regions));
+  check_open();
+  w::DiscardRequest req;
+  set_key(session_, req.mutable_session());
+  add_regions(regions, req.mutable_regions());
+  req.set_reply_when(static_cast<std::uint32_t>(when));
+  return detail::from_wire(impl_->call<w::DiscardRequest, w::OpResult>(&w::Remote::Stub::Discard,
+                                                                       req, address_, timeout_));
 }
 
 remote_op_result remote_client::advise(std::vector<region_handle> regions, advice what,
                                        location where) {
-  return call<remote_op_result>(advise_atom_v, session_,
-                                remote_advise_request{std::move(regions), what, where});
+  check_open();
+  w::AdviseRequest req;
+  set_key(session_, req.mutable_session());
+  add_regions(regions, req.mutable_regions());
+  req.set_advice(static_cast<std::uint32_t>(what));
+  detail::to_wire(where, *req.mutable_where());
+  return detail::from_wire(impl_->call<w::AdviseRequest, w::OpResult>(&w::Remote::Stub::Advise, req,
+                                                                      address_, timeout_));
+}
+
+residency_result remote_client::will_access(remote_access_plan plan) {
+  check_open();
+  w::AccessPlan req;
+  set_key(session_, req.mutable_session());
+  add_regions(plan.regions, req.mutable_regions());
+  req.set_device(plan.device);
+  req.set_mode(static_cast<std::uint32_t>(plan.mode));
+  req.set_policy(static_cast<std::uint32_t>(plan.policy));
+  req.set_reply_when(static_cast<std::uint32_t>(plan.reply_when));
+  return detail::from_wire(impl_->call<w::AccessPlan, w::ResidencyResult>(
+      &w::Remote::Stub::WillAccess, req, address_, timeout_));
+}
+
+std::uint64_t remote_client::done_with(std::vector<region_handle> regions) {
+  check_open();
+  w::RegionsRequest req;
+  set_key(session_, req.mutable_session());
+  add_regions(regions, req.mutable_regions());
+  return impl_
+      ->call<w::RegionsRequest, w::CountReply>(&w::Remote::Stub::DoneWith, req, address_, timeout_)
+      .value();
+}
+
+residency_result remote_client::dead(std::vector<region_handle> regions) {
+  check_open();
+  w::RegionsRequest req;
+  set_key(session_, req.mutable_session());
+  add_regions(regions, req.mutable_regions());
+  return detail::from_wire(impl_->call<w::RegionsRequest, w::ResidencyResult>(
+      &w::Remote::Stub::Dead, req, address_, timeout_));
 }
 
 range_attributes remote_client::attributes(region_handle region) {
-  return to_local(call<remote_attributes>(attributes_atom_v, session_, region));
+  check_open();
+  w::RegionRequest req;
+  set_key(session_, req.mutable_session());
+  detail::to_wire(region, *req.mutable_region());
+  const auto rep = impl_->call<w::RegionRequest, w::Attributes>(&w::Remote::Stub::GetAttributes,
+                                                                req, address_, timeout_);
+  return checked_reply(address_, [&] { return to_local(detail::from_wire(rep)); });
 }
 
 remote_stats remote_client::stats() {
-  return call<remote_stats>(stats_atom_v);
+  check_open();
+  const auto rep = impl_->call<w::StatsRequest, w::Stats>(&w::Remote::Stub::GetStats,
+                                                          w::StatsRequest{}, address_, timeout_);
+  return checked_reply(address_, [&] { return detail::from_wire(rep); });
+}
+
+std::vector<remote_region_info> remote_client::regions_page(std::uint64_t start,
+                                                            std::uint32_t page_size,
+                                                            std::uint64_t& total,
+                                                            std::uint64_t& next) {
+  check_open();
+  w::RegionsPageRequest req;
+  set_key(session_, req.mutable_session());
+  req.set_start(start);
+  req.set_page_size(page_size);
+  const auto rep = impl_->call<w::RegionsPageRequest, w::RegionsPage>(&w::Remote::Stub::Regions,
+                                                                      req, address_, timeout_);
+  total = rep.total();
+  next = rep.next_start();
+  if (next != 0 && next <= start)
+    raise(errc::backend_error, "the uma server at " + address_ + " sent a page that goes back");
+  return checked_reply(address_, [&] {
+    std::vector<remote_region_info> out;
+    for (const auto& row : rep.rows())
+      out.push_back(detail::from_wire(row));
+    return out;
+  });
 }
 
 std::vector<remote_region_info> remote_client::regions() {
-  return call<std::vector<remote_region_info>>(regions_atom_v, session_);
+  std::vector<remote_region_info> all;
+  std::uint64_t start = 0, total = 0, next = 0;
+  do {
+    auto page = regions_page(start, 0, total, next);
+    all.insert(all.end(), page.begin(), page.end());
+    start = next;
+  } while (next != 0);
+  return all;
 }
 
-std::vector<remote_region_info> remote_client::regions(const operator_key& key) {
-  return call<std::vector<remote_region_info>>(regions_atom_v, key);
-}
-
-remote_snapshot remote_client::snapshot(const operator_key& key) {
-  auto s = call<remote_snapshot>(snapshot_atom_v, key);
+remote_snapshot remote_client::snapshot() {
+  check_open();
+  const auto rep = impl_->call<w::SnapshotRequest, w::Snapshot>(
+      &w::Remote::Stub::TakeSnapshot, w::SnapshotRequest{}, address_, timeout_);
+  auto s = checked_reply(address_, [&] { return detail::from_wire(rep); });
   if (auto bad = detail::check_snapshot(s))
     raise(errc::backend_error,
           "the uma server at " + address_ + " sent a malformed " + bad->message);
@@ -286,19 +361,29 @@ remote_snapshot remote_client::snapshot(const operator_key& key) {
 }
 
 std::uint64_t remote_client::quota() {
-  return call<std::uint64_t>(quota_atom_v, std::uint64_t{0});
+  return set_quota(0);
 }
 
-std::uint64_t remote_client::set_quota(const operator_key& key, std::uint64_t bytes) {
-  return call<std::uint64_t>(quota_atom_v, key, bytes);
+std::uint64_t remote_client::set_quota(std::uint64_t bytes) {
+  check_open();
+  w::QuotaRequest req;
+  req.set_bytes(bytes);
+  return impl_
+      ->call<w::QuotaRequest, w::CountReply>(&w::Remote::Stub::Quota, req, address_, timeout_)
+      .value();
 }
 
-std::uint64_t remote_client::restart(const operator_key& key) {
-  return call<std::uint64_t>(restart_atom_v, key);
+std::uint64_t remote_client::restart() {
+  check_open();
+  return impl_
+      ->call<w::RestartRequest, w::CountReply>(&w::Remote::Stub::Restart, w::RestartRequest{},
+                                               address_, timeout_)
+      .value();
 }
 
 void remote_client::export_ipc(region_handle region) {
-  static_cast<void>(call<std::vector<char>>(export_ipc_atom_v, session_, region));
+  check_open();
+  raise(errc::not_supported, detail::ipc_refusal_message(region));
 }
 
 }  // namespace uma

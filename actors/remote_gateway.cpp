@@ -27,6 +27,7 @@ using count = std::uint64_t;
 using snap = remote_snapshot;
 using moves = residency_result;
 using handles = std::vector<region_handle>;
+using charv = std::vector<char>;
 
 caf::error to_caf(const refusal& r) {
   return make_caf_error(r.code, r.message);
@@ -56,14 +57,13 @@ class remote_gateway final : public remote_allocator_actor::base {
 
   behavior_type make_behavior() override {
     monitor(supervisor_);
-    if (ceiling_ == 0)
-      request(supervisor_, caf::infinite, quota_atom_v, std::uint64_t{0})
-          .then([this](std::uint64_t q) { ceiling_ = ceiling_ == 0 ? q : ceiling_; },
-                [](caf::error&) {});
+    learn_ceiling();
     return {
         [this](open_session_atom, caf::actor& peer) -> caf::result<session_key> {
-          return open_session(peer);
+          return open_session(peer, "node " + caf::to_string(peer.node()));
         },
+        [this](open_session_atom, caf::actor& peer, std::string& tenant)
+            -> caf::result<session_key> { return open_session(peer, std::move(tenant), true); },
         [this](close_session_atom, const session_key& k) -> caf::result<std::uint64_t> {
           return close_session(k);
         },
@@ -109,8 +109,10 @@ class remote_gateway final : public remote_allocator_actor::base {
         [this](restart_atom, const operator_key& k) -> caf::result<std::uint64_t> {
           return restart(k);
         },
-        [this](export_ipc_atom, const session_key& k,
-               region_handle h) -> caf::result<std::vector<char>> { return export_ipc(k, h); },
+        [this](export_ipc_atom, const session_key& k, region_handle h) -> caf::
+                                                                           result<charv> {
+                                                                             return authorize(k) ? detail::ipc_refusal(h) : lookup_failure{"export_ipc", k.id, true}.to_error(nullptr);
+                                                                           },
     };
   }
 
@@ -121,6 +123,14 @@ class remote_gateway final : public remote_allocator_actor::base {
   }
 
  private:
+  /// Without a ceiling given, the quota in force at start is the ceiling.
+  void learn_ceiling() {
+    if (ceiling_ == 0)
+      request(supervisor_, caf::infinite, quota_atom_v, std::uint64_t{0})
+          .then([this](std::uint64_t q) { ceiling_ = ceiling_ == 0 ? q : ceiling_; },
+                [](caf::error&) {});
+  }
+
   // -- authority -------------------------------------------------------------------------------
 
   /// The session `k` names if its secret matches and the request comes from its node; counts
@@ -138,21 +148,25 @@ class remote_gateway final : public remote_allocator_actor::base {
 
   // -- sessions ----------------------------------------------------------------------------------
 
-  caf::result<session_key> open_session(const caf::actor& peer) {
+  /// A session of `tenant`; a `named` one (the local wire's identity) from a local sender only.
+  caf::result<session_key> open_session(const caf::actor& peer, std::string tenant,
+                                        bool named = false) {
     expire_idle();
     const auto& sender = current_sender();
+    if (named && (sender == nullptr || sender->node() != node() || tenant.empty()))
+      return make_caf_error(errc::invalid_argument, "open_session: only the local wire names one");
     if (auto why = detail::refuse_peer(peer, sender, address(), supervisor_.address()))
       return make_caf_error(errc::invalid_argument, "open_session: " + *why);
-    const auto of_tenant = detail::sessions_of(sessions_, peer.node());
+    const auto of_tenant = detail::sessions_of(sessions_, tenant);
     if (of_tenant >= config_.max_sessions_per_tenant)
-      return make_caf_error(errc::quota_exceeded,
-                            "open_session: node " + caf::to_string(peer.node()) + " has " +
-                                std::to_string(of_tenant) + " sessions open, the cap per tenant");
+      return make_caf_error(errc::quota_exceeded, "open_session: " + tenant + " has " +
+                                                      std::to_string(of_tenant) +
+                                                      " sessions open, the cap per tenant");
     session_key key{++next_session_};
     detail::random_secret(key.secret_hi, key.secret_lo);
-    sessions_[key.id] = detail::session::opened(peer, key);
+    log("session " + std::to_string(key.id) + " opened by " + tenant);
+    sessions_[key.id] = detail::session::opened(peer, key, std::move(tenant));
     monitor(peer);  // already down: the down message comes at once and ends the session
-    log("session " + std::to_string(key.id) + " opened by node " + caf::to_string(peer.node()));
     return key;
   }
 
@@ -332,16 +346,6 @@ class remote_gateway final : public remote_allocator_actor::base {
           k.id, [](const range_attributes& a) { return to_remote(a); }, attributes_atom_v,
           std::move(refs.front()));
     });
-  }
-
-  caf::result<std::vector<char>> export_ipc(const session_key& k, region_handle h) {
-    if (authorize(k) == nullptr)
-      return lookup_failure{"export_ipc", k.id, true}.to_error(nullptr);
-    return make_caf_error(errc::not_supported,
-                          "export_ipc: " + to_string(h) +
-                              " cannot be exported: managed memory cannot be exported over CUDA "
-                              "IPC (cudaIpcGetMemHandle supports device memory from cudaMalloc "
-                              "only); use the remote interface's region ids instead");
   }
 
   /// Runs `then(refs)` when every handle resolves; otherwise replies the lookup failure.

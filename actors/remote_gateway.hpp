@@ -46,25 +46,16 @@ struct gateway_config {
 };
 
 /// Spawns the remote gateway of a serving node: it implements `remote_allocator_actor` on top
-/// of `supervisor` (a local allocator supervisor) and holds the leases of remote sessions. Each
-/// lease is a `byte_ref` the gateway keeps; dropping it (an explicit release, a closed session,
-/// a session whose actor went down, an idle session) lets the allocator free the region. The
-/// gateway monitors the supervisor and quits with its exit reason when it goes down; a local
-/// exit message stops it and releases every lease. Exit and link messages from remote actors
+/// of `supervisor` for the node's wire server (actors/wire/wire_server.hpp), which is its only
+/// client: it is never published (a local allocator supervisor) and holds the leases of remote
+/// sessions. Each lease is a `byte_ref` the gateway keeps; dropping it (an explicit release, a
+/// closed session, a session whose actor went down, an idle session) lets the allocator free the
+/// region. The gateway monitors the supervisor and quits with its exit reason when it goes down; a
+/// local exit message stops it and releases every lease. Exit and link messages from remote actors
 /// are dropped before they reach it (a peer can neither kill it nor tie its life to its own).
 [[nodiscard]] remote_allocator_actor spawn_remote_gateway(caf::actor_system& sys,
                                                           allocator_supervisor_actor supervisor,
                                                           gateway_config config = {});
-
-/// Publishes `gateway` on `bind`:`port` through CAF's middleman, which must be loaded
-/// (`cfg.load<caf::io::middleman>()`). Port 0 takes a free port. Returns the port bound. The
-/// middleman authenticates nobody: whoever reaches the port can use the interface, which is
-/// why callers bind loopback unless told otherwise (docs/distributed.md). Throws
-/// `error(invalid_argument)` for an empty address (CAF would bind every interface) and
-/// `error(backend_error)` naming the address, the port and CAF's reason when publishing fails.
-[[nodiscard]] std::uint16_t publish_gateway(caf::actor_system& sys,
-                                            const remote_allocator_actor& gateway,
-                                            std::uint16_t port, const std::string& bind);
 
 /// A fresh operator key: 128 bits from the kernel's random source, never all zero.
 [[nodiscard]] operator_key make_operator_key();

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -38,6 +39,9 @@ using remote_allocator_actor = caf::typed_actor<
     /// -> the new session's key; invalid_argument for no actor, an actor that is not of the
     /// requesting peer's node, the gateway itself, or a tenant over its session cap
     caf::replies_to<open_session_atom, caf::actor>::with<session_key>,
+    /// (peer, tenant) -> the same for a tenant the serving node's own wire server identified
+    /// from the connection (a Unix socket's peer uid, a client certificate); local senders only
+    caf::replies_to<open_session_atom, caf::actor, std::string>::with<session_key>,
     /// -> leases released; invalid_argument when the session is not open or the key is wrong
     caf::replies_to<close_session_atom, session_key>::with<std::uint64_t>,
     /// (session, request) -> the new region, leased by the session; invalid_argument for a label

@@ -26,44 +26,33 @@ options with(std::vector<std::pair<std::string, std::string>> flags) {
 TEST(CliHardening, FlagsAreReadAndBadValuesNamed) {
   const auto h = parse_hardening(with({{"--tenant-quota", "1048576"},
                                        {"--idle-timeout", "0"},
-                                       {"--max-payload", "65536"},
+                                       {"--operator-cn", "uma operator"},
                                        {"--tls-cert", "c.pem"}}));
   EXPECT_EQ(h.tenant_quota_bytes, 1048576u);
   EXPECT_EQ(h.idle_timeout.count(), 0);
-  EXPECT_EQ(h.max_payload, 65536u);
+  EXPECT_EQ(h.operator_names, std::vector<std::string>{"uma operator"});
   EXPECT_EQ(h.tls.certificate, "c.pem");
   UMA_EXPECT_ERROR(static_cast<void>(parse_hardening(with({{"--tenant-quota", "-1"}}))),
                    errc::invalid_argument, "--tenant-quota needs a number from 1 to");
-  UMA_EXPECT_ERROR(static_cast<void>(parse_hardening(with({{"--max-payload", "12"}}))),
-                   errc::invalid_argument, "--max-payload needs a number from 1024");
+  UMA_EXPECT_ERROR(static_cast<void>(parse_hardening(with({{"--idle-timeout", "604801"}}))),
+                   errc::invalid_argument, "--idle-timeout needs a number from 0 to 604800");
+  UMA_EXPECT_ERROR(static_cast<void>(parse_hardening(with({{"--operator-cn", ""}}))),
+                   errc::invalid_argument, "--operator-cn needs a value");
 }
 
-TEST(CliHardening, ANonLoopbackBindNeedsTlsOrInsecure) {
-  EXPECT_EQ(check_bind_policy("127.0.0.1", {}), "");
+TEST(CliHardening, TcpNeedsMutualTlsAndANonLoopbackBindIsWarnedAbout) {
+  options local;
+  EXPECT_EQ(check_bind_policy(local, {}), "");  // the Unix socket only
+  options tcp;
+  tcp.port = 0;
   // Only the policy runs here: nothing is bound.
-  UMA_EXPECT_ERROR(static_cast<void>(check_bind_policy("0.0.0.0", {})), errc::invalid_argument,
-                   "refusing to listen on 0.0.0.0, which is not a loopback address, without TLS");
-  hardening_options insecure;
-  insecure.insecure = true;
-  EXPECT_NE(check_bind_policy("0.0.0.0", insecure).find("WARNING"), std::string::npos);
+  UMA_EXPECT_ERROR(static_cast<void>(check_bind_policy(tcp, {})), errc::invalid_argument,
+                   "--port listens on TCP, which uma serve does only with mutual TLS");
   hardening_options tls;
-  tls.tls.certificate = "c.pem";
-  EXPECT_EQ(check_bind_policy("0.0.0.0", tls), "");
-}
-
-TEST(CliHardening, TheOperatorKeyFileIsOwnerOnlyAndReadsBack) {
-  char tmpl[] = "/tmp/uma-key-test-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
-  const auto path = dir + "/operator.key";
-  const operator_key key{0x1234, 0x5678};
-  write_operator_key(path, key);
-  struct stat st {};
-  ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_EQ(read_operator_key(path), key);
-  UMA_EXPECT_ERROR(static_cast<void>(read_operator_key(dir + "/none")), errc::invalid_argument,
-                   "no operator key there");
-  std::filesystem::remove_all(dir);
+  tls.tls = {"c.pem", "c.key", "ca.pem"};
+  EXPECT_EQ(check_bind_policy(tcp, tls), "");
+  tcp.bind = "0.0.0.0";
+  EXPECT_NE(check_bind_policy(tcp, tls).find("not a loopback address"), std::string::npos);
 }
 
 }  // namespace

@@ -55,34 +55,29 @@ TEST(CliOptions, SnapshotTakesFilesAndRefusesTwoOutputsOnStdout) {
   EXPECT_FALSE(parse({"snapshot", "--prometheus"}).parsed);
 }
 
-TEST(CliOptions, SnapshotConnectNeedsAPortAndTheOperatorKeyAndNoLocalOptions) {
-  const auto r = parse({"snapshot", "--connect", "[::1]:4242", "--operator-key-file", "op.key",
-                        "--html", "s.html", "--tls-ca", "ca.pem"});
+TEST(CliOptions, SnapshotConnectTakesAnAddressAndNoLocalOptions) {
+  const auto r =
+      parse({"snapshot", "--connect", "[::1]:4242", "--html", "s.html", "--tls-ca", "ca.pem"});
   ASSERT_TRUE(r.parsed) << r.error;
   EXPECT_TRUE(r.parsed->connect);
+  EXPECT_EQ(r.parsed->connect_target, "[::1]:4242");
   EXPECT_EQ(r.parsed->connect_host, "::1");
   EXPECT_EQ(r.parsed->connect_port, 4242);
   EXPECT_EQ(r.parsed->snapshot_html, "s.html");
-  EXPECT_EQ(r.parsed->hardening.size(), 2u);
+  EXPECT_EQ(r.parsed->hardening.size(), 1u);
+  const auto unix_socket = parse({"snapshot", "--connect", "unix:/run/uma/uma.sock.operator"});
+  ASSERT_TRUE(unix_socket.parsed) << unix_socket.error;
+  EXPECT_EQ(unix_socket.parsed->connect_target, "unix:/run/uma/uma.sock.operator");
   EXPECT_EQ(parse({"snapshot", "--connect", "127.0.0.1"}).error,
-            "uma snapshot: --connect needs HOST:PORT with a port from 1 to 65535, not "
-            "'127.0.0.1'");
-  EXPECT_EQ(parse({"snapshot", "--connect", "127.0.0.1:4242"}).error,
-            "uma snapshot: --connect needs --operator-key-file PATH: a serving node's snapshot "
-            "shows every tenant's regions, which only its operator reads (the file `uma serve "
-            "--operator-key-file` wrote)");
-  EXPECT_EQ(
-      parse({"snapshot", "--connect", "h:1", "--operator-key-file", "k", "--workload", "none"})
-          .error,
-      "uma snapshot: --workload runs on a local allocator; it does not go with --connect");
-  EXPECT_EQ(
-      parse({"snapshot", "--connect", "h:1", "--operator-key-file", "k", "--backend", "host"})
-          .error,
-      "uma snapshot: --backend and --host-devices choose a local allocator's backend; the server "
-      "at --connect has its own");
-  EXPECT_EQ(parse({"snapshot", "--operator-key-file", "k"}).error,
-            "uma snapshot: --operator-key-file is for a serving node's snapshot; it goes with "
-            "--connect");
+            "uma snapshot: --connect needs unix:PATH or HOST:PORT with a port from 1 to 65535, "
+            "not '127.0.0.1'");
+  EXPECT_EQ(parse({"snapshot", "--connect", "h:1", "--workload", "none"}).error,
+            "uma snapshot: --workload runs on a local allocator; it does not go with --connect");
+  EXPECT_EQ(parse({"snapshot", "--connect", "h:1", "--backend", "host"}).error,
+            "uma snapshot: --backend and --host-devices choose a local allocator's backend; the "
+            "server at --connect has its own");
+  EXPECT_EQ(parse({"snapshot", "--tls-ca", "k"}).error,
+            "uma snapshot: --tls-ca is for a serving node's snapshot; it goes with --connect");
   EXPECT_FALSE(parse({"snapshot", "--connect", "h:1", "--tenant-quota", "5"}).parsed);
 }
 
@@ -208,8 +203,16 @@ TEST(CliOptions, ServeListensOnLoopbackUnlessBindSaysOtherwise) {
   EXPECT_TRUE(any.parsed->bind_given);
 }
 
-TEST(CliOptions, ServeRefusesAMissingPortABadPortAndAnEmptyBind) {
-  EXPECT_EQ(parse({"serve"}).error, "uma serve: --port is required (0 takes a free port)");
+TEST(CliOptions, ServeRefusesABadPortABindWithoutAPortAndAnEmptyBind) {
+  const auto socket_only = parse({"serve", "--socket", "/tmp/u.sock", "--socket-mode", "0660"});
+  ASSERT_TRUE(socket_only.parsed) << socket_only.error;
+  EXPECT_FALSE(socket_only.parsed->port);
+  EXPECT_EQ(socket_only.parsed->socket_path, "/tmp/u.sock");
+  EXPECT_EQ(socket_only.parsed->socket_mode, 0660u);
+  EXPECT_EQ(parse({"serve", "--socket-mode", "0666"}).error,
+            "uma serve: --socket-mode needs 0600 or 0660, not '0666'");
+  EXPECT_EQ(parse({"serve", "--bind", "0.0.0.0"}).error,
+            "uma serve: --bind is for TCP; it goes with --port");
   EXPECT_EQ(parse({"serve", "--port", "65536"}).error,
             "uma serve: --port needs a port from 0 to 65535, not '65536'");
   EXPECT_EQ(parse({"serve", "--port", "1", "--bind="}).error,
@@ -237,7 +240,8 @@ TEST(CliOptions, ConnectExcludesTheLocalAllocatorsOptions) {
   EXPECT_NE(parse({"stats", "--connect", "h:1", "--backend", "host"}).error.find("has its own"),
             std::string::npos);
   EXPECT_EQ(parse({"regions"}).error,
-            "uma regions: --connect HOST:PORT is required (the address of a `uma serve`)");
+            "uma regions: --connect unix:PATH or HOST:PORT is required (the address of a `uma "
+            "serve`)");
   EXPECT_EQ(parse({"regions", "--connect", "h:1", "--prometheus"}).error,
             "uma regions: unknown option '--prometheus'");
 }

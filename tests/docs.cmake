@@ -34,7 +34,7 @@ foreach(lang cpp sh python)
   string(REPLACE "\n" ";" uma_doc_ids "${uma_doc_ids}")
   foreach(id IN LISTS uma_doc_ids)
     # Each in a scratch folder of its own (blocks write files: op.key, snapshots); the blocks
-    # marked `serve` against a uma serve of their own, on free loopback ports.
+    # marked `serve` against a uma serve of their own, its sockets in that folder.
     add_test(NAME uma_docs.${lang}.${id}
              COMMAND Python3::Interpreter ${uma_doc_tool} run ${uma_doc_root} ${id}
                      --uma $<TARGET_FILE:uma_cli> --cpp-runner $<TARGET_FILE:uma_doc_blocks>

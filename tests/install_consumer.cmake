@@ -54,23 +54,24 @@ foreach(file uma_c/__init__.py uma_c/_installed.py uma_torch/__init__.py uma_cup
 endforeach()
 
 build_consumer("${CONSUMER_SOURCE_DIR}" "${build}" "-DCMAKE_PREFIX_PATH=${prefix}")
-# A program that links only uma::allocator needs neither CAF's io nor its OpenSSL module (nor
-# OpenSSL itself): the libraries it asks the loader for are read from its dynamic section.
-# Both consumers link with --no-as-needed, so the dynamic section lists what the link interface
-# brings; the umbrella's must list CAF's io (else this check could not see it).
+# A program that links only uma::allocator needs neither the remote wire (gRPC, protobuf) nor
+# OpenSSL, nor CAF's io or OpenSSL module (no uma library uses them since the wire moved to
+# gRPC): the libraries it asks the loader for are read from its dynamic section. Both consumers
+# link with --no-as-needed, so the dynamic section lists what the link interface brings; the
+# umbrella's must list gRPC (uma::remote's wire; else this check could not see it).
 find_program(READELF readelf REQUIRED)
 run("readelf uma_consumer" "${READELF}" -d "${build}/uma_consumer")
-if(NOT step_output MATCHES "Shared library: \\[libcaf_io")
-  message(FATAL_ERROR "uma_consumer (uma::uma) does not need libcaf_io: ${step_output}")
+if(NOT step_output MATCHES "Shared library: \\[libgrpc\\+\\+")
+  message(FATAL_ERROR "uma_consumer (uma::uma) does not need libgrpc++: ${step_output}")
 endif()
 run("readelf uma_consumer_allocator" "${READELF}" -d "${build}/uma_consumer_allocator")
 string(REGEX MATCHALL "Shared library: \\[[^]]+\\]" needed "${step_output}")
 if(NOT needed MATCHES "libcaf_core")
   message(FATAL_ERROR "readelf found no libcaf_core in uma_consumer_allocator: ${step_output}")
 endif()
-foreach(forbidden libcaf_io libcaf_openssl libssl libcrypto)
+foreach(forbidden libcaf_io libcaf_openssl libgrpc libprotobuf libssl libcrypto)
   if(needed MATCHES "${forbidden}")
     message(FATAL_ERROR "uma_consumer_allocator (uma::allocator only) needs ${forbidden}: ${needed}")
   endif()
 endforeach()
-message("OK: uma::allocator alone needs no CAF io or OpenSSL (${needed})")
+message("OK: uma::allocator alone needs no CAF io, gRPC or OpenSSL (${needed})")

@@ -1,192 +1,283 @@
-// A malicious peer for tests/remote_process_test.cpp: connects to a serving node on 127.0.0.1
-// and misbehaves in one way, prints what happened on stdout (one line per attempt), and exits 0
+// A malicious client for tests/remote_process_test.cpp: connects to a serving node's wire
+// (TARGET: unix:PATH) and misbehaves in one way, prints what happened on stdout, and exits 0
 // when it could make its attempt (whatever the server did about it).
 //
-//   uma_remote_attacker HOST PORT forge SESSION_ID   use another session's id with own secret
-//   uma_remote_attacker HOST PORT exit               exit messages (kill) to the gateway
-//   uma_remote_attacker HOST PORT link               link to the gateway, then die (kill)
-//   uma_remote_attacker HOST PORT self-peer          open a session naming the gateway itself
-//   uma_remote_attacker HOST PORT huge-header        raw TCP: one BASP header announcing 1 GiB
-//   uma_remote_attacker HOST PORT garbage            raw TCP: 64 KiB of bytes that are no BASP
-//   uma_remote_attacker HOST PORT idle               raw TCP: send nothing; report when the
-//                                                    server closes the connection (30 s at most)
+//   uma_remote_attacker TARGET forge SESSION_ID     another session's id with a guessed secret;
+//                                                   quota, snapshot and restart as a tenant
+//   uma_remote_attacker TARGET oversized N          N allocate requests of 16 MiB (F5)
+//   uma_remote_attacker TARGET regions-flood L R    L leases, then R region requests from 16
+//                                                   threads at once (F6)
+//   uma_remote_attacker TARGET connections N        N raw connections; how many the server closed
+//   uma_remote_attacker TARGET half-open            raw: connect, send nothing (F7)
+//   uma_remote_attacker HOST:PORT handshake-deadline N   N TCP connections that never start
+//                                                   TLS; how many the server closed, and when
+//   uma_remote_attacker TARGET garbage              raw: 64 KiB of bytes that are no HTTP/2
+//   uma_remote_attacker TARGET idle                 raw: send nothing; report when the server
+//                                                   closes the connection (30 s at most)
 //
-// The raw TCP modes print "sent" and keep the connection open until killed (at most a minute).
+// The raw modes print "connected" or "sent" and keep the connection open until killed (at most a
+// minute).
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/event_based_actor.hpp>
-#include <caf/io/middleman.hpp>
-#include <caf/scoped_actor.hpp>
+#include <grpcpp/grpcpp.h>
 
-#include <uma/actors/remote_client.hpp>
-#include <uma/messages/register_types.hpp>
+#include <remote.grpc.pb.h>
 
 namespace {
 
+namespace w = uma::wire::v1;
 using namespace std::chrono_literals;
 
-struct config : caf::actor_system_config {
-  config() {
-    uma::register_types(*this);
-    load<caf::io::middleman>();
+std::string target;
+
+std::unique_ptr<w::Remote::Stub> stub(int max_send = -1) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(max_send);
+  return w::Remote::NewStub(
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+}
+
+template <class Req, class Rep, class Method>
+grpc::Status call(w::Remote::Stub& s, Method m, const Req& req, Rep& rep) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  return (s.*m)(&ctx, req, &rep);
+}
+
+void report(const char* what, const grpc::Status& s) {
+  std::printf("%s: %s\n", what, s.ok() ? "ok" : ("refused (" + s.error_message() + ")").c_str());
+}
+
+/// An open session of this process: the stream and the key.
+struct session {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReader<w::SessionEvent>> reader;
+  w::SessionKey key;
+  explicit session(w::Remote::Stub& s) {
+    reader = s.OpenSession(&ctx, w::OpenSessionRequest{});
+    w::SessionEvent first;
+    if (!reader->Read(&first)) {
+      std::printf("open_session: refused\n");
+      std::exit(1);
+    }
+    key = first.key();
   }
+  ~session() { ctx.TryCancel(); }
 };
 
-void say(const std::string& line) {
-  std::printf("%s\n", line.c_str());
+int forge(std::uint64_t victim) {
+  auto s = stub();
+  session mine(*s);
+  w::RegionRequest rel;
+  rel.mutable_session()->set_id(victim);
+  rel.mutable_session()->set_secret_hi(mine.key.secret_hi());
+  rel.mutable_session()->set_secret_lo(mine.key.secret_lo() ^ 1);
+  rel.mutable_region()->set_id(1);
+  rel.mutable_region()->set_generation(1);
+  w::CountReply n;
+  report("release", call(*s, &w::Remote::Stub::Release, rel, n));
+  w::CloseSessionRequest close;
+  *close.mutable_session() = rel.session();
+  report("close_session", call(*s, &w::Remote::Stub::CloseSession, close, n));
+  w::QuotaRequest quota;
+  quota.set_bytes(~std::uint64_t{0});
+  report("quota", call(*s, &w::Remote::Stub::Quota, quota, n));
+  w::Snapshot snap;
+  report("snapshot", call(*s, &w::Remote::Stub::TakeSnapshot, w::SnapshotRequest{}, snap));
+  report("restart", call(*s, &w::Remote::Stub::Restart, w::RestartRequest{}, n));
+  return 0;
+}
+
+int oversized(int n) {
+  auto s = stub();
+  session mine(*s);
+  w::AllocateRequest req;
+  *req.mutable_session() = mine.key;
+  req.set_bytes(4096);
+  req.set_attach(1);
+  req.set_label(std::string(16u << 20, 'x'));
+  int refused = 0;
+  for (int i = 0; i < n; ++i) {
+    w::RegionHandle h;
+    refused += call(*s, &w::Remote::Stub::Allocate, req, h).ok() ? 0 : 1;
+  }
+  std::printf("oversized: %d refused\n", refused);
+  return 0;
+}
+
+int regions_flood(int leases, int requests) {
+  auto s = stub();
+  session mine(*s);
+  int held = 0;
+  for (; held < leases; ++held) {
+    w::AllocateRequest req;
+    *req.mutable_session() = mine.key;
+    req.set_bytes(1);
+    req.set_attach(1);
+    w::RegionHandle h;
+    if (!call(*s, &w::Remote::Stub::Allocate, req, h).ok())
+      break;
+  }
+  std::printf("leases: %d\n", held);
+  std::atomic<int> next{0}, answered{0}, largest{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&] {
+      while (next.fetch_add(1) < requests) {
+        w::RegionsPageRequest req;
+        *req.mutable_session() = mine.key;
+        req.set_page_size(100000);
+        w::RegionsPage page;
+        const auto st = call(*s, &w::Remote::Stub::Regions, req, page);
+        answered += st.ok() || st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? 1 : 0;
+        int seen = largest.load();
+        while (page.rows_size() > seen && !largest.compare_exchange_weak(seen, page.rows_size())) {
+        }
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  std::printf("largest page: %d\nregions: %d answered\n", largest.load(), answered.load());
+  return 0;
+}
+
+/// A raw connection to the target: its Unix socket, or a TCP HOST:PORT (IPv4).
+int raw_connect() {
+  if (!target.starts_with("unix:")) {
+    const auto colon = target.rfind(':');
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(std::atoi(target.c_str() + colon + 1)));
+    ::inet_pton(AF_INET, target.substr(0, colon).c_str(), &addr.sin_addr);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+      std::printf("cannot connect: %s\n", std::strerror(errno));
+      std::exit(1);
+    }
+    return fd;
+  }
+  const std::string path = target.substr(5);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    std::printf("cannot connect: %s\n", std::strerror(errno));
+    std::exit(1);
+  }
+  return fd;
+}
+
+/// True when the server closed `fd` (end of file after whatever it sent, such as HTTP/2's
+/// SETTINGS) within `wait`.
+bool closed_within(int fd, std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  char buffer[4096];
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0))) <= 0)
+      return false;  // nothing more within the time: still open
+    const auto n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+      return true;
+  }
+}
+
+int connections(int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i)
+    fds.push_back(raw_connect());
+  std::this_thread::sleep_for(300ms);  // the server accepts (or closes) them meanwhile
+  int closed = 0;
+  for (const int fd : fds)
+    closed += closed_within(fd, 1ms) ? 1 : 0;
+  std::printf("closed by the server: %d\n", closed);
+  return 0;
+}
+
+/// N connections that never start TLS: each must be closed by the server's handshake deadline.
+int handshake_deadline(int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i)
+    fds.push_back(raw_connect());
+  std::printf("connected %d\n", n);
   std::fflush(stdout);
-}
-
-/// Runs one request and prints "ok" or the error's text.
-template <class R, class... Ts>
-void attempt(caf::scoped_actor& self, const uma::remote_allocator_actor& gw, const char* what,
-             Ts&&... xs) {
-  self->request(gw, 10s, std::forward<Ts>(xs)...)
-      .receive([&](R&) { say(std::string(what) + ": ok"); },
-               [&](caf::error& e) {
-                 say(std::string(what) + ": refused: " + self->system().render(e));
-               });
-}
-
-int forge(uma::remote_client& own, std::uint64_t victim) {
-  caf::scoped_actor self{own.gateway().home_system()};
-  const uma::session_key forged{victim, own.key().secret_hi, own.key().secret_lo};
-  const uma::region_handle first{1, 1};
-  attempt<std::uint64_t>(self, own.gateway(), "release", uma::release_atom_v, forged, first);
-  attempt<uma::remote_op_result>(self, own.gateway(), "discard", uma::discard_atom_v, forged,
-                                 uma::remote_discard_request{{first}});
-  attempt<std::uint64_t>(self, own.gateway(), "close_session", uma::close_session_atom_v, forged);
-  attempt<std::uint64_t>(self, own.gateway(), "quota", uma::quota_atom_v, std::uint64_t{1});
-  return 0;
-}
-
-int exit_and_link(caf::actor_system& sys, uma::remote_client& own, bool link) {
-  const auto gw = caf::actor_cast<caf::actor>(own.gateway());
-  caf::scoped_actor self{sys};
-  if (!link) {
-    caf::anon_send_exit(gw, caf::exit_reason::kill);
-    self->send_exit(gw, caf::exit_reason::kill);
-    self->send_exit(gw, caf::exit_reason::user_shutdown);
-    say("exit: sent");
-  } else {
-    // The gateway goes in as a spawn argument: CAF 0.17 dereferences a null argument tuple when
-    // a function actor is spawned with none (UBSan stops on it).
-    auto linked = sys.spawn(
-        [](caf::event_based_actor* linker, const caf::actor& target) -> caf::behavior {
-          linker->link_to(target);
-          linker->quit(caf::exit_reason::kill);
-          return {};
-        },
-        gw);
-    self->wait_for(linked);  // its exit to the gateway is queued on the connection now
-    say("link: linked and died");
-  }
-  // One round trip after them, instead of a sleep: the connection delivers in order, so once the
-  // gateway answers, the exits have reached it (the server must survive both).
-  self->request(own.gateway(), 10s, uma::stats_atom_v)
-      .receive([](uma::remote_stats&) {}, [](caf::error&) {});
-  return 0;
-}
-
-/// Waits (at most 30 s) for the server to close `fd`, reading and discarding what it sends.
-void await_close(int fd) {
-  timeval limit{30, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   const auto start = std::chrono::steady_clock::now();
-  char buf[4096];
-  ssize_t n = 0;
-  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
-  }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - start);
-  say(n == 0 || errno == ECONNRESET
-          ? "closed by the server after " + std::to_string(ms.count()) + " ms"
-          : "still open after " + std::to_string(ms.count()) + " ms");
+  int closed = 0;
+  for (const int fd : fds)
+    closed += closed_within(fd, 15s) ? 1 : 0;
+  std::printf("closed by the server: %d after %lld ms\n", closed,
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - start)
+                                         .count()));
+  return 0;
 }
 
-int raw(const char* host, std::uint16_t port, const std::string& mode) {
-  const bool huge = mode == "huge-header";
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  if (fd < 0 || inet_pton(AF_INET, host, &addr.sin_addr) != 1 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    say("cannot connect");
-    return 1;
+int raw(const std::string& mode) {
+  const int fd = raw_connect();
+  if (mode == "garbage") {
+    const std::string junk(64 << 10, '\x17');
+    static_cast<void>(::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL));
+    std::printf("sent\n");
+  } else {
+    std::printf("connected\n");
   }
+  std::fflush(stdout);
   if (mode == "idle") {
-    say("connected");
-    await_close(fd);
-    ::close(fd);
+    const auto start = std::chrono::steady_clock::now();
+    if (closed_within(fd, 30s))
+      std::printf("closed by the server after %lld ms\n",
+                  static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             std::chrono::steady_clock::now() - start)
+                                             .count()));
+    else
+      std::printf("still open after 30 s\n");
     return 0;
   }
-  std::vector<unsigned char> bytes;
-  if (huge) {
-    // A BASP header (32 bytes): operation client_handshake, payload_len 1 GiB (big endian).
-    bytes.assign(32, 0);
-    bytes[0] = 0x01;
-    const std::uint32_t len = 1u << 30;
-    bytes[4] = static_cast<unsigned char>(len >> 24);
-    bytes[5] = static_cast<unsigned char>(len >> 16);
-    bytes[6] = static_cast<unsigned char>(len >> 8);
-    bytes[7] = static_cast<unsigned char>(len);
-  } else {
-    bytes.resize(64 << 10);
-    for (std::size_t i = 0; i < bytes.size(); ++i)
-      bytes[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
-  }
-  const auto sent = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  say(sent > 0 ? "sent" : "send failed");
-  await_close(fd);  // holds the connection until the server drops it (bounded: 30 s)
-  ::close(fd);
+  std::this_thread::sleep_for(60s);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: %s HOST PORT MODE [ARG]\n", argv[0]);
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s unix:PATH MODE [ARGS]\n", argv[0]);
     return 2;
   }
-  const std::string mode = argv[3];
-  const auto port = static_cast<std::uint16_t>(std::strtoul(argv[2], nullptr, 10));
-  if (mode == "huge-header" || mode == "garbage" || mode == "idle")
-    return raw(argv[1], port, mode);
-  try {
-    config cfg;
-    caf::actor_system sys{cfg};
-    uma::remote_client own(sys, argv[1], port, 10s);
-    if (mode == "forge" && argc == 5)
-      return forge(own, std::strtoull(argv[4], nullptr, 10));
-    if (mode == "exit" || mode == "link")
-      return exit_and_link(sys, own, mode == "link");
-    if (mode == "self-peer") {
-      caf::scoped_actor self{sys};
-      attempt<uma::session_key>(self, own.gateway(), "self-peer", uma::open_session_atom_v,
-                                caf::actor_cast<caf::actor>(own.gateway()));
-      return 0;
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "uma_remote_attacker: %s\n", e.what());
-    return 1;
-  }
-  std::fprintf(stderr, "uma_remote_attacker: unknown mode %s\n", mode.c_str());
+  target = argv[1];
+  const std::string mode = argv[2];
+  const auto arg = [&](int i) { return argc > i ? std::atoi(argv[i]) : 0; };
+  if (mode == "forge" && argc == 4)
+    return forge(std::strtoull(argv[3], nullptr, 10));
+  if (mode == "oversized")
+    return oversized(arg(3));
+  if (mode == "regions-flood")
+    return regions_flood(arg(3), arg(4));
+  if (mode == "connections")
+    return connections(arg(3));
+  if (mode == "handshake-deadline")
+    return handshake_deadline(arg(3));
+  if (mode == "half-open" || mode == "garbage" || mode == "idle")
+    return raw(mode);
+  std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }

@@ -1,52 +1,30 @@
-// A client process for tests/remote_process_test.cpp: connects to a serving node, allocates
-// regions there (with `advise`: prefetches them to the host and advises them read-mostly, by
-// id), says so on stdout and waits (at most a minute) to be killed. Its leases must be released
-// on the server when it dies.
-//
-//   uma_remote_client_helper HOST PORT REGIONS BYTES [advise]
+// A client process for uma_remote_tests: connects to a serving node's wire (TARGET:
+// unix:PATH), opens a session, allocates REGIONS x BYTES (with "advise": prefetches them to the
+// host and advises them read-mostly), prints "ready: ..." and waits to be killed (a minute at
+// most). The tests kill it to show that a dead client's leases are released.
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/io/middleman.hpp>
-
 #include <uma/actors/remote_client.hpp>
-#include <uma/messages/register_types.hpp>
-
-namespace {
-
-struct config : caf::actor_system_config {
-  config() {
-    uma::register_types(*this);
-    load<caf::io::middleman>();
-  }
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5 && !(argc == 6 && std::string(argv[5]) == "advise")) {
-    std::fprintf(stderr, "usage: %s HOST PORT REGIONS BYTES [advise]\n", argv[0]);
+  if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "advise")) {
+    std::fprintf(stderr, "usage: %s TARGET REGIONS BYTES [advise]\n", argv[0]);
     return 2;
   }
-  const auto port = static_cast<std::uint16_t>(std::strtoul(argv[2], nullptr, 10));
-  const auto regions = std::strtoull(argv[3], nullptr, 10);
-  const auto bytes = std::strtoull(argv[4], nullptr, 10);
+  const auto regions = std::strtoull(argv[2], nullptr, 10);
+  const auto bytes = std::strtoull(argv[3], nullptr, 10);
   try {
-    config cfg;
-    caf::actor_system sys{cfg};
-    uma::remote_client server(sys, argv[1], port, std::chrono::seconds(10));
+    uma::remote_client server(argv[1], {.timeout = std::chrono::seconds(10)});
     std::vector<uma::region_handle> held;
     for (unsigned long long i = 0; i < regions; ++i)
       held.push_back(server.allocate(bytes, "helper " + std::to_string(i)));
-    if (argc == 6) {
+    if (argc == 5) {
       static_cast<void>(server.prefetch(held, {uma::location::host()}));
       static_cast<void>(server.advise(held, uma::advice::set_read_mostly));
     }

@@ -479,10 +479,22 @@ TEST_F(gateway, LabelsAreCappedAndFreeOfControlCharacters) {
   UMA_EXPECT_ERROR(allocate(48, std::string(8 << 20, 'x')), errc::invalid_argument,
                    "allocate: the label is 8388608 bytes, over the cap of 256 bytes");
   UMA_EXPECT_ERROR(allocate(48, "ok\nregion 9 of generation 1: forged"), errc::invalid_argument,
-                   "allocate: the label has a control character (\\n) at byte 2");
-  UMA_EXPECT_ERROR(allocate(48, "\x1b[31mred"), errc::invalid_argument, "(\\x1b) at byte 0");
+                   "allocate: the label has a control, format or separator character (U+000A) at "
+                   "byte 2");
+  UMA_EXPECT_ERROR(allocate(48, "\x1b[31mred"), errc::invalid_argument, "(U+001B) at byte 0");
+  // Unicode's C1 controls, bidirectional overrides and line separators forge rows as well as
+  // ASCII's controls do; bytes that are no UTF-8 are refused too.
+  UMA_EXPECT_ERROR(allocate(48, "a\u009bb"), errc::invalid_argument, "(U+009B) at byte 1");
+  UMA_EXPECT_ERROR(allocate(48, "gpt\u202e2"), errc::invalid_argument, "(U+202E) at byte 3");
+  UMA_EXPECT_ERROR(allocate(48, "x\u2028y"), errc::invalid_argument, "(U+2028) at byte 1");
+  UMA_EXPECT_ERROR(allocate(48, "bad\xff"), errc::invalid_argument,
+                   "the label is not UTF-8 at byte 3");
   EXPECT_EQ(local().flush().live_bytes, live);
   EXPECT_EQ(detail::escape_control("a\nb\x1b[0m\\"), "a\\nb\\x1b[0m\\\\");
+  EXPECT_EQ(detail::escape_control("r\u202eé\u2028\xff"), "r\\u{202e}é\\u{2028}\\xff");
+  const auto label = std::string("weights ") + "\u00e9\u4e2d";  // printable text stays as it is
+  static_cast<void>(allocate(48, label));
+  EXPECT_GT(local().flush().live_bytes, live);
 }
 
 TEST_F(gateway, EnumValuesOutOfRangeAreRefusedBeforeAnythingRuns) {

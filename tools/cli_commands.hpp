@@ -7,11 +7,8 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
-#include <caf/io/middleman.hpp>
 
 #include <uma/actors/remote_client.hpp>
-
-#include <uma/actors/remote_tls.hpp>
 #include <uma/actors/scheduler_tuning.hpp>
 #include <uma/messages/register_types.hpp>
 #include "tools/cli_options.hpp"
@@ -27,16 +24,6 @@ struct actor_config : caf::actor_system_config {
   }
 };
 
-/// The same with CAF's middleman loaded, for the commands that talk to other processes.
-/// With TLS options, CAF's OpenSSL module as well (remote connections then use TLS).
-struct remote_actor_config : actor_config {
-  remote_actor_config() { load<caf::io::middleman>(); }
-  explicit remote_actor_config(const tls_options& tls) : remote_actor_config() {
-    if (tls.enabled())
-      enable_tls(*this, tls);
-  }
-};
-
 /// Hands `o.caf_args` and a caf-application.ini in the working directory to
 /// `caf::actor_system_config::parse`, as any CAF application does. `--caf.KEY=VALUE` is
 /// CAF 0.18's spelling; Debian's CAF 0.17 reads it as `--caf#KEY=VALUE`. Returns CAF's
@@ -46,21 +33,18 @@ struct remote_actor_config : actor_config {
 /// `apply_caf_options`, throwing `uma::error` (invalid_argument) with CAF's complaint.
 void configure(caf::actor_system_config& cfg, const options& o);
 
-/// A session with the serving node at `--connect` (over TLS when `tls` says so), for the
-/// commands that query one: its own actor system and the remote_client over it. Throws what
-/// `configure` and the remote_client's constructor throw.
+/// A session with the serving node at `--connect` (a Unix socket, or TCP with mutual TLS when
+/// `tls` names the files), for the commands that query one. Throws what the remote_client's
+/// constructor throws.
 class remote_session {
  public:
   remote_session(const options& o, const tls_options& tls)
-      : cfg_(tls),
-        sys_((configure(cfg_, o), cfg_)),
-        server_(sys_, o.connect_host, o.connect_port, std::chrono::seconds(10)) {}
+      : server_(o.connect_target,
+                remote_client_options{.timeout = std::chrono::seconds(10), .tls = tls}) {}
   [[nodiscard]] remote_client& server() noexcept { return server_; }
 
  private:
-  remote_actor_config cfg_;
-  caf::actor_system sys_;
-  remote_client server_;  // last: closed before the actor system goes
+  remote_client server_;
 };
 
 /// `uma info`: backend, devices, versions, capability flags, memory-model verdicts.

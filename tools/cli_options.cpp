@@ -1,6 +1,9 @@
 #include "tools/cli_options.hpp"
 
+#include <unistd.h>
+
 #include <charconv>
+#include <cstdlib>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -91,6 +94,7 @@ class command_line {
   void add_faults(CLI::App& s);
   void add_hardening(CLI::App& s, command c);
   void add_connect(CLI::App& s, const char* what);
+  void add_sockets(CLI::App& s);
   void add_demo();
   void add_stats_and_regions();
   void add_snapshot();
@@ -184,26 +188,19 @@ void command_line::add_hardening(CLI::App& s, command c) {
          name, [this, name](const std::string& v) { o.hardening.emplace_back(name, v); }, what)
         ->type_name(type);
   };
-  pass("--tls-cert", "PATH", "TLS: this node's certificate (PEM; CAF's OpenSSL module)");
-  pass("--tls-key", "PATH", "TLS: the certificate's private key (PEM)");
-  pass("--tls-ca", "PATH", "TLS: accept only peers with a certificate signed by this CA");
-  if (c == command::stats)
-    return;
-  pass("--operator-key-file", "PATH",
-       c == command::serve      ? "write the operator key there (mode 0600): quota changes, "
-                                  "every region and snapshots need it"
-       : c == command::snapshot ? "the serving node's operator key (required with --connect)"
-       : c == command::restart  ? "the serving node's operator key (required)"
-                                : "the serving node's operator key: every session's regions, "
-                                  "not only this one's");
+  pass("--tls-cert", "PATH", "mutual TLS over TCP: this end's certificate (PEM)");
+  pass("--tls-key", "PATH", "mutual TLS: the certificate's private key (PEM)");
+  pass("--tls-ca", "PATH", "mutual TLS: accept only peers with a certificate signed by this CA");
   if (c != command::serve)
     return;
-  pass("--tenant-quota", "BYTES", "bytes (regions plus labels) one peer node may hold");
+  pass("--operator-cn", "NAME",
+       "a client certificate with this common name is the operator over TCP (repeatable)");
+  pass("--tenant-quota", "BYTES",
+       "bytes (regions plus labels) one tenant may hold (default: a quarter of the quota)");
   pass("--idle-timeout", "SECONDS", "end sessions and drop connections idle this long (300)");
-  pass("--max-payload", "BYTES", "largest BASP message accepted (default 16777216)");
   s.add_flag_callback(
-      "--insecure", [this] { o.hardening.emplace_back("--insecure", ""); },
-      "allow a non-loopback --bind without TLS (trusted networks only)");
+      "--insecure-metrics", [this] { o.hardening.emplace_back("--insecure-metrics", ""); },
+      "allow --metrics off loopback (plain HTTP, no authentication)");
 }
 
 void command_line::add_demo() {
@@ -228,18 +225,22 @@ void command_line::add_connect(CLI::App& s, const char* what) {
   s.add_option_function<std::string>(
        "--connect",
        [this](const std::string& v) {
+         o.connect = true;
+         if (v.starts_with("unix:") && v.size() > 5) {
+           o.connect_target = v;
+           return;
+         }
          const auto endpoint = parse_endpoint(v);
          if (!endpoint)
            throw CLI::ValidationError(
-               "--connect needs HOST:PORT with a port from 1 to 65535, "
-               "not '" +
-               v + "'");
-         o.connect = true;
+               "--connect needs unix:PATH or HOST:PORT with a port from 1 to 65535, not '" + v +
+               "'");
+         o.connect_target = v;
          o.connect_host = endpoint->first;
          o.connect_port = endpoint->second;
        },
        what)
-      ->type_name("HOST:PORT");
+      ->type_name("unix:PATH|HOST:PORT");
 }
 
 void command_line::add_stats_and_regions() {
@@ -297,19 +298,40 @@ void command_line::add_snapshot() {
        "the workload above (default), or none: a fresh allocator")
       ->type_name("short|none");
   add_backend(s);
-  add_connect(s, "the snapshot of a `uma serve` there instead (with --operator-key-file)");
+  add_connect(s, "the snapshot of a `uma serve` there instead (its operator socket)");
   add_hardening(s, command::snapshot);
+}
+
+/// Where `uma serve` listens for local processes: the tenants' and the operator's sockets.
+void command_line::add_sockets(CLI::App& s) {
+  s.add_option("--socket", o.socket_path,
+               "the tenants' Unix socket (default $XDG_RUNTIME_DIR/uma/uma.sock, or "
+               "/tmp/uma-UID/uma.sock)")
+      ->type_name("PATH");
+  s.add_option_function<std::string>(
+       "--socket-mode",
+       [this](const std::string& v) {
+         if (v != "0600" && v != "0660")
+           throw CLI::ValidationError("--socket-mode needs 0600 or 0660, not '" + v + "'");
+         o.socket_mode = v == "0600" ? 0600 : 0660;
+       },
+       "who may connect: 0600 (this user, the default) or 0660 (and its group)")
+      ->type_name("MODE");
+  s.add_option("--operator-socket", o.operator_socket_path,
+               "the operator's Unix socket, mode 0600 (default: the socket's path + .operator)")
+      ->type_name("PATH");
 }
 
 void command_line::add_serve() {
   auto& s = add(command::serve);
+  add_sockets(s);
   s.add_option_function<std::string>(
        "--port",
        [this](const std::string& v) {
          o.port =
              static_cast<std::uint16_t>(number(v, 0, 65535, "--port needs a port from 0 to 65535"));
        },
-       "the TCP port, 0 to 65535; 0 takes a free one (printed); required")
+       "also listen on TCP with mutual TLS (--tls-*), 0 to 65535; 0 takes a free one")
       ->type_name("P");
   s.add_option_function<std::string>(
        "--bind",
@@ -332,7 +354,7 @@ void command_line::add_serve() {
                "not '" +
                v + "'");
        },
-       "serve GET /metrics, /healthz and /snapshot over HTTP there (port 0: a free one)")
+       "serve GET /metrics and /healthz over HTTP there (loopback; port 0: a free one)")
       ->type_name("HOST:PORT");
   s.add_flag("--metrics-labels", o.metrics_labels,
              "add live regions and bytes by label (one region report per scrape)")
@@ -387,12 +409,7 @@ void command_line::add_serve() {
   if (o.backend_given)
     return "--backend and --host-devices choose a local allocator's backend; the server at "
            "--connect has its own";
-  for (const auto& [flag, value] : o.hardening)
-    if (flag == "--operator-key-file")
-      return {};
-  return "--connect needs --operator-key-file PATH: a serving node's snapshot shows every "
-         "tenant's regions, which only its operator reads (the file `uma serve "
-         "--operator-key-file` wrote)";
+  return {};
 }
 
 /// What no single option shows: required options, and options that exclude each other.
@@ -401,19 +418,14 @@ void command_line::add_serve() {
     return {};
   switch (o.what) {
     case command::serve:
-      return o.port ? "" : "--port is required (0 takes a free port)";
+      return o.port || !o.bind_given ? "" : "--bind is for TCP; it goes with --port";
     case command::regions:
-      return o.connect ? "" : "--connect HOST:PORT is required (the address of a `uma serve`)";
+    case command::restart:
+      return o.connect ? ""
+                       : "--connect unix:PATH or HOST:PORT is required (the address of a `uma "
+                         "serve`)";
     case command::snapshot:
       return check_snapshot(o);
-    case command::restart:
-      if (!o.connect)
-        return "--connect HOST:PORT is required (the address of a `uma serve`)";
-      for (const auto& [flag, value] : o.hardening)
-        if (flag == "--operator-key-file")
-          return {};
-      return "--operator-key-file PATH is required: only a serving node's operator restarts its "
-             "allocator (the file `uma serve --operator-key-file` wrote)";
     case command::stats:
       if (json && prometheus)
         return "--json and --prometheus exclude each other";
@@ -450,6 +462,13 @@ void command_line::add_serve() {
 }
 
 }  // namespace
+
+std::string default_socket_path() {
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime != nullptr && runtime[0] == '/')
+    return std::string(runtime) + "/uma/uma.sock";
+  return "/tmp/uma-" + std::to_string(::getuid()) + "/uma.sock";
+}
 
 std::optional<std::pair<std::string, std::uint16_t>> parse_endpoint(std::string_view text,
                                                                     bool port_zero_ok) {

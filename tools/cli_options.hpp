@@ -55,10 +55,14 @@ struct options {
   bool workload_given = false;
   // stats, regions, snapshot: query a serving node (`uma serve`) instead of a local allocator
   bool connect = false;
-  std::string connect_host{};
+  std::string connect_target{};  ///< "unix:PATH" or "HOST:PORT" (gRPC's target form)
+  std::string connect_host{};    ///< of a TCP target
   std::uint16_t connect_port = 0;
   // serve
-  std::optional<std::uint16_t> port{};  ///< required; 0 takes a free port
+  std::string socket_path{};            ///< --socket; empty: the default (default_socket_path)
+  unsigned socket_mode = 0600;          ///< --socket-mode: 0600 or 0660
+  std::string operator_socket_path{};   ///< --operator-socket; empty: SOCKET.operator
+  std::optional<std::uint16_t> port{};  ///< TCP with mutual TLS; 0 takes a free port
   std::string bind = "127.0.0.1";       ///< loopback unless --bind says otherwise
   bool bind_given = false;
   std::uint64_t serve_seconds = 0;  ///< --for: stop after this long; 0: at SIGINT/SIGTERM
@@ -73,6 +77,10 @@ struct options {
   /// reads them.
   std::vector<std::pair<std::string, std::string>> hardening{};
 };
+
+/// Where `uma serve` listens and CLI clients connect by default: $XDG_RUNTIME_DIR/uma/uma.sock,
+/// or /tmp/uma-UID/uma.sock without it.
+[[nodiscard]] std::string default_socket_path();
 
 /// Splits "host:port" ("[::1]:4242" for IPv6); nullopt unless the host is non-empty and the
 /// port is 1 to 65535 (0 to 65535 with `port_zero_ok`: 0 takes a free port when listening).

@@ -1,4 +1,4 @@
-// `uma regions --connect HOST:PORT`: a serving node's region table.
+// `uma regions --connect unix:PATH|HOST:PORT`: a serving node's region table.
 
 #include <iostream>
 #include <string>
@@ -87,11 +87,9 @@ int run_regions(const options& o) {
   const auto hardening = parse_hardening(o);
   remote_session session(o, hardening.tls);
   auto& server = session.server();
-  // Without the operator key a tenant sees its own session's regions, which for this fresh
-  // session are none.
-  const auto rows = hardening.operator_key_file.empty()
-                        ? server.regions()
-                        : server.regions(read_operator_key(hardening.operator_key_file));
+  // A tenant sees its own session's regions, which for this fresh session are none; the
+  // operator's connection (its socket, or its certificate) sees every region.
+  const auto rows = server.regions();
   if (o.format == output_format::json) {
     boost::json::array all;
     for (const auto& r : rows)

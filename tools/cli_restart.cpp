@@ -1,5 +1,5 @@
-// `uma restart --connect HOST:PORT --operator-key-file PATH`: a serving node's allocator
-// restarted by its operator.
+// `uma restart --connect unix:OPERATOR-SOCKET`: a serving node's allocator restarted by its
+// operator.
 
 #include <iostream>
 
@@ -10,10 +10,9 @@ namespace uma::cli {
 
 int run_restart(const options& o) {
   const auto hardening = parse_hardening(o);
-  const auto key = read_operator_key(hardening.operator_key_file);  // before connecting
   remote_session session(o, hardening.tls);
   auto& server = session.server();
-  const auto generation = server.restart(key);
+  const auto generation = server.restart();
   std::cout << "server " << server.address() << ": allocator restarted, generation " << generation
             << "\n";
   std::cout.flush();

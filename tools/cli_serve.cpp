@@ -1,6 +1,8 @@
-// `uma serve`: a supervised allocator behind the remote interface, published on a port.
+// `uma serve`: a supervised allocator behind the remote interface, served over gRPC on a Unix
+// socket (and TCP with mutual TLS when asked).
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,13 +15,12 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
-#include <uma/actors/basp_front.hpp>
 #include <uma/actors/metrics_endpoint.hpp>
 #include <uma/actors/remote_gateway.hpp>
+#include <uma/actors/wire/wire_server.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/cli_hardening.hpp"
-#include "tools/snapshot_json.hpp"
 
 namespace uma::cli {
 
@@ -45,62 +46,99 @@ void log_line(const std::string& line) {
   std::fprintf(stderr, "uma serve: %s\n", line.c_str());
 }
 
-/// The Prometheus endpoint of --metrics (null without it), announced on stdout.
+/// The Prometheus endpoint of --metrics (null without it), announced on stdout. It serves no
+/// `/snapshot`: a snapshot shows every tenant's regions and is the operator's (through the
+/// operator socket), and this endpoint authenticates nobody. Off loopback it needs
+/// --insecure-metrics.
 [[nodiscard]] std::unique_ptr<metrics_endpoint> start_metrics(
-    caf::actor_system& sys, const allocator_supervisor_actor& supervisor, const options& o) {
+    caf::actor_system& sys, const allocator_supervisor_actor& supervisor, const options& o,
+    const hardening_options& h) {
   if (!o.metrics)
     return nullptr;
   const auto& [host, port] = *o.metrics;
+  if (!is_loopback_address(host) && !h.insecure_metrics)
+    raise(errc::invalid_argument,
+          "refusing to serve metrics on " + host +
+              ", which is not a loopback address: the endpoint is plain HTTP without "
+              "authentication; bind it to loopback (a TLS proxy in front for remote scrapers) "
+              "or give --insecure-metrics");
   if (!is_loopback_address(host))
     log_line("WARNING: the metrics endpoint listens on " + host +
-             ", which is not a loopback address: whoever reaches it reads the allocator's "
-             "counters and labels (read-only, no authentication).");
+             " (--insecure-metrics): whoever reaches it reads the allocator's counters.");
   auto endpoint = std::make_unique<metrics_endpoint>(
       sys, supervisor,
-      metrics_endpoint_config{
-          .address = host,
-          .port = port,
-          .labels = o.metrics_labels,
-          .snapshot_json = [](const allocator_snapshot& snap) { return to_json(snap); }});
+      metrics_endpoint_config{.address = host, .port = port, .labels = o.metrics_labels});
   std::printf("uma serve: metrics on http://%s/metrics\n",
               endpoint_text(host, endpoint->port()).c_str());
   std::fflush(stdout);
   return endpoint;
 }
 
-/// The gateway's settings from the command line: the quota ceiling, the tenant limits, the
-/// operator key (written to --operator-key-file, or drawn and kept in memory only).
+/// The gateway's settings from the command line: the quota ceiling, the tenant limits (a
+/// quarter of the ceiling per tenant unless --tenant-quota says otherwise), the operator key
+/// (drawn here; it never leaves the process: the wire adds it to the operator's requests).
 [[nodiscard]] gateway_config make_gateway_config(const options& o, const hardening_options& h,
                                                  const backend& b) {
   gateway_config g;
   g.log = log_line;
   g.operator_secret = make_operator_key();
-  if (!h.operator_key_file.empty())
-    write_operator_key(h.operator_key_file, g.operator_secret);
   g.quota_ceiling = o.quota_bytes != 0 ? o.quota_bytes : b.default_quota();
-  g.tenant_quota_bytes = h.tenant_quota_bytes;
+  g.tenant_quota_bytes = h.tenant_quota_bytes != 0
+                             ? h.tenant_quota_bytes
+                             : std::max<std::uint64_t>(g.quota_ceiling / 4, 1);
   g.idle_timeout = h.idle_timeout;
   return g;
 }
 
-/// The middleman listens on a loopback port only the front connects to; peers reach the front
-/// (docs/distributed.md: CAF 0.17 cannot cap a BASP payload before allocating it). Announces
-/// the public address on stdout.
-[[nodiscard]] std::unique_ptr<basp_front> start_front(caf::actor_system& sys,
+/// The folder of the default socket path: made if missing, and used only when it is a directory
+/// of this user that nobody else may write to (/tmp is shared: another user could have made
+/// /tmp/uma-UID first and swap the socket inside). Searchable by the group for mode 0660.
+void make_socket_folder(const std::string& path, unsigned socket_mode) {
+  const auto folder = path.substr(0, path.rfind('/'));
+  const mode_t mode = socket_mode == 0660 ? 0750 : 0700;
+  ::mkdir(folder.c_str(), mode);
+  struct stat st {};
+  if (::lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 022) != 0)
+    raise(errc::invalid_argument,
+          "the socket folder " + folder +
+              " is not a directory of this user that only it may write to: remove it, or name "
+              "another socket with --socket");
+  ::chmod(folder.c_str(), mode);
+}
+
+/// The wire server: the tenants' and the operator's Unix sockets, and TCP with mutual TLS when
+/// --port is given. Announces each listener on stdout.
+[[nodiscard]] std::unique_ptr<wire_server> start_wire(caf::actor_system& sys,
                                                       const remote_allocator_actor& gateway,
                                                       const options& o, const hardening_options& h,
-                                                      const backend& b) {
-  const auto internal = publish_gateway(sys, gateway, 0, "127.0.0.1");
-  auto front = std::make_unique<basp_front>(o.bind, *o.port, internal,
-                                            basp_front_config{.max_payload = h.max_payload,
-                                                              .idle_timeout = h.idle_timeout,
-                                                              .parse_basp = !h.tls.enabled(),
-                                                              .log = log_line});
-  std::printf("uma serve: listening on %s (backend %s, pid %d)\n",
-              endpoint_text(o.bind, front->port()).c_str(),
-              std::string(to_string(b.kind())).c_str(), static_cast<int>(getpid()));
+                                                      const gateway_config& g, const backend& b) {
+  wire_server_config w;
+  w.socket_path = o.socket_path.empty() ? default_socket_path() : o.socket_path;
+  if (o.socket_path.empty())
+    make_socket_folder(w.socket_path, o.socket_mode);
+  w.socket_mode = static_cast<mode_t>(o.socket_mode);
+  w.operator_socket_path =
+      o.operator_socket_path.empty() ? w.socket_path + ".operator" : o.operator_socket_path;
+  w.tcp = o.port.has_value();
+  w.tcp_bind = o.bind;
+  w.tcp_port = o.port.value_or(0);
+  w.tls = h.tls;
+  w.operator_names = h.operator_names;
+  w.operator_secret = g.operator_secret;
+  w.limits.idle_timeout = h.idle_timeout.count() == 0 ? std::chrono::hours(24 * 365)
+                                                      : std::chrono::milliseconds(h.idle_timeout);
+  w.log = log_line;
+  auto server = std::make_unique<wire_server>(sys, gateway, w);
+  const auto backend_text =
+      "(backend " + std::string(to_string(b.kind())) + ", pid " + std::to_string(getpid()) + ")";
+  std::printf("uma serve: listening on unix:%s %s\n", w.socket_path.c_str(), backend_text.c_str());
+  std::printf("uma serve: operator socket unix:%s\n", w.operator_socket_path.c_str());
+  if (w.tcp)
+    std::printf("uma serve: listening on %s with mutual TLS\n",
+                endpoint_text(o.bind, server->tcp_port()).c_str());
   std::fflush(stdout);
-  return front;
+  return server;
 }
 
 /// Serves until a stop signal, the --for deadline, or the supervisor or the gateway going down
@@ -168,18 +206,18 @@ int run_serve(const options& o) {
   const sigset_t stop_signals = block_stop_signals();
   const auto hardening = parse_hardening(o);
   const auto backend = serve_backend(o);
-  if (const auto warning = check_bind_policy(o.bind, hardening); !warning.empty())
-    log_line(warning);
+  if (const auto warning = check_bind_policy(o, hardening); !warning.empty())
+    log_line("WARNING: " + warning);
 
-  remote_actor_config cfg{hardening.tls};
+  actor_config cfg;
   configure(cfg, o);
   caf::actor_system sys{cfg};
   supervisor_config supervision;
   supervision.allocator.backend = backend;
   supervision.allocator.quota_bytes = o.quota_bytes;
   const auto supervisor = spawn_supervisor(sys, supervision);
-  const auto gateway =
-      spawn_remote_gateway(sys, supervisor, make_gateway_config(o, hardening, *backend));
+  const auto gw_config = make_gateway_config(o, hardening, *backend);
+  const auto gateway = spawn_remote_gateway(sys, supervisor, gw_config);
   caf::scoped_actor self{sys};
   self->monitor(supervisor);
   self->monitor(gateway);
@@ -188,11 +226,11 @@ int run_serve(const options& o) {
     self->send_exit(supervisor, caf::exit_reason::user_shutdown);
   };
 
-  std::unique_ptr<basp_front> front;
+  std::unique_ptr<wire_server> wire;
   std::unique_ptr<metrics_endpoint> metrics;
   try {
-    front = start_front(sys, gateway, o, hardening, *backend);
-    metrics = start_metrics(sys, supervisor, o);
+    wire = start_wire(sys, gateway, o, hardening, gw_config, *backend);
+    metrics = start_metrics(sys, supervisor, o, hardening);
   } catch (...) {
     stop();
     throw;
@@ -206,6 +244,7 @@ int run_serve(const options& o) {
     log_final_stats(self, sys, gateway, why);
   self->demonitor(gateway.address());
   metrics.reset();  // scrapes end before the allocator does
+  wire.reset();     // every session stream ends; the gateway still answers what is in flight
   stop();
   if (!failed)
     self->receive([](const caf::down_msg&) {},

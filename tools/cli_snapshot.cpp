@@ -1,5 +1,5 @@
 // `uma snapshot`: a short workload on a fresh allocator, or a serving node's allocator
-// (--connect, with its operator key), then the snapshot as JSON and/or a self-contained HTML page.
+// (--connect: its operator socket), then the snapshot as JSON and/or a self-contained HTML page.
 
 #include <cerrno>
 #include <chrono>
@@ -101,12 +101,11 @@ int run_local(const options& o) {
 /// and each region's "session" (0: not leased through the gateway).
 int run_remote(const options& o) {
   const auto hardening = parse_hardening(o);
-  const auto key = read_operator_key(hardening.operator_key_file);  // before connecting
   remote_session session(o, hardening.tls);
   auto& server = session.server();
   remote_snapshot snap;
   try {
-    snap = server.snapshot(key);
+    snap = server.snapshot();
   } catch (const error& e) {
     if (e.code() != errc::allocator_stopped)
       throw;

@@ -42,7 +42,7 @@ Exits 1 when a batch mismatches, a request fails or a region is left live; with
 )"},
     {command::stats, "an allocator's counters as text, JSON or Prometheus text",
      "uma stats [--json | --prometheus] [--workload short|none] [--backend auto|cuda|host]\n"
-     "       uma stats --connect HOST:PORT [--json | --prometheus]",
+     "       uma stats --connect unix:PATH|HOST:PORT [--json | --prometheus]",
      R"(
 The workload allocates four regions, fills them, prefetches them to device 0 (a GPU on CUDA,
 the emulated one on the host), advises two read-mostly, discards one, makes one zero-size request (refused: it shows in the failure
@@ -52,7 +52,7 @@ call has run.
     {command::snapshot, "an allocator's regions and event history as JSON or an HTML page",
      "uma snapshot [--json FILE] [--html FILE] [--workload short|none]\n"
      "                    [--backend auto|cuda|host]\n"
-     "       uma snapshot --connect HOST:PORT --operator-key-file PATH [--json FILE]\n"
+     "       uma snapshot --connect unix:OPERATOR-SOCKET|HOST:PORT [--json FILE]\n"
      "                    [--html FILE] [--tls-cert PATH --tls-key PATH --tls-ca PATH]",
      R"(
 Runs a short workload on a fresh allocator ("weights", prefetched and advised read-mostly,
@@ -62,43 +62,46 @@ prefetch location, pins, age), the counters and the event history (allocate, rel
 prefetch, advise, discard, stop, restart with timestamps). --json writes it as JSON (- or no
 option at all: to stdout); --html writes one self-contained page (no network: its script is
 inlined) with live bytes over time stacked by label and a sortable, filterable region table.
-With --connect, the snapshot of the allocator a `uma serve` runs at HOST:PORT instead (no
-workload): every tenant's regions, each with the session whose lease holds it, so it needs the
-serving node's operator key (--operator-key-file, the file `uma serve --operator-key-file`
-wrote). Exits 1, saying so, when the allocator is stopped, the server cannot be reached, the key
-is not the server's or a file cannot be written.
+With --connect, the snapshot of the allocator a `uma serve` runs there instead (no workload):
+every tenant's regions, each with the session whose lease holds it, so only the operator's
+connection gets it (the operator socket, or a client certificate `uma serve --operator-cn`
+names). Exits 1, saying so, when the allocator is stopped, the server cannot be reached, the
+connection is a tenant's or a file cannot be written.
 )"},
-    {command::serve, "a supervised allocator behind a port (and a /metrics endpoint)",
-     "uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT [--metrics-labels]]\n"
+    {command::serve, "a supervised allocator behind a Unix socket (and a /metrics endpoint)",
+     "uma serve [--socket PATH] [--socket-mode 0600|0660] [--operator-socket PATH]\n"
+     "                 [--port P [--bind ADDRESS] --tls-cert PATH --tls-key PATH --tls-ca PATH\n"
+     "                  [--operator-cn NAME]...] [--metrics HOST:PORT [--metrics-labels]]\n"
      "                 [--for SECONDS] [--quota BYTES] [--backend auto|cuda|host]\n"
      "                 [--inject-fault SPEC]...",
      R"(
-Other processes (`uma stats|regions|snapshot --connect`, uma::remote_client) allocate,
-prefetch, advise, discard and release regions by id; a peer's regions are leases of its
-session, released when it says so or when its connection drops. Prints `uma serve: listening
-on ADDRESS:PORT ...` once published (and `uma serve: metrics on http://...` with --metrics),
-then runs until SIGINT or SIGTERM (or --for), stops the allocator and exits 0 (1 when the
-supervisor gave up). The middleman authenticates nobody: it listens on 127.0.0.1 unless --bind
-names another address, for trusted networks only. The metrics endpoint answers GET /metrics
-(Prometheus text) and GET /healthz, read-only.
+Other processes (`uma stats|regions|snapshot|restart --connect`, uma::remote_client, any gRPC
+client of actors/wire/remote.proto) allocate, prefetch, advise, discard and release regions by
+id; a client's regions are leases of its session, released when it says so or when its
+connection drops. A client is known by its connection: its uid on the socket (mode 0600 by
+default), the operator on the operator socket, its certificate over TCP (mutual TLS only).
+Prints `uma serve: listening on unix:PATH ...` and the operator socket once serving (and the
+TCP and metrics addresses when asked), then runs until SIGINT or SIGTERM (or --for), stops the
+allocator and exits 0 (1 when the supervisor gave up). The metrics endpoint answers GET
+/metrics (Prometheus text) and GET /healthz, read-only, on loopback unless --insecure-metrics.
 )"},
     {command::regions, "the region table of a serving node",
-     "uma regions --connect HOST:PORT [--json]",
+     "uma regions --connect unix:PATH|HOST:PORT [--json]",
      R"(
-Prints the region table of the allocator a `uma serve` runs at HOST:PORT: id, generation,
+Prints the region table of the allocator a `uma serve` runs there (every region on the
+operator's connection, the session's own otherwise): id, generation,
 bytes, label, refs, pins, age, the session whose lease holds the region, and for leased
 regions the advice in force and the last prefetch location.
 )"},
     {command::restart, "restart a serving node's allocator (its operator only)",
-     "uma restart --connect HOST:PORT --operator-key-file PATH\n"
+     "uma restart --connect unix:OPERATOR-SOCKET|HOST:PORT\n"
      "                   [--tls-cert PATH --tls-key PATH --tls-ca PATH]",
      R"(
-Asks the supervisor of the allocator a `uma serve` runs at HOST:PORT for an explicit restart: a
-new incarnation (generation) takes over and every session's leases end with the old one (their
-refs go inert; tenants allocate again). Needs the serving node's operator key
-(--operator-key-file, the file `uma serve --operator-key-file` wrote). Prints the new
-generation; exits 1, saying so, when the key is not the server's or the server cannot be
-reached.
+Asks the supervisor of the allocator a `uma serve` runs there for an explicit restart: a new
+incarnation (generation) takes over and every session's leases end with the old one (their
+refs go inert; tenants allocate again). Only the operator's connection may (the operator
+socket, or a client certificate `uma serve --operator-cn` names). Prints the new generation;
+exits 1, saying so, when the connection is a tenant's or the server cannot be reached.
 )"},
 };
 

@@ -17,12 +17,13 @@ A block's marker is an HTML comment on the line just before its fence (invisible
   <!-- doc-test: skip (reason) -->            not run; the reason says why
 
 `serve` after run, fragment or transcript (`run serve`, `fragment split_main serve`) runs the
-block against a `uma serve` of its own (SERVE_ARGS: host backend, a free loopback port, an
-operator key file, a metrics endpoint on a free port), started before the block and stopped with
-SIGTERM after it: the block reads UMA_SERVER (HOST:PORT), UMA_OPERATOR_KEY (the key file's path)
-and UMA_METRICS (HOST:PORT of /metrics); a C++ block gets `host` and `port` (SERVED_PRELUDE).
-The server must start, announce itself and stop cleanly (exit 0, its "stopping after SIGTERM"
-line), or the block's test fails.
+block against a `uma serve` of its own (SERVE_ARGS: host backend, its Unix sockets in the
+block's scratch folder, a metrics endpoint on a free loopback port), started before the block and
+stopped with SIGTERM after it: the block reads UMA_SERVER (unix:PATH, the tenants' socket),
+UMA_OPERATOR (unix:PATH, the operator socket) and UMA_METRICS (HOST:PORT of /metrics); a C++
+block gets `target` and `operator_target` (SERVED_PRELUDE). The server must start, announce
+itself on the sockets it was given and stop cleanly (exit 0, its "stopping after SIGTERM" line),
+or the block's test fails.
 
 Blocks of other languages (text, json, yaml, cmake: outputs, diagrams, configuration) need no
 marker. A code block without a marker, a fence without a language, or a marker the harness does
@@ -89,7 +90,7 @@ class Block:
         elif self.mode in ("run", "transcript") and self.harness:
             self.error = f"'{self.mode}' takes no harness ('{self.harness}')"
         elif self.serve and self.lang == "cpp" and self.mode != "fragment":
-            self.error = "a C++ block with 'serve' is a fragment (its harness gives host and port)"
+            self.error = "a C++ block with 'serve' is a fragment (its harness gives target)"
         elif self.mode == "transcript" and self.lang != "sh":
             self.error = "'transcript' is for shell (console) blocks only"
         elif self.mode == "transcript" and not transcript_steps(self.text):
@@ -162,7 +163,7 @@ def problems(root):
 # `{body}` is the block. Every harness gets a configured actor system, so a fragment may use
 # `sys`; see each one's names.
 PRELUDE = """struct doc_config : caf::actor_system_config {
-  doc_config() { uma::register_types(*this); load<caf::io::middleman>(); }
+  doc_config() { uma::register_types(*this); }
 };
 """
 HARNESSES = {
@@ -221,16 +222,18 @@ HARNESSES = {
     "with_config": None,
 }
 
-# What a C++ fragment marked `serve` gets first: host and port of the harness's `uma serve`.
-SERVED_PRELUDE = """  const char* uma_server = std::getenv("UMA_SERVER");  // HOST:PORT (tools/doc_blocks.py run)
-  if (uma_server == nullptr || std::string(uma_server).rfind(':') == std::string::npos) {
-    std::fprintf(stderr, "this block needs UMA_SERVER=HOST:PORT of a uma serve\\n");
+# What a C++ fragment marked `serve` gets first: the targets (remote_client's "unix:PATH") of
+# the harness's `uma serve`, its tenants' socket and its operator socket.
+SERVED_PRELUDE = """  const char* uma_server = std::getenv("UMA_SERVER");  // doc_blocks.py run sets both:
+  const char* uma_operator = std::getenv("UMA_OPERATOR");  // unix:PATH
+  if (uma_server == nullptr || uma_operator == nullptr ||
+      std::string(uma_server).rfind("unix:", 0) != 0 ||
+      std::string(uma_operator).rfind("unix:", 0) != 0) {
+    std::fprintf(stderr, "this block needs UMA_SERVER and UMA_OPERATOR (unix:PATH)\\n");
     return 2;
   }
-  const std::string server_address = uma_server;
-  [[maybe_unused]] const std::string host = server_address.substr(0, server_address.rfind(':'));
-  [[maybe_unused]] const auto port = static_cast<std::uint16_t>(
-      std::stoul(server_address.substr(server_address.rfind(':') + 1)));
+  [[maybe_unused]] const std::string target = uma_server;
+  [[maybe_unused]] const std::string operator_target = uma_operator;
 """
 
 COROUTINE = """  net::io_context io;
@@ -258,7 +261,6 @@ INCLUDES = """#include <algorithm>
 
 #include <boost/asio.hpp>
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
 
 #include <uma/actors/access_sequence.hpp>
 #include <uma/actors/allocator_supervisor.hpp>
@@ -479,18 +481,45 @@ def run_transcript(block, scratch, env):
 
 # -- a uma serve for the blocks marked `serve` ---------------------------------------------------
 
-# As docs/cli.md's serve transcript starts it, with a metrics endpoint: ports 0 (free ones; the
-# server prints what it got).
-SERVE_ARGS = ["serve", "--port", "0", "--backend", "host", "--quota", "1073741824",
-              "--operator-key-file", "op.key", "--metrics", "127.0.0.1:0"]
+# As docs/cli.md's serve transcript starts it, with its sockets in the block's scratch folder
+# (`{socket}`; the operator socket is beside it, "{socket}.operator") and a metrics endpoint on
+# port 0 (a free one; the server prints what it got).
+SERVE_ARGS = ["serve", "--socket", "{socket}", "--backend", "host", "--quota", "1073741824",
+              "--metrics", "127.0.0.1:0"]
 SERVE_DEADLINE_S = 60
-LISTENING = re.compile(r"^uma serve: listening on (\S+) \(backend host, pid \d+\)$")
-METRICS_LINE = re.compile(r"^uma serve: metrics on http://(\S+)/metrics$")
+# A Unix socket's path must fit sockaddr_un.sun_path (108 bytes with its terminating zero).
+SOCKET_PATH_MAX = 107
+# What the server prints once it serves (tools/cli_serve.cpp), and the variable each one sets.
+ANNOUNCEMENTS = {
+    "UMA_SERVER": re.compile(r"^uma serve: listening on (unix:\S+) \(backend host, pid \d+\)$"),
+    "UMA_OPERATOR": re.compile(r"^uma serve: operator socket (unix:\S+)$"),
+    "UMA_METRICS": re.compile(r"^uma serve: metrics on http://(\S+)/metrics$"),
+}
 STOPPED = re.compile(r"^uma serve: stopping after SIGTERM: ")
 
 
 class ServeError(RuntimeError):
     """The harness's uma serve did not start, announce itself or stop as it must."""
+
+
+def serve_args(folder):
+    """SERVE_ARGS for a server whose sockets live in `folder`, and the variables the block will
+    read, as the server must announce them."""
+    socket = str(Path(folder).absolute() / "uma.sock")
+    if len(socket) + len(".operator") > SOCKET_PATH_MAX:
+        raise ServeError(f"the scratch folder's path is too long for a Unix socket: {socket} "
+                         f"(a socket path has at most {SOCKET_PATH_MAX} bytes; set TMPDIR shorter)")
+    args = [a.replace("{socket}", socket) for a in SERVE_ARGS]
+    return args, {"UMA_SERVER": f"unix:{socket}", "UMA_OPERATOR": f"unix:{socket}.operator"}
+
+
+def announcement(line):
+    """(variable, value) that one line of the server's stdout announces, or None."""
+    for key, pattern in ANNOUNCEMENTS.items():
+        m = pattern.match(line)
+        if m:
+            return key, m.group(1)
+    return None
 
 
 def _die_with_parent():
@@ -505,14 +534,15 @@ def _read_lines(stream, sink):
     sink.put(None)
 
 
-def _await_announcements(proc, lines, stderr):
-    """{"UMA_SERVER": ..., "UMA_METRICS": ...} from the server's stdout, within the deadline."""
+def _await_announcements(proc, lines, stderr, expected):
+    """Every ANNOUNCEMENTS variable from the server's stdout, within the deadline; those in
+    `expected` must be announced with the value asked for (the sockets it was given)."""
     found, deadline = {}, time.monotonic() + SERVE_DEADLINE_S
-    while len(found) < 2:
+    while len(found) < len(ANNOUNCEMENTS):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise ServeError(f"uma serve did not announce its address and metrics endpoint within "
-                             f"{SERVE_DEADLINE_S} s")
+            missing = ", ".join(sorted(set(ANNOUNCEMENTS) - set(found)))
+            raise ServeError(f"uma serve did not announce {missing} within {SERVE_DEADLINE_S} s")
         try:
             line = lines.get(timeout=remaining)
         except queue.Empty:
@@ -522,10 +552,14 @@ def _await_announcements(proc, lines, stderr):
             raise ServeError(f"uma serve ended (exit {proc.returncode}) before it was ready:\n"
                              + "".join(stderr))
         print(f"[server] {line}", flush=True)
-        for key, pattern in (("UMA_SERVER", LISTENING), ("UMA_METRICS", METRICS_LINE)):
-            m = pattern.match(line)
-            if m:
-                found[key] = m.group(1)
+        got = announcement(line)
+        if got is None:
+            continue
+        key, value = got
+        if key in expected and value != expected[key]:
+            raise ServeError(f"uma serve announced {value} for {key}, not the {expected[key]} "
+                             "it was given")
+        found[key] = value
     return found
 
 
@@ -535,7 +569,8 @@ def serving(uma, folder):
     stops it with SIGTERM afterwards and raises ServeError unless it exits 0 saying so. Whatever
     happens, the server does not outlive this."""
     folder.mkdir()
-    proc = subprocess.Popen([str(uma)] + SERVE_ARGS, cwd=folder, stdin=subprocess.DEVNULL,
+    args, expected = serve_args(folder)
+    proc = subprocess.Popen([str(uma)] + args, cwd=folder, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_die_with_parent)
     lines, stderr = queue.Queue(), []
@@ -543,9 +578,7 @@ def serving(uma, folder):
     err_reader = threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True)
     err_reader.start()
     try:
-        served = _await_announcements(proc, lines, stderr)
-        served["UMA_OPERATOR_KEY"] = str(folder / "op.key")
-        yield served
+        yield _await_announcements(proc, lines, stderr, expected)
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=SERVE_DEADLINE_S)
@@ -619,6 +652,46 @@ def run_block(root, ident, uma, python_paths, cpp_runner):
         return rc
 
 
+def self_test_serve():
+    """(failed, total) of the serve harness's cases: what it reads from the server's stdout and
+    the sockets it gives the server."""
+    failed = 0
+    # What the server announces (tools/cli_serve.cpp's lines): the tenants' socket, the operator
+    # socket and the metrics address; a TCP listener or a session log line sets nothing.
+    lines = {
+        "uma serve: listening on unix:/tmp/d/uma.sock (backend host, pid 29127)":
+            ("UMA_SERVER", "unix:/tmp/d/uma.sock"),
+        "uma serve: operator socket unix:/tmp/d/uma.sock.operator":
+            ("UMA_OPERATOR", "unix:/tmp/d/uma.sock.operator"),
+        "uma serve: metrics on http://127.0.0.1:9464/metrics": ("UMA_METRICS", "127.0.0.1:9464"),
+        "uma serve: listening on 127.0.0.1:4242 with mutual TLS": None,
+        "uma serve: listening on 127.0.0.1:45113 (backend host, pid 29127)": None,
+        "uma serve: session 1 opened by uid 1000": None,
+    }
+    for line, expected in lines.items():
+        got = announcement(line)
+        if got != expected:
+            failed += 1
+            print(f"FAILED: announcement {line!r}: expected {expected!r}, got {got!r}")
+    # The server is given its sockets in the scratch folder, and a path sun_path cannot hold is
+    # refused before anything starts.
+    args, expected = serve_args("/tmp/d")
+    checks = [(args[args.index("--socket") + 1] == "/tmp/d/uma.sock"
+               and expected == {"UMA_SERVER": "unix:/tmp/d/uma.sock",
+                                "UMA_OPERATOR": "unix:/tmp/d/uma.sock.operator"},
+               f"serve_args('/tmp/d') gave {args}, {expected}")]
+    try:
+        serve_args("/" + "d" * 100)
+        checks.append((False, "serve_args accepted a socket path over 107 bytes"))
+    except ServeError as error:
+        checks.append(("too long for a Unix socket" in str(error), str(error)))
+    for ok, what in checks:
+        if not ok:
+            failed += 1
+            print(f"FAILED: {what}")
+    return failed, len(lines) + len(checks)
+
+
 def self_test():
     """The check refuses what it must: an unmarked block, a bare fence, a reasonless skip, an
     unknown harness; and accepts the marked forms."""
@@ -666,7 +739,9 @@ def self_test():
         if got != expected:
             failed += 1
             print(f"FAILED: transcript {shown!r}: expected {expected!r}, got {got!r}")
-    total = len(cases) + len(matches)
+    serve_failed, serve_total = self_test_serve()
+    failed += serve_failed
+    total = len(cases) + len(matches) + serve_total
     print(f"{total - failed}/{total} self-test cases passed")
     return 1 if failed else 0
 

@@ -13,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ pkg-config libcaf-dev libboost1.81-dev libboost-json1.81-dev
+          libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev
           libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
           prometheus chromium python3 python3-pip curl)
 # python3-pip (with python3-setuptools and python3-wheel) for uma_pip_install: `pip install

@@ -3,11 +3,11 @@
 //   uma info  [--backend auto|cuda|host]
 //   uma demo  [--backend ...] [--producers N] [--consumers N] [--batches N] [--floats N]
 //   uma stats [--json | --prometheus] [--workload short|none] [--backend ...]
-//   uma stats --connect HOST:PORT [--json | --prometheus]
-//   uma serve --port P [--bind ADDRESS] [--metrics HOST:PORT] [--for SECONDS] [--quota BYTES]
-//   uma regions --connect HOST:PORT [--json]
+//   uma stats --connect unix:PATH|HOST:PORT [--json | --prometheus]
+//   uma serve [--socket PATH] [--port P --tls-*] [--metrics HOST:PORT] [--for SECONDS] ...
+//   uma regions --connect unix:PATH|HOST:PORT [--json]
 //   uma snapshot [--json FILE] [--html FILE] [--workload short|none] [--backend ...]
-//   uma restart --connect HOST:PORT --operator-key-file PATH
+//   uma restart --connect unix:OPERATOR-SOCKET|HOST:PORT
 //   (demo, stats, serve, regions: also --caf.KEY=VALUE, and caf-application.ini is read)
 //
 // Exit status: 0 ok, 1 runtime failure, 2 usage error (tools/cli_options.hpp).
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   if (!parsed.parsed->help && parsed.parsed->what != uma::cli::command::info) {
     // CAF's options are a usage matter too: checked on a scratch configuration before any
     // command starts an actor system with them.
-    uma::cli::remote_actor_config scratch;
+    uma::cli::actor_config scratch;
     const auto complaint = uma::cli::apply_caf_options(scratch, *parsed.parsed);
     if (!complaint.empty()) {
       std::fprintf(stderr, "uma %s: %s\nrun 'uma %s --help' for usage\n",

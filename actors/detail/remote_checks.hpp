@@ -22,8 +22,8 @@ struct refusal {
   std::string message{};
 };
 
-/// The attach flag, label (length up to `max_label_bytes`, no control characters) of an
-/// allocate request.
+/// The attach flag, label (length up to `max_label_bytes`, UTF-8 without control, format or
+/// separator characters) of an allocate request.
 [[nodiscard]] std::optional<refusal> check_allocate(const remote_allocate_request& r,
                                                     std::size_t max_label_bytes);
 /// Every location's kind is one `location::kind` names.
@@ -39,12 +39,16 @@ struct refusal {
 /// names the region or event and the value.
 [[nodiscard]] std::optional<refusal> check_snapshot(const remote_snapshot& s);
 
+/// Why `export_ipc` of `h` is refused: managed memory cannot be exported over CUDA IPC.
+[[nodiscard]] std::string ipc_refusal_message(const region_handle& h);
+
 /// `a + b`, or an overflow refusal naming `what` and both operands.
 [[nodiscard]] std::optional<std::uint64_t> checked_add(std::uint64_t a, std::uint64_t b);
 [[nodiscard]] refusal overflow_refusal(std::string_view what, std::uint64_t a, std::uint64_t b);
 
-/// `text` with control characters (and backslashes) written as `\n`, `\t`, `\xNN`: safe to
-/// print on one line of a terminal.
+/// `text` with control characters (and backslashes) written as `\n`, `\t`, `\xNN`, Unicode
+/// controls, format and separator characters as `\u{202e}`, and bytes that are no UTF-8 as
+/// `\xNN`: safe to print on one line of a terminal, with nothing reordered or hidden.
 [[nodiscard]] std::string escape_control(std::string_view text);
 
 }  // namespace uma::detail

@@ -32,8 +32,9 @@ std::uint64_t session::charged() const {
   return n;
 }
 
-session session::opened(const caf::actor& peer, const session_key& key) {
+session session::opened(const caf::actor& peer, const session_key& key, std::string tenant) {
   session s;
+  s.tenant = std::move(tenant);
   s.peer = peer.address();
   s.node = peer.node();
   s.secret_hi = key.secret_hi;
@@ -63,15 +64,15 @@ std::vector<std::uint64_t> idle_sessions(const std::map<std::uint64_t, session>&
 }
 
 std::size_t sessions_of(const std::map<std::uint64_t, session>& sessions,
-                        const caf::node_id& node) {
+                        const std::string& tenant) {
   std::size_t n = 0;
   for (const auto& [sid, s] : sessions)
-    n += s.node == node ? 1 : 0;
+    n += s.tenant == tenant ? 1 : 0;
   return n;
 }
 
 std::string tenant_of(const session& s) {
-  return "node " + caf::to_string(s.node);
+  return s.tenant;
 }
 
 bool session::has_secret(const session_key& key) const noexcept {
@@ -133,13 +134,13 @@ std::optional<refusal> admit(const session& s, const std::map<std::uint64_t, ses
     return std::nullopt;
   std::uint64_t used = 0;
   for (const auto& [sid, other] : sessions)
-    if (other.node == s.node)
+    if (other.tenant == s.tenant)
       used += other.charged();
   const auto total = checked_add(used, *charge);
   if (!total || *total > config_.tenant_quota_bytes)
     return refusal{errc::quota_exceeded,
-                   "allocate: the tenant (node " + caf::to_string(s.node) + ") holds " +
-                       std::to_string(used) + " bytes; " + std::to_string(*charge) +
+                   "allocate: the tenant (" + s.tenant + ") holds " + std::to_string(used) +
+                       " bytes; " + std::to_string(*charge) +
                        " more (region plus label) would exceed the tenant quota of " +
                        std::to_string(config_.tenant_quota_bytes) + " bytes"};
   return std::nullopt;
@@ -249,6 +250,10 @@ remote_snapshot with_sessions(const allocator_snapshot& s,
     if (auto it = leased.find({r.info.id, r.info.generation}); it != leased.end())
       r.session = it->second.first;
   return out;
+}
+
+caf::error ipc_refusal(const region_handle& h) {
+  return make_caf_error(errc::not_supported, ipc_refusal_message(h));
 }
 
 caf::error operator_refusal(const std::string& what) {

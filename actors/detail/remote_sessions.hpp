@@ -38,6 +38,7 @@ struct lease {
 struct session {
   caf::actor_addr peer;
   caf::node_id node;
+  std::string tenant;  ///< who opened it: quotas and session caps count per tenant
   std::uint64_t secret_hi = 0;
   std::uint64_t secret_lo = 0;
   std::map<region_handle, lease> leases;
@@ -51,18 +52,19 @@ struct session {
   [[nodiscard]] std::uint64_t charged() const;
   /// Compares the secret in constant time.
   [[nodiscard]] bool has_secret(const session_key& key) const noexcept;
-  /// A session of `peer` opened now with `key`'s secret.
-  [[nodiscard]] static session opened(const caf::actor& peer, const session_key& key);
+  /// A session of `peer` for `tenant` opened now with `key`'s secret.
+  [[nodiscard]] static session opened(const caf::actor& peer, const session_key& key,
+                                      std::string tenant);
 };
 
 /// The sessions idle (no request in flight, none for longer than `timeout`); none for a timeout
 /// of 0.
 [[nodiscard]] std::vector<std::uint64_t> idle_sessions(
     const std::map<std::uint64_t, session>& sessions, std::chrono::milliseconds timeout);
-/// Sessions of `node` in `sessions`.
+/// Sessions of `tenant` in `sessions`.
 [[nodiscard]] std::size_t sessions_of(const std::map<std::uint64_t, session>& sessions,
-                                      const caf::node_id& node);
-/// The residency tenant a session's plans count for: its node ("node <id>"; docs/residency.md).
+                                      const std::string& tenant);
+/// The residency tenant a session's plans count for: who opened it (docs/residency.md).
 [[nodiscard]] std::string tenant_of(const session& s);
 
 /// 128 bits from the kernel's random source (getrandom); throws backend_error if it fails.
@@ -107,11 +109,14 @@ void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& ses
 /// (the supervisor is gone) become allocator_stopped.
 [[nodiscard]] caf::error relay_error(caf::actor_system& sys, caf::error err);
 
+/// The refusal of `export_ipc` for `h`: managed memory cannot be exported over CUDA IPC.
+[[nodiscard]] caf::error ipc_refusal(const region_handle& h);
+
 /// The refusal of an operator's request (`what`) made without the operator key.
 [[nodiscard]] caf::error operator_refusal(const std::string& what);
 
 /// Why `s` may not allocate `r` now: the request's fields (actors/detail/remote_checks.hpp), the
-/// quota ceiling, the session's lease cap and its tenant's quota (the sessions of its node, in
+/// quota ceiling, the session's lease cap and its tenant's quota (the sessions of its tenant, in
 /// `sessions`). Nullopt when it may.
 [[nodiscard]] std::optional<refusal> admit(const session& s,
                                            const std::map<std::uint64_t, session>& sessions,

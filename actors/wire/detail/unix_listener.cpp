@@ -1,0 +1,150 @@
+#include <uma/actors/wire/detail/unix_listener.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <uma/sys/error.hpp>
+
+namespace uma::detail {
+
+void peer_table::add(int fd, ino_t inode, peer_identity who, uid_t uid) {
+  std::lock_guard lock(mutex_);
+  entries_.insert_or_assign(fd, entry{inode, std::move(who), uid});
+}
+
+std::optional<peer_identity> peer_table::find(int fd) const {
+  std::lock_guard lock(mutex_);
+  const auto it = entries_.find(fd);
+  struct stat st {};
+  if (it == entries_.end() || ::fstat(fd, &st) != 0 || st.st_ino != it->second.inode)
+    return std::nullopt;
+  return it->second.who;
+}
+
+std::uint32_t peer_table::live_of(uid_t uid) {
+  std::lock_guard lock(mutex_);
+  std::uint32_t n = 0;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    struct stat st {};
+    if (::fstat(it->first, &st) != 0 || st.st_ino != it->second.inode) {
+      it = entries_.erase(it);
+      continue;
+    }
+    n += it->second.uid == uid ? 1 : 0;
+    ++it;
+  }
+  return n;
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const char* what) {
+  raise(errc::backend_error,
+        "cannot listen on unix:" + path + ": " + what + ": " + std::strerror(errno));
+}
+
+/// Removes a socket file left by an earlier server; refuses to remove anything else.
+void clear_stale_socket(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0)
+    return;
+  if (!S_ISSOCK(st.st_mode))
+    raise(errc::backend_error,
+          "cannot listen on unix:" + path + ": a file that is not a socket is there");
+  ::unlink(path.c_str());
+}
+
+}  // namespace
+
+unix_listener::unix_listener(std::string path, mode_t mode, bool operator_socket,
+                             std::uint32_t max_per_uid, peer_table& table,
+                             std::function<void(int)> hand_over,
+                             std::function<void(const std::string&)> log,
+                             std::atomic<std::uint64_t>& refused)
+    : path_(std::move(path)),
+      operator_socket_(operator_socket),
+      max_per_uid_(max_per_uid),
+      table_(table),
+      hand_over_(std::move(hand_over)),
+      log_(std::move(log)),
+      refused_(refused) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path_.empty() || path_.size() >= sizeof addr.sun_path)
+    raise(errc::invalid_argument, "unix socket path '" + path_ + "' is empty or longer than " +
+                                      std::to_string(sizeof addr.sun_path - 1) + " bytes");
+  std::memcpy(addr.sun_path, path_.data(), path_.size());
+  clear_stale_socket(path_);
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd_ < 0)
+    fail(path_, "socket");
+  // Created owner-only, then widened to `mode`: no moment where others may connect.
+  const mode_t old = ::umask(0177);
+  const int bound = ::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  ::umask(old);
+  if (bound != 0 || ::chmod(path_.c_str(), mode) != 0 || ::listen(fd_, 64) != 0 ||
+      ::pipe2(wake_, O_CLOEXEC) != 0) {
+    const int saved = errno;
+    ::close(fd_);
+    errno = saved;
+    fail(path_, "bind");
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+unix_listener::~unix_listener() {
+  const char stop = 1;
+  static_cast<void>(::write(wake_[1], &stop, 1));
+  thread_.join();
+  ::close(fd_);
+  ::close(wake_[0]);
+  ::close(wake_[1]);
+  ::unlink(path_.c_str());
+}
+
+void unix_listener::run() {
+  pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+  while (true) {
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR)
+      return;
+    if (fds[1].revents != 0)
+      return;
+    if (fds[0].revents & POLLIN)
+      accept_one();
+  }
+}
+
+void unix_listener::accept_one() {
+  const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (c < 0)
+    return;  // EAGAIN, or the peer left already; EMFILE: refused by the kernel's own limit
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  struct stat st {};
+  if (::getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || ::fstat(c, &st) != 0) {
+    ::close(c);
+    return;
+  }
+  if (table_.live_of(cred.uid) >= max_per_uid_) {
+    ++refused_;
+    if (log_)
+      log_("refused a connection of uid " + std::to_string(cred.uid) + " (pid " +
+           std::to_string(cred.pid) + ") on unix:" + path_ + ": it has " +
+           std::to_string(max_per_uid_) + " open, the cap per uid");
+    ::close(c);
+    return;
+  }
+  peer_identity who{operator_socket_ ? "operator" : "uid " + std::to_string(cred.uid),
+                    operator_socket_};
+  table_.add(c, st.st_ino, std::move(who), cred.uid);
+  hand_over_(c);
+}
+
+}  // namespace uma::detail

@@ -1,0 +1,80 @@
+#pragma once
+
+// The wire's Unix-socket listeners. uma accepts the connections itself so that it can read the
+// peer's credentials (SO_PEERCRED: uid, pid) before gRPC sees a byte, cap connections per uid,
+// and hand the socket to gRPC (AddInsecureChannelFromFd, whose peer string is "fd:N"). The
+// table maps each such fd to its identity for the calls that arrive on it.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace uma::detail {
+
+/// Who is on the other end of a connection.
+struct peer_identity {
+  std::string tenant{};  ///< "uid 1000" or "cert CN": what quotas and session caps count
+  bool is_operator = false;
+};
+
+/// The identities of the Unix-socket connections handed to gRPC, by fd. An entry is valid only
+/// while its fd still names the same socket (checked by inode), so a number the kernel reuses
+/// for a later connection never lends the old identity.
+class peer_table {
+ public:
+  /// Records `fd` (a connected socket of inode `inode`) as `who`'s.
+  void add(int fd, ino_t inode, peer_identity who, uid_t uid);
+  /// The identity of `fd` if it is still the socket recorded.
+  [[nodiscard]] std::optional<peer_identity> find(int fd) const;
+  /// Live connections of `uid` (dead entries are dropped on the way).
+  [[nodiscard]] std::uint32_t live_of(uid_t uid);
+
+ private:
+  struct entry {
+    ino_t inode = 0;
+    peer_identity who;
+    uid_t uid = 0;
+  };
+  mutable std::mutex mutex_;
+  std::map<int, entry> entries_;
+};
+
+/// One listening Unix socket and its accepting thread.
+class unix_listener {
+ public:
+  /// Binds `path` (an existing socket file there is replaced; any other file is an error), sets
+  /// `mode`, listens, and hands every accepted connection to `hand_over` after recording it in
+  /// `table` (the operator's if `operator_socket`). Connections past `max_per_uid` of one uid
+  /// are closed at once and counted in `refused`. Throws `error(backend_error)` naming the path.
+  unix_listener(std::string path, mode_t mode, bool operator_socket, std::uint32_t max_per_uid,
+                peer_table& table, std::function<void(int)> hand_over,
+                std::function<void(const std::string&)> log, std::atomic<std::uint64_t>& refused);
+  unix_listener(const unix_listener&) = delete;
+  unix_listener& operator=(const unix_listener&) = delete;
+  /// Stops accepting, closes the socket and removes its file.
+  ~unix_listener();
+
+ private:
+  void run();
+  void accept_one();
+
+  std::string path_;
+  bool operator_socket_;
+  std::uint32_t max_per_uid_;
+  peer_table& table_;
+  std::function<void(int)> hand_over_;
+  std::function<void(const std::string&)> log_;
+  std::atomic<std::uint64_t>& refused_;
+  int fd_ = -1;
+  int wake_[2] = {-1, -1};
+  std::thread thread_;
+};
+
+}  // namespace uma::detail

@@ -1,0 +1,255 @@
+#include <uma/actors/wire/detail/wire_service.hpp>
+
+#include <algorithm>
+#include <charconv>
+
+#include <uma/actors/detail/remote_sessions.hpp>
+#include <uma/actors/wire/detail/wire_convert.hpp>
+
+namespace uma::detail {
+
+namespace w = wire::v1;
+using rows = std::vector<remote_region_info>;
+
+wire_service::wire_service(caf::actor_system& sys, remote_allocator_actor gateway,
+                           const wire_server_config& config, const peer_table& table)
+    : sys_(sys),
+      gateway_(std::move(gateway)),
+      config_(config),
+      table_(table),
+      in_flight_(config.limits.max_in_flight, config.limits.max_in_flight_per_identity) {}
+
+std::optional<peer_identity> wire_service::identify(ctx* c) const {
+  const auto peer = c->peer();
+  if (peer.starts_with("fd:")) {
+    int fd = -1;
+    const auto [end, ec] = std::from_chars(peer.data() + 3, peer.data() + peer.size(), fd);
+    if (ec != std::errc{} || end != peer.data() + peer.size())
+      return std::nullopt;
+    return table_.find(fd);
+  }
+  const auto auth = c->auth_context();
+  if (!auth || !auth->IsPeerAuthenticated())
+    return std::nullopt;
+  const auto names = auth->FindPropertyValues("x509_common_name");
+  if (names.empty())
+    return std::nullopt;
+  const std::string cn(names.front().data(), names.front().size());
+  const bool op = std::ranges::find(config_.operator_names, cn) != config_.operator_names.end();
+  return peer_identity{op ? "operator" : "cert " + cn, op};
+}
+
+template <class Body>
+grpc::ServerUnaryReactor* wire_service::unary(ctx* c, Body body) {
+  auto who = identify(c);
+  if (!who || !in_flight_.acquire(who->tenant)) {
+    ++refused_;
+    auto* r = c->DefaultReactor();
+    if (!who) {
+      r->Finish({grpc::StatusCode::UNAUTHENTICATED, "the connection names no identity"});
+    } else {
+      c->AddTrailingMetadata("uma-errc", std::to_string(static_cast<int>(errc::quota_exceeded)));
+      r->Finish({grpc::StatusCode::RESOURCE_EXHAUSTED,
+                 "too many calls in flight (" + std::to_string(config_.limits.max_in_flight) +
+                     " on the server, " +
+                     std::to_string(config_.limits.max_in_flight_per_identity) +
+                     " per identity); wait for replies"});
+    }
+    return r;
+  }
+  auto call = std::make_shared<wire_call>(c, std::move(*who), in_flight_);
+  try {
+    body(*call);
+  } catch (const error& e) {
+    call->fail(e);
+  }
+  return call->reactor();
+}
+
+session_key wire_service::owned(const wire_call& call, const w::SessionKey& k,
+                                const char* op) const {
+  if (!sessions_.owns(k.id(), call.who().tenant))
+    throw to_uma_error(lookup_failure{op, k.id(), true}.to_error(nullptr));
+  return from_wire(k);
+}
+
+template <class R, class Out, class... Ts>
+void wire_service::forward(wire_call& call, Out* out, Ts... xs) {
+  call.ask<R>(
+      sys_, gateway_, config_.limits.call_timeout,
+      [out](R& r) {
+        if constexpr (std::is_same_v<R, std::uint64_t>)
+          out->set_value(r);
+        else
+          to_wire(r, *out);
+      },
+      std::move(xs)...);
+}
+
+namespace {
+
+[[noreturn]] void operator_only(const char* what) {
+  raise(errc::invalid_argument,
+        std::string(what) +
+            " is the operator's: connect through the operator socket, or with a client "
+            "certificate whose name the server lists as an operator's");
+}
+
+}  // namespace
+
+grpc::ServerWriteReactor<w::SessionEvent>* wire_service::OpenSession(ctx* c,
+                                                                     const w::OpenSessionRequest*) {
+  auto who = identify(c);
+  if (!who) {
+    struct refused final : grpc::ServerWriteReactor<w::SessionEvent> {
+      refused() { Finish({grpc::StatusCode::UNAUTHENTICATED, "the connection names no identity"}); }
+      void OnDone() override { delete this; }
+    };
+    ++refused_;
+    return new refused;
+  }
+  return new session_stream(sys_, gateway_, config_.limits.call_timeout, std::move(*who),
+                            sessions_);
+}
+
+grpc::ServerUnaryReactor* wire_service::CloseSession(ctx* c, const w::CloseSessionRequest* req,
+                                                     w::CountReply* out) {
+  return unary(c, [&](wire_call& call) {
+    const auto key = owned(call, req->session(), "close_session");
+    call.ask<std::uint64_t>(
+        sys_, gateway_, config_.limits.call_timeout,
+        [this, out, sid = key.id](std::uint64_t& n) {
+          out->set_value(n);
+          sessions_.finish(sid);
+        },
+        close_session_atom_v, key);
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::Allocate(ctx* c, const w::AllocateRequest* req,
+                                                 w::RegionHandle* out) {
+  return unary(c, [&](wire_call& call) {
+    forward<region_handle>(call, out, allocate_atom_v, owned(call, req->session(), "allocate"),
+                           from_wire(*req));
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::Release(ctx* c, const w::RegionRequest* req,
+                                                w::CountReply* out) {
+  return unary(c, [&](wire_call& call) {
+    forward<std::uint64_t>(call, out, release_atom_v, owned(call, req->session(), "release"),
+                           from_wire(req->region()));
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::Prefetch(ctx* c, const w::PrefetchRequest* req,
+                                                 w::OpResult* out) {
+  return unary(c, [&](wire_call& call) {
+    forward<remote_op_result>(call, out, prefetch_atom_v, owned(call, req->session(), "prefetch"),
+                              from_wire(*req));
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::Discard(ctx* c, const w::DiscardRequest* req,
+                                                w::OpResult* out) {
+  return unary(c, [&](wire_call& call) {
+    forward<remote_op_result>(call, out, discard_atom_v, owned(call, req->session(), "discard"),
+                              from_wire(*req));
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::Advise(ctx* c, const w::AdviseRequest* req,
+                                               w::OpResult* out) {
+  return unary(c, [&](wire_call& call) {
+    forward<remote_op_result>(call, out, advise_atom_v, owned(call, req->session(), "advise"),
+                              from_wire(*req));
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::WillAccess(ctx* c, const w::AccessPlan* req,
+                                                   w::ResidencyResult* out) {
+  return unary(c, [&](wire_call& call) {
+    forward<residency_result>(call, out, will_access_atom_v,
+                              owned(call, req->session(), "will_access"), from_wire(*req));
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::DoneWith(ctx* c, const w::RegionsRequest* req,
+                                                 w::CountReply* out) {
+  return unary(c, [&](wire_call& call) {
+    forward<std::uint64_t>(call, out, done_with_atom_v, owned(call, req->session(), "done_with"),
+                           from_wire(req->regions()));
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::Dead(ctx* c, const w::RegionsRequest* req,
+                                             w::ResidencyResult* out) {
+  return unary(c, [&](wire_call& call) {
+    forward<residency_result>(call, out, dead_atom_v, owned(call, req->session(), "dead"),
+                              from_wire(req->regions()));
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::GetAttributes(ctx* c, const w::RegionRequest* req,
+                                                      w::Attributes* out) {
+  return unary(c, [&](wire_call& call) {
+    forward<remote_attributes>(call, out, attributes_atom_v,
+                               owned(call, req->session(), "attributes"), from_wire(req->region()));
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::GetStats(ctx* c, const w::StatsRequest*, w::Stats* out) {
+  return unary(c, [&](wire_call& call) { forward<remote_stats>(call, out, stats_atom_v); });
+}
+
+grpc::ServerUnaryReactor* wire_service::Regions(ctx* c, const w::RegionsPageRequest* req,
+                                                w::RegionsPage* out) {
+  return unary(c, [&](wire_call& call) {
+    const std::uint64_t limit = config_.limits.region_page_size;
+    const std::uint64_t page =
+        req->page_size() == 0 ? limit : std::min<std::uint64_t>(req->page_size(), limit);
+    auto fill = [out, page, start = req->start()](rows& all) {
+      out->set_total(all.size());
+      for (auto i = start; i < all.size() && i - start < page; ++i)
+        to_wire(all[i], *out->add_rows());
+      out->set_next_start(start + page < all.size() ? start + page : 0);
+    };
+    if (call.who().is_operator)
+      call.ask<rows>(sys_, gateway_, config_.limits.call_timeout, fill, regions_atom_v,
+                     config_.operator_secret);
+    else
+      call.ask<rows>(sys_, gateway_, config_.limits.call_timeout, fill, regions_atom_v,
+                     owned(call, req->session(), "regions"));
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::Quota(ctx* c, const w::QuotaRequest* req,
+                                              w::CountReply* out) {
+  return unary(c, [&](wire_call& call) {
+    if (req->bytes() == 0)
+      return forward<std::uint64_t>(call, out, quota_atom_v, std::uint64_t{0});
+    if (!call.who().is_operator)
+      operator_only("quota: setting the quota");
+    forward<std::uint64_t>(call, out, quota_atom_v, config_.operator_secret, req->bytes());
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::TakeSnapshot(ctx* c, const w::SnapshotRequest*,
+                                                     w::Snapshot* out) {
+  return unary(c, [&](wire_call& call) {
+    if (!call.who().is_operator)
+      operator_only("snapshot: a snapshot shows every tenant's regions and history; it");
+    forward<remote_snapshot>(call, out, snapshot_atom_v, config_.operator_secret);
+  });
+}
+
+grpc::ServerUnaryReactor* wire_service::Restart(ctx* c, const w::RestartRequest*,
+                                                w::CountReply* out) {
+  return unary(c, [&](wire_call& call) {
+    if (!call.who().is_operator)
+      operator_only("restart: restarting the allocator");
+    forward<std::uint64_t>(call, out, restart_atom_v, config_.operator_secret);
+  });
+}
+
+}  // namespace uma::detail

@@ -1,0 +1,101 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include <uma/actors/remote_tls.hpp>
+#include <uma/messages/remote_interface.hpp>
+
+namespace uma {
+
+/// The bounds of a wire server (docs/distributed.md "Bounds"). Every one is on by default.
+struct wire_limits {
+  /// One budget of bytes for every connection's buffers together (gRPC's resource quota).
+  std::size_t memory_bytes = 64u << 20;
+  /// Largest message received or sent (a page of regions, a snapshot).
+  std::size_t max_message_bytes = 4u << 20;
+  /// Concurrent calls (HTTP/2 streams) on one connection.
+  std::uint32_t max_streams_per_connection = 16;
+  /// Unix-socket connections one uid may hold open.
+  std::uint32_t max_connections_per_identity = 16;
+  /// Calls of every kind (stats and regions included) in flight on the server, and per identity.
+  std::uint32_t max_in_flight = 256;
+  std::uint32_t max_in_flight_per_identity = 64;
+  /// Rows of the region table in one reply.
+  std::uint32_t region_page_size = 256;
+  /// A TCP connection must finish TLS and HTTP/2's preface within this.
+  std::chrono::milliseconds handshake_timeout{5000};
+  /// A connection without calls for this long is closed; sessions need their stream open, so an
+  /// open session keeps its connection.
+  std::chrono::milliseconds idle_timeout{300000};
+  /// The server pings a connection quiet for this long and closes it when no answer comes in
+  /// `keepalive_timeout`: a vanished peer's session ends.
+  std::chrono::milliseconds keepalive_time{30000};
+  std::chrono::milliseconds keepalive_timeout{10000};
+  /// A call not answered by the gateway in this time fails (backend_error).
+  std::chrono::milliseconds call_timeout{60000};
+};
+
+/// Where and how a wire server listens, and who is the operator.
+struct wire_server_config {
+  /// The tenants' Unix socket (created; an existing socket file there is replaced). Identity:
+  /// the peer's uid (SO_PEERCRED). Empty: none.
+  std::string socket_path{};
+  /// The tenants' socket's permissions: 0600 (the serving user only) or 0660 (and its group).
+  mode_t socket_mode = 0600;
+  /// The operator's Unix socket (mode 0600): every connection there is the operator. Empty: none.
+  std::string operator_socket_path{};
+  /// TCP listener with mutual TLS (both files and the CA required): `tcp_bind`:`tcp_port`
+  /// (0 takes a free port). Identity: the client certificate's common name.
+  bool tcp = false;
+  std::string tcp_bind = "127.0.0.1";
+  std::uint16_t tcp_port = 0;
+  tls_options tls{};
+  /// Client-certificate common names that are the operator over TCP (none by default).
+  std::vector<std::string> operator_names{};
+  /// The gateway's operator key: the server adds it to the operator's requests; it never leaves
+  /// the process.
+  operator_key operator_secret{};
+  wire_limits limits{};
+  /// Connection refusals and listener events; may be called from gRPC's threads.
+  std::function<void(const std::string&)> log{};
+};
+
+/// The remote interface served over gRPC (actors/wire/remote.proto) in front of a gateway
+/// (actors/remote_gateway.hpp): identity from the connection, bounds of gRPC's own (resource
+/// quota, message size, streams, handshake, keepalive, idle) and the server's (connections per
+/// uid, calls in flight, region pages). Handlers never block a CAF worker and never park a
+/// thread per call: each call is a CAF request whose reply finishes the gRPC call.
+class wire_server {
+ public:
+  /// Validates the configuration (TLS files read, parsed and matched once, here), binds every
+  /// listener and starts serving. Throws `error(invalid_argument)` naming the option or file,
+  /// `error(backend_error)` naming the address when a listener cannot bind.
+  wire_server(caf::actor_system& sys, remote_allocator_actor gateway, wire_server_config config);
+  wire_server(const wire_server&) = delete;
+  wire_server& operator=(const wire_server&) = delete;
+  /// Ends every session stream and stops listening (bounded), removing the socket files.
+  ~wire_server();
+
+  /// The TCP port bound (0 without TCP).
+  [[nodiscard]] std::uint16_t tcp_port() const noexcept;
+  /// Calls refused because a bound was reached, since start (every kind).
+  [[nodiscard]] std::uint64_t refused_calls() const noexcept;
+  /// Unix-socket connections refused (cap per uid) since start.
+  [[nodiscard]] std::uint64_t refused_connections() const noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace uma
