@@ -28,6 +28,7 @@ using snap = remote_snapshot;
 using moves = residency_result;
 using handles = std::vector<region_handle>;
 using charv = std::vector<char>;
+using page = remote_region_page;
 
 caf::error to_caf(const refusal& r) {
   return make_caf_error(r.code, r.message);
@@ -89,30 +90,28 @@ class remote_gateway final : public remote_allocator_actor::base {
         [this](attributes_atom, const session_key& k,
                region_handle h) -> caf::result<remote_attributes> { return attributes(k, h); },
         [this](stats_atom) -> caf::result<remote_stats> { return stats(); },
-        [this](regions_atom, const session_key& k) -> caf::result<std::vector<remote_region_info>> {
+        [this](regions_atom, const session_key& k, region_page p) -> caf::result<page> {
           if (authorize(k) == nullptr)
             return lookup_failure{"regions", k.id, true}.to_error(nullptr);
-          return regions(k.id);
+          return regions(k.id, p);
         },
-        [this](regions_atom, const operator_key& k)
-            -> caf::result<std::vector<remote_region_info>> { return operator_regions(k); },
+        [this](regions_atom, const operator_key& k, region_page p) -> caf::result<page> {
+          if (!detail::operator_key_matches(config_.operator_secret, k))
+            return detail::operator_refusal("regions");
+          return regions(0, p);
+        },
         [](snapshot_atom) -> caf::result<snap> { return detail::operator_refusal("snapshot"); },
-        [this](snapshot_atom, const operator_key& k) -> caf::result<remote_snapshot> {
-          return snapshot(k);
-        },
-        [this](quota_atom, std::uint64_t bytes) -> caf::result<std::uint64_t> {
-          return read_quota(bytes);
-        },
+        [this](snapshot_atom, const operator_key& k) -> caf::result<snap> { return snapshot(k); },
+        [this](quota_atom, count bytes) -> caf::result<count> { return read_quota(bytes); },
         [this](quota_atom, const operator_key& k,
                std::uint64_t bytes) -> caf::result<std::uint64_t> { return set_quota(k, bytes); },
         [](restart_atom) -> caf::result<count> { return detail::operator_refusal("restart"); },
-        [this](restart_atom, const operator_key& k) -> caf::result<std::uint64_t> {
-          return restart(k);
+        [this](restart_atom, const operator_key& k) -> caf::result<count> { return restart(k); },
+        [this](export_ipc_atom, const session_key& k, region_handle h) -> caf::result<charv> {
+          if (authorize(k) == nullptr)
+            return lookup_failure{"export_ipc", k.id, true}.to_error(nullptr);
+          return detail::ipc_refusal(h);
         },
-        [this](export_ipc_atom, const session_key& k, region_handle h) -> caf::
-                                                                           result<charv> {
-                                                                             return authorize(k) ? detail::ipc_refusal(h) : lookup_failure{"export_ipc", k.id, true}.to_error(nullptr);
-                                                                           },
     };
   }
 
@@ -444,11 +443,11 @@ class remote_gateway final : public remote_allocator_actor::base {
     return rp;
   }
 
-  /// The supervisor's region report (only session `only`'s rows unless it is 0), with
-  /// attributes read for every leased region.
-  caf::result<std::vector<remote_region_info>> regions(std::uint64_t only) {
-    auto rp = make_response_promise<std::vector<remote_region_info>>();
-    detail::gather_regions(this, supervisor_, rp, sessions_, only,
+  /// One page of the supervisor's region report (only session `only`'s rows unless it is 0),
+  /// with attributes read for the page's leased rows.
+  caf::result<page> regions(std::uint64_t only, region_page p) {
+    auto rp = make_response_promise<page>();
+    detail::gather_regions(this, supervisor_, rp, sessions_, only, p, config_.max_region_page,
                            [this](caf::error err) { return relay(std::move(err)); });
     return rp;
   }
@@ -457,12 +456,6 @@ class remote_gateway final : public remote_allocator_actor::base {
     if (!detail::operator_key_matches(config_.operator_secret, k))
       return detail::operator_refusal("restart");
     return ask<std::uint64_t, std::uint64_t>(0, identity, restart_atom_v);
-  }
-
-  caf::result<std::vector<remote_region_info>> operator_regions(const operator_key& k) {
-    if (!detail::operator_key_matches(config_.operator_secret, k))
-      return detail::operator_refusal("regions");
-    return regions(0);
   }
 
   /// The supervisor's snapshot, each leased region with its session (read when the snapshot

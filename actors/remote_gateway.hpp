@@ -41,6 +41,8 @@ struct gateway_config {
   std::size_t max_leases_per_session = 4096;
   /// Requests of one session the gateway forwards before answering earlier ones.
   std::uint32_t max_in_flight_per_session = 64;
+  /// Rows of the region table in one `regions` reply (a larger page asked for is cut to this).
+  std::uint32_t max_region_page = 256;
   /// A session with no request for this long is ended and its leases released; 0: never.
   std::chrono::milliseconds idle_timeout{0};
 };

@@ -23,6 +23,8 @@ void register_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<remote_op_result>("uma::remote_op_result");
   cfg.add_message_type<remote_attributes>("uma::remote_attributes");
   cfg.add_message_type<remote_region_info>("uma::remote_region_info");
+  cfg.add_message_type<region_page>("uma::region_page");
+  cfg.add_message_type<remote_region_page>("uma::remote_region_page");
   cfg.add_message_type<remote_stats>("uma::remote_stats");
   cfg.add_message_type<remote_snapshot>("uma::remote_snapshot");
   cfg.add_message_type<remote_access_plan>("uma::remote_access_plan");

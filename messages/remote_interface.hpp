@@ -68,10 +68,12 @@ using remote_allocator_actor = caf::typed_actor<
     caf::replies_to<attributes_atom, session_key, region_handle>::with<remote_attributes>,
     /// -> the allocator's, the supervisor's and the gateway's counters
     caf::replies_to<stats_atom>::with<remote_stats>,
-    /// (session) -> the regions leased by this session, with their attributes
-    caf::replies_to<regions_atom, session_key>::with<std::vector<remote_region_info>>,
-    /// (operator) -> every region of the current allocator incarnation; attributes for leased
-    caf::replies_to<regions_atom, operator_key>::with<std::vector<remote_region_info>>,
+    /// (session, page) -> one page of the regions leased by this session, with their attributes
+    /// (read for the page's rows only)
+    caf::replies_to<regions_atom, session_key, region_page>::with<remote_region_page>,
+    /// (operator, page) -> one page of every region of the current allocator incarnation;
+    /// attributes for the leased rows of the page
+    caf::replies_to<regions_atom, operator_key, region_page>::with<remote_region_page>,
     /// (0) -> the quota in force; any other value is refused: setting needs the operator key
     sig::quota,
     /// (operator, bytes) -> the quota now in force; 0 reads it. invalid_argument when below the

@@ -201,6 +201,31 @@ auto inspect(Inspector& f, remote_region_info& x) {
   return f(x.region, x.session, x.attributes_known, x.attributes);
 }
 
+/// Which rows of the region table a `regions` request wants: from index `start`, at most
+/// `count` (0: the serving node's page size, which also caps any larger count).
+struct region_page {
+  std::uint64_t start = 0;
+  std::uint32_t count = 0;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, region_page& x) {
+  return f(x.start, x.count);
+}
+
+/// One page of the region table: its rows (attributes read for these only) and how many rows
+/// the table had when the page was cut.
+struct remote_region_page {
+  std::vector<remote_region_info> rows{};
+  std::uint64_t total = 0;
+  friend bool operator==(const remote_region_page&, const remote_region_page&) = default;
+};
+
+template <class Inspector>
+auto inspect(Inspector& f, remote_region_page& x) {
+  return f(x.rows, x.total);
+}
+
 /// The `stats` reply of the remote interface: the current allocator incarnation's counters
 /// (exactly what a local `stats` request replies) plus the supervisor's and the gateway's.
 struct remote_stats {

@@ -12,6 +12,7 @@
 
 #include <uma/actors/allocator_supervisor.hpp>
 #include <uma/actors/detail/remote_checks.hpp>
+#include <uma/actors/detail/remote_sessions.hpp>
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "support/actor_fixture.hpp"
@@ -146,7 +147,7 @@ TEST_F(gateway, PrefetchAndAdviceByIdChangeWhatTheServingNodeReads) {
   EXPECT_TRUE(attrs.read_mostly);
   EXPECT_EQ(attrs.preferred_location, location::host());
   EXPECT_EQ(attrs.last_prefetch_location, location::host());
-  const auto rows = ask<std::vector<remote_region_info>>(regions_atom_v, session_);
+  const auto rows = ask<remote_region_page>(regions_atom_v, session_, region_page{}).rows;
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].session, session_.id);
   ASSERT_TRUE(rows[0].attributes_known);
@@ -299,7 +300,7 @@ TEST_F(gateway, NamingAnotherSessionsIdWithoutItsSecretIsRefusedAndChangesNothin
                      errc::invalid_argument, refused);
     UMA_EXPECT_ERROR(ask<std::uint64_t>(close_session_atom_v, forged), errc::invalid_argument,
                      refused);
-    UMA_EXPECT_ERROR(ask<std::vector<remote_region_info>>(regions_atom_v, forged),
+    UMA_EXPECT_ERROR(ask<remote_region_page>(regions_atom_v, forged, region_page{}),
                      errc::invalid_argument, refused);
   }
   EXPECT_EQ(local().flush().live_bytes, live);
@@ -313,11 +314,31 @@ TEST_F(gateway, ATenantSeesOnlyItsOwnRegionsAndTheOperatorSeesAll) {
   static_cast<void>(allocate(4096, "mine"));
   auto other_peer = sys_.spawn(idle_peer, 0);
   const auto other = ask<session_key>(open_session_atom_v, other_peer);
-  EXPECT_TRUE(ask<std::vector<remote_region_info>>(regions_atom_v, other).empty());
-  EXPECT_EQ(ask<std::vector<remote_region_info>>(regions_atom_v, operator_).size(), 1u);
-  UMA_EXPECT_ERROR(ask<std::vector<remote_region_info>>(regions_atom_v, operator_key{1, 2}),
+  EXPECT_TRUE(ask<remote_region_page>(regions_atom_v, other, region_page{}).rows.empty());
+  EXPECT_EQ(ask<remote_region_page>(regions_atom_v, operator_, region_page{}).rows.size(), 1u);
+  UMA_EXPECT_ERROR(ask<remote_region_page>(regions_atom_v, operator_key{1, 2}, region_page{}),
                    errc::invalid_argument, "regions needs the serving node's operator key");
   caf::anon_send_exit(other_peer, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(gateway, RegionPagesAreCutAtTheGatewayAndCapped) {
+  for (int i = 0; i < 5; ++i)
+    static_cast<void>(allocate(4096, "row " + std::to_string(i)));
+  const auto middle = ask<remote_region_page>(regions_atom_v, session_, region_page{1, 2});
+  EXPECT_EQ(middle.total, 5u);
+  ASSERT_EQ(middle.rows.size(), 2u);
+  EXPECT_EQ(middle.rows[0].region.label, "row 1");
+  EXPECT_EQ(middle.rows[1].region.label, "row 2");
+  EXPECT_TRUE(middle.rows[0].attributes_known);
+  EXPECT_EQ(ask<remote_region_page>(regions_atom_v, session_, region_page{4, 10}).rows.size(), 1u);
+  const auto past = ask<remote_region_page>(regions_atom_v, session_, region_page{9, 1});
+  EXPECT_TRUE(past.rows.empty());
+  EXPECT_EQ(past.total, 5u);
+  // No page is longer than the cap, whatever is asked: the detail that cuts it, with a cap of 3.
+  std::vector<remote_region_info> rows(10);
+  EXPECT_EQ(detail::cut_page(rows, region_page{0, 1000}, 3).rows.size(), 3u);
+  EXPECT_EQ(detail::cut_page(rows, region_page{0, 0}, 3).rows.size(), 3u);
+  EXPECT_EQ(detail::cut_page(rows, region_page{~std::uint64_t{0}, 3}, 3).rows.size(), 0u);
 }
 
 /// The events of `s` for region `id` of generation `gen`, as "kind label" strings.

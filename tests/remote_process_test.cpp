@@ -278,7 +278,7 @@ TEST_F(two_processes, PrefetchAndAdviceByIdFromAnotherProcessChangeTheAttributes
   EXPECT_EQ(after.prefetches, before.prefetches + 2);
   EXPECT_EQ(after.advises, before.advises + 2);
   EXPECT_EQ(after.live_bytes, before.live_bytes + 2 * 65536);
-  const auto rows = ask_gateway<std::vector<remote_region_info>>(regions_atom_v, operator_);
+  const auto rows = ask_gateway<remote_region_page>(regions_atom_v, operator_, region_page{}).rows;
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& r : rows) {
     EXPECT_NE(r.session, 0u);

@@ -126,6 +126,11 @@ TEST_F(remote_types, EveryFieldSurvivesSerialization) {
   row.attributes_known = true;
   row.attributes = sample_attributes();
   EXPECT_EQ(round_trip(row), row);
+  const auto page = round_trip(region_page{256, 64});
+  EXPECT_EQ(page.start, 256u);
+  EXPECT_EQ(page.count, 64u);
+  const remote_region_page rows{{row, row}, 300};
+  EXPECT_EQ(round_trip(rows), rows);
   EXPECT_EQ(round_trip(sample_snapshot()), sample_snapshot());
   const remote_access_plan plan{
       {{5, 1}, {6, 1}}, 1, access_mode::write, residency_policy::remote_map, completion::complete};
@@ -184,7 +189,7 @@ TEST_F(remote_types, TheInterfaceNamesOnlyRegisteredTypes) {
     all += signature + "\n";
   }
   EXPECT_NE(all.find("caf::replies_to<stats>::with<uma::remote_stats>"), std::string::npos) << all;
-  EXPECT_NE(all.find("std::vector<uma::remote_region_info>"), std::string::npos) << all;
+  EXPECT_NE(all.find("uma::region_page>::with<uma::remote_region_page>"), std::string::npos) << all;
   EXPECT_NE(all.find("caf::replies_to<snapshot,uma::operator_key>::with<uma::remote_snapshot>"),
             std::string::npos)
       << all;

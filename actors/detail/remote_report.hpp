@@ -17,25 +17,24 @@
 
 namespace uma::detail {
 
-/// Asks the supervisor for the attributes of every row of `out` that a session leases (its ref
-/// is in `leased`) and delivers `out` through `rp` when all have answered; a region freed
-/// meanwhile keeps `attributes_known` false.
+/// Asks the supervisor for the attributes of every row of the page `out` that a session leases
+/// (its ref is in `leased`) and delivers `out` through `rp` when all have answered; a region
+/// freed meanwhile keeps `attributes_known` false.
 template <class Self>
 void read_attributes(Self* self, const allocator_supervisor_actor& supervisor,
-                     caf::typed_response_promise<std::vector<remote_region_info>> rp,
-                     std::shared_ptr<std::vector<remote_region_info>> out,
-                     const leased_map& leased) {
+                     caf::typed_response_promise<remote_region_page> rp,
+                     std::shared_ptr<remote_region_page> out, const leased_map& leased) {
   auto remaining = std::make_shared<std::size_t>(0);
-  for (const auto& row : *out)
+  for (const auto& row : out->rows)
     *remaining += row.session != 0 ? 1 : 0;
   if (*remaining == 0) {
     rp.deliver(std::move(*out));
     return;
   }
-  for (std::size_t i = 0; i < out->size(); ++i) {
-    if ((*out)[i].session == 0)
+  for (std::size_t i = 0; i < out->rows.size(); ++i) {
+    if (out->rows[i].session == 0)
       continue;
-    const auto& ref = leased.at({(*out)[i].region.id, (*out)[i].region.generation});
+    const auto& ref = leased.at({out->rows[i].region.id, out->rows[i].region.generation});
     auto done = [rp, out, remaining]() mutable {
       if (--*remaining == 0)
         rp.deliver(std::move(*out));
@@ -43,27 +42,28 @@ void read_attributes(Self* self, const allocator_supervisor_actor& supervisor,
     self->request(supervisor, caf::infinite, attributes_atom_v, ref.second)
         .then(
             [out, i, done](range_attributes& a) mutable {
-              (*out)[i].attributes_known = true;
-              (*out)[i].attributes = to_remote(a);
+              out->rows[i].attributes_known = true;
+              out->rows[i].attributes = to_remote(a);
               done();
             },
             [done](caf::error&) mutable { done(); });  // freed meanwhile: unknown
   }
 }
 
-/// Delivers the supervisor's region report through `rp` (only session `only`'s rows unless it
-/// is 0), with attributes read for every leased region; an error goes through `relay` first.
+/// Delivers page `p` (at most `cap` rows) of the supervisor's region report through `rp` (only
+/// session `only`'s rows unless it is 0), with attributes read for the page's leased regions
+/// only; an error goes through `relay` first.
 template <class Self, class Relay>
 void gather_regions(Self* self, const allocator_supervisor_actor& supervisor,
-                    caf::typed_response_promise<std::vector<remote_region_info>> rp,
+                    caf::typed_response_promise<remote_region_page> rp,
                     const std::map<std::uint64_t, session>& sessions, std::uint64_t only,
-                    Relay relay) {
+                    region_page p, std::uint32_t cap, Relay relay) {
   self->request(supervisor, caf::infinite, regions_atom_v)
       .then(
-          [self, supervisor, rp, &sessions, only](std::vector<region_info>& rows) mutable {
+          [self, supervisor, rp, &sessions, only, p, cap](std::vector<region_info>& rows) mutable {
             const auto leased = live_leases(sessions, only);
-            auto out = std::make_shared<std::vector<remote_region_info>>(
-                report_rows(std::move(rows), leased, only));
+            auto out = std::make_shared<remote_region_page>(
+                cut_page(report_rows(std::move(rows), leased, only), p, cap));
             read_attributes(self, supervisor, rp, out, leased);
           },
           [rp, relay](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });

@@ -2,8 +2,10 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include <caf/actor.hpp>
 #include <caf/actor_addr.hpp>
@@ -249,6 +251,17 @@ remote_snapshot with_sessions(const allocator_snapshot& s,
   for (auto& r : out.regions)
     if (auto it = leased.find({r.info.id, r.info.generation}); it != leased.end())
       r.session = it->second.first;
+  return out;
+}
+
+remote_region_page cut_page(std::vector<remote_region_info> rows, region_page p,
+                            std::uint32_t cap) {
+  const std::uint64_t count = p.count == 0 ? cap : std::min(p.count, cap);
+  remote_region_page out{{}, rows.size()};
+  const auto first = std::min<std::uint64_t>(p.start, rows.size());
+  const auto last = std::min<std::uint64_t>(rows.size(), first + count);
+  out.rows.assign(std::make_move_iterator(rows.begin() + static_cast<std::ptrdiff_t>(first)),
+                  std::make_move_iterator(rows.begin() + static_cast<std::ptrdiff_t>(last)));
   return out;
 }
 

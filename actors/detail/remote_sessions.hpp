@@ -97,6 +97,11 @@ using leased_map = std::map<region_handle, std::pair<std::uint64_t, byte_ref>>;
                                                           const leased_map& leased,
                                                           std::uint64_t only);
 
+/// Rows `p.start` to `p.start + count` of `rows` (count: `p.count`, 0 meaning `cap`, never more
+/// than `cap`), and how many rows there were.
+[[nodiscard]] remote_region_page cut_page(std::vector<remote_region_info> rows, region_page p,
+                                          std::uint32_t cap);
+
 /// Sets the sessions, leases and leased bytes of `out` from `sessions`.
 void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& sessions);
 

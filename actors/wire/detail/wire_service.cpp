@@ -9,7 +9,6 @@
 namespace uma::detail {
 
 namespace w = wire::v1;
-using rows = std::vector<remote_region_info>;
 
 wire_service::wire_service(caf::actor_system& sys, remote_allocator_actor gateway,
                            const wire_server_config& config, const peer_table& table)
@@ -205,21 +204,22 @@ grpc::ServerUnaryReactor* wire_service::GetStats(ctx* c, const w::StatsRequest*,
 grpc::ServerUnaryReactor* wire_service::Regions(ctx* c, const w::RegionsPageRequest* req,
                                                 w::RegionsPage* out) {
   return unary(c, [&](wire_call& call) {
-    const std::uint64_t limit = config_.limits.region_page_size;
-    const std::uint64_t page =
-        req->page_size() == 0 ? limit : std::min<std::uint64_t>(req->page_size(), limit);
-    auto fill = [out, page, start = req->start()](rows& all) {
-      out->set_total(all.size());
-      for (auto i = start; i < all.size() && i - start < page; ++i)
-        to_wire(all[i], *out->add_rows());
-      out->set_next_start(start + page < all.size() ? start + page : 0);
+    const std::uint32_t cap = config_.limits.region_page_size;
+    const region_page page{req->start(),
+                           req->page_size() == 0 ? cap : std::min(req->page_size(), cap)};
+    auto fill = [out, start = page.start](remote_region_page& p) {
+      out->set_total(p.total);
+      for (const auto& row : p.rows)
+        to_wire(row, *out->add_rows());
+      const auto end = start + p.rows.size();
+      out->set_next_start(end < p.total ? end : 0);
     };
     if (call.who().is_operator)
-      call.ask<rows>(sys_, gateway_, config_.limits.call_timeout, fill, regions_atom_v,
-                     config_.operator_secret);
+      call.ask<remote_region_page>(sys_, gateway_, config_.limits.call_timeout, fill,
+                                   regions_atom_v, config_.operator_secret, page);
     else
-      call.ask<rows>(sys_, gateway_, config_.limits.call_timeout, fill, regions_atom_v,
-                     owned(call, req->session(), "regions"));
+      call.ask<remote_region_page>(sys_, gateway_, config_.limits.call_timeout, fill,
+                                   regions_atom_v, owned(call, req->session(), "regions"), page);
   });
 }
 
