@@ -58,8 +58,9 @@ auto inspect(Inspector& f, session_key& x) {
 }
 
 /// The operator's capability (quota, everyone's region table): a 128-bit secret the serving
-/// node draws at start and hands out only locally (`uma serve --operator-key-file`, mode 0600).
-/// An all-zero key is never accepted.
+/// node draws at start and never hands out; its wire server adds it to the requests of the
+/// operator's connections (the operator socket, or a certificate `--operator-cn` names). An
+/// all-zero key is never accepted.
 struct operator_key {
   std::uint64_t secret_hi = 0;
   std::uint64_t secret_lo = 0;
