@@ -21,7 +21,7 @@ std::shared_ptr<reply_slot> call_channel::table::take(std::uint64_t id, bool cla
   return slot;
 }
 
-call_channel::call_channel(caf::actor_system& sys) : sys_(sys) {
+call_channel::call_channel(caf::actor_system& sys) : unit_(inline_unit::of(sys)) {
   auto sink = sys.spawn<caf::actor_companion, caf::hidden>();
   auto* companion = static_cast<caf::actor_companion*>(caf::actor_cast<caf::abstract_actor*>(sink));
   // Runs on the replying thread (an actor's, a lane's, or this caller's own through the inline
@@ -57,7 +57,7 @@ call_channel::ticket call_channel::send(const caf::strong_actor_ptr& dest, caf::
   }
   auto element = caf::make_mailbox_element(sink_, mid, {}, std::move(content));
   const auto slot = t.slot;
-  inline_unit::of(sys_).send(dest, std::move(element), [&slot] { return slot->ready(); });
+  unit_.send(dest, std::move(element), [&slot] { return slot->ready(); });
   return t;
 }
 

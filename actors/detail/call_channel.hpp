@@ -15,6 +15,8 @@
 
 namespace uma::detail {
 
+class inline_unit;
+
 /// The blocking facades' way to an actor (docs/design.md "Blocking callers"): a request is sent
 /// from the calling thread through its inline execution unit (the actor it makes ready runs
 /// right there, not after a worker's wake-up), and the reply goes to a sink whose enqueue fills
@@ -63,7 +65,8 @@ class call_channel {
     [[nodiscard]] std::shared_ptr<reply_slot> take(std::uint64_t id, bool claim);
   };
 
-  caf::actor_system& sys_;
+  /// The system's inline unit, looked up once (inline_unit::of takes a process-wide lock).
+  inline_unit& unit_;
   std::shared_ptr<table> table_ = std::make_shared<table>();
   caf::strong_actor_ptr sink_;
   std::atomic<std::uint64_t> next_id_{0};
