@@ -46,9 +46,10 @@ class inline_unit final : public caf::execution_unit {
 };
 
 /// Sends `content` to `dest` as an anonymous message through its system's inline unit: a lane's
-/// `job_done` runs the idle allocator on the lane's thread rather than waking a worker. Only
-/// `dest` runs here; the actors its run makes ready (the requester the reply goes to) go to the
-/// scheduler, so that no user actor runs on a lane.
+/// `job_done` runs the idle allocator on the lane's thread rather than waking a worker. Up to
+/// `max_jobs` actors run here: `dest`, then those its run made ready (a supervisor relaying the
+/// reply, an actor client receiving it); the rest go to the scheduler. An actor client that
+/// blocks in its handler therefore holds that lane meanwhile (docs/design.md "Blocking callers").
 void send_inline(const caf::strong_actor_ptr& dest, caf::message content);
 
 }  // namespace uma::detail
