@@ -300,7 +300,7 @@ void run_alloc_latency(context& ctx, section& s) {
                      t.median <= 2000});
   const auto& f = results[lease_fast][target_bytes];
   ctx.out.add(target{1, "fast path median <= 0.5 us",
-                     figure{"64 KiB allocate+release, lease (fast path)", f.median / 1e3, "us",
+                     figure{"64 KiB allocate+release, blocks (fast path)", f.median / 1e3, "us",
                             base + " median", b64.median / 1e3},
                      f.median <= 500});
   if (ctx.cuda && results.count(mempool) != 0) {
@@ -461,9 +461,9 @@ void run_throughput(context& ctx, section& s) {
                      figure{"allocate+release throughput, pool, 8 client actors",
                             rate[pool_actor][8], "pairs/s", base + ", 8 threads", rate[base][8]},
                      rate[pool_actor][8] >= 1e6});
-  const double fast8 = rate["uma lease (fast path, actors)"][8];
+  const double fast8 = rate["uma blocks (fast path, actors)"][8];
   ctx.out.add(target{2, ">= 1000000 pairs/s (fast path)",
-                     figure{"allocate+release throughput, lease fast path, 8 client actors", fast8,
+                     figure{"allocate+release throughput, blocks fast path, 8 client actors", fast8,
                             "pairs/s", base + ", 8 threads", rate[base][8]},
                      fast8 >= 1e6});
 }

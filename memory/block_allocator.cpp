@@ -419,6 +419,12 @@ std::vector<block_allocator::new_slab> block_allocator::take_new_slabs() {
   return std::exchange(new_slabs_, {});
 }
 
+std::vector<block_allocator::new_slab> block_allocator::seal() noexcept {
+  std::lock_guard lock(mutex_);  // a growth registers its slab under it, or sees closed_
+  closed_ = true;
+  return std::exchange(new_slabs_, {});
+}
+
 void block_allocator::close() noexcept {
   const auto keep = shared_from_this();  // deleting slabs below may drop the last other ref
   std::lock_guard lock(mutex_);  // nothing else runs now: backend calls under the lock are fine

@@ -121,8 +121,11 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   /// The slabs made since the last call: the actor puts them in its table before it handles its
   /// next message (a growth queues the slab's id as a release to wake it).
   [[nodiscard]] std::vector<new_slab> take_new_slabs();
-  /// The end of the incarnation (post_stop, after it decided what to free and leak): nothing is
-  /// handed out again, every slab is let go (blocks out keep their host records until they come
+  /// The start of post_stop: nothing is handed out or carved from now on; returns the slabs
+  /// not taken yet (the actor puts them in its table, to free or leak them with the rest).
+  [[nodiscard]] std::vector<new_slab> seal() noexcept;
+  /// The end of the incarnation (post_stop, after it decided what to free and leak): every slab
+  /// is let go (blocks out keep their host records until they come
   /// back), raw blocks out are given up (their memory was leaked with their pinned slab).
   void close() noexcept;
 

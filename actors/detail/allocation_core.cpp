@@ -190,8 +190,8 @@ bool allocation_core::can_access(const location& loc, const byte_ref& ref) {
 
 // -- releases, quota, stats -----------------------------------------------------------------------
 
-void allocation_core::adopt_new_slabs() {
-  for (const auto& s : blocks_->take_new_slabs()) {
+void allocation_core::adopt_slabs(const std::vector<block_allocator::new_slab>& slabs) {
+  for (const auto& s : slabs) {
     table_.insert(s.region, attach_flag::global);
     table_.find(s.region->id)->slab_blocks = s.blocks;
     ++stats_.live_leases;
@@ -203,7 +203,7 @@ void allocation_core::adopt_new_slabs() {
 }
 
 void allocation_core::drain_releases() {
-  adopt_new_slabs();
+  adopt_slabs(blocks_->take_new_slabs());
   for (const auto id : control_->take_releases()) {
     auto* entry = table_.find(id);
     if (entry == nullptr) {
@@ -389,11 +389,12 @@ void allocation_core::leak(std::uint64_t id, const region_table::entry& e, stop_
 }
 
 std::uint64_t allocation_core::stop(stop_report& report) noexcept {
-  // Slabs made since the last drain join the table (post_stop frees or leaks them below). Advised
-  // blocks whose release was queued but not handled: back to the block allocator (their memory
-  // is freed with their slab below).
+  // No slab is carved from now on, and those made since the last drain join the table (freed or
+  // leaked below). Advised blocks whose release was queued but not handled: back to the block
+  // allocator (their memory is freed with their slab below).
+  const auto last_slabs = blocks_->seal();
   try {
-    adopt_new_slabs();
+    adopt_slabs(last_slabs);
     for (const auto id : control_->take_releases())
       if (auto it = block_advice_.find(id); it != block_advice_.end())
         return_block(it->second.block);
