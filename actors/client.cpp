@@ -1,5 +1,7 @@
 #include <uma/actors/client.hpp>
 
+#include <algorithm>
+
 #include <caf/scoped_actor.hpp>
 
 namespace uma {
@@ -31,16 +33,17 @@ client::client(caf::actor_system& sys, supervisor_config config) : sys_(sys), ow
   target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
 }
 
-std::unique_ptr<stream_cache> client::make_cache() {
-  stream_cache_config c;
-  c.mode = cache_mode::refs;
-  c.max_bytes = std::size_t{16} << 20;
-  c.label = "client cache";
-  return std::make_unique<stream_cache>(
-      [this](std::size_t block, std::size_t blocks, std::string label) {
-        return lease(block, blocks, std::move(label));
-      },
-      std::move(c));
+block_allocator_ref client::blocks() {
+  std::lock_guard lock(blocks_mutex_);
+  if (auto* b = blocks_.load(std::memory_order_acquire))
+    for (const auto& held : held_blocks_)
+      if (held.get() == b)
+        return held;
+  auto fresh = call<block_allocator_ref>(blocks_atom_v);
+  if (std::find(held_blocks_.begin(), held_blocks_.end(), fresh) == held_blocks_.end())
+    held_blocks_.push_back(fresh);
+  blocks_.store(fresh.get(), std::memory_order_release);
+  return fresh;
 }
 
 client::~client() {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -15,7 +16,7 @@
 #include <uma/actors/allocator_supervisor.hpp>
 #include <uma/actors/detail/call_channel.hpp>
 #include <uma/actors/managed_allocator.hpp>
-#include <uma/memory/stream_cache.hpp>
+#include <uma/memory/block_allocator.hpp>
 #include <uma/messages/error_category.hpp>
 
 namespace uma {
@@ -105,28 +106,30 @@ class client {
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
 
   /// Allocates `count` elements of T. Requests up to `cache_max_bytes()` without a label or a
-  /// stream, with global attachment and at most page alignment are served by the caching layer on
-  /// the calling thread (memory/stream_cache.hpp: blocks of block leases, no message); the rest,
-  /// and a request the cache cannot serve (its lease refused), is a request to the allocator.
+  /// stream, with global attachment and at most page alignment are served by the allocator's
+  /// block allocator on the calling thread (memory/block_allocator.hpp: no message); the rest,
+  /// and a request it cannot serve (a slab refused), is a request to the allocator.
   template <class T>
   [[nodiscard]] ManagedRef<T> allocate(std::size_t count, allocate_options options = {}) {
     if (cacheable(count, sizeof(T), options))
-      if (auto ref = try_cached<T>(count, options.stream))
+      if (auto ref = try_block<T>(count))
         return std::move(*ref);
     allocate_request r{count,          sizeof(T),      std::max(options.alignment, alignof(T)),
                        options.attach, options.stream, std::move(options.label)};
     return call<byte_ref>(allocate_atom_v, std::move(r)).template as<T>();
   }
 
-  /// The largest request the caching layer serves (0: the fast path is off).
+  /// The largest request the block allocator serves for this client (0: the fast path is off).
   [[nodiscard]] std::size_t cache_max_bytes() const noexcept { return cache_max_; }
-  /// Sets it (0 turns the fast path off; at most the cache's own limit, 16 MiB by default).
-  /// Not thread-safe against concurrent allocate calls: set it before sharing the client.
-  void set_cache_max_bytes(std::size_t bytes) noexcept {
-    cache_max_ = std::min(bytes, cache_->max_bytes());
-  }
-  /// The caching layer's counters.
-  [[nodiscard]] stream_cache_stats cache_stats() const { return cache_->stats(); }
+  /// Sets it (0 turns the fast path off; above the allocator's `max_pooled_block` requests take
+  /// the message path). Not thread-safe against concurrent allocate calls: set it before
+  /// sharing the client.
+  void set_cache_max_bytes(std::size_t bytes) noexcept { cache_max_ = bytes; }
+  /// The block allocator's counters (it is the allocator's: shared by every client of it).
+  [[nodiscard]] block_stats cache_stats() { return blocks()->stats(); }
+  /// The current incarnation's block allocator (one message the first time, and after a
+  /// restart); throws the allocator's error (allocator_stopped, ...).
+  [[nodiscard]] block_allocator_ref blocks();
 
   /// Prefetches `refs` to one location (broadcast) or one per ref.
   op_result prefetch(std::vector<byte_ref> refs, std::vector<location> locations,
@@ -166,10 +169,11 @@ class client {
   [[nodiscard]] allocator_stats stats();
   /// The counters once every backend call queued so far (frees included) has run.
   [[nodiscard]] allocator_stats flush();
-  /// Gives the caching layer's idle leases back to the allocator (stream_cache::trim), then the
-  /// pool's completely free slabs back to the backend; returns how many slabs.
+  /// Gives the block allocator's idle slabs back to the allocator, then the pool's completely
+  /// free slabs back to the backend; returns how many pool slabs.
   std::uint64_t trim() {
-    (void)cache_->trim();
+    if (auto* b = blocks_.load(std::memory_order_acquire))
+      (void)b->trim();
     return call<std::uint64_t>(trim_atom_v);
   }
   /// The quota in force; non-zero `set_bytes` sets it first (invalid_argument, and no change,
@@ -223,13 +227,6 @@ class client {
   /// Every region (policy, advice, last prefetch included), the counters and the event
   /// history; throws error(allocator_stopped) once the allocator has stopped.
   [[nodiscard]] allocator_snapshot snapshot();
-  /// Leases `blocks` blocks of `block_bytes` (page-rounded) for the client-side fast path:
-  /// `try_allocate` on the result hands out blocks without a message.
-  [[nodiscard]] block_cache lease(std::size_t block_bytes, std::size_t blocks,
-                                  std::string label = {}) {
-    return call<block_cache>(lease_atom_v, lease_request{block_bytes, blocks, std::move(label)});
-  }
-
   /// Stops the allocator (user_shutdown; through a supervisor: the supervisor and its current
   /// incarnation) and waits until its post_stop has finished. Returns what that post_stop did
   /// when this client spawned the allocator; nullopt for one it was given by handle, whose
@@ -253,17 +250,24 @@ class client {
     return count != 0 && count <= cache_max_ / size && o.alignment <= cache_alignment &&
            o.attach == attach_flag::global && o.label.empty() && o.stream.handle == nullptr;
   }
-  /// The caching layer's block, or nullopt when it could not get a lease (the allocator then
+  /// A block, or nullopt when the block allocator could not serve it (the allocator then
   /// answers the request itself, with its own error if it has one).
   template <class T>
-  [[nodiscard]] std::optional<ManagedRef<T>> try_cached(std::size_t count, stream_view stream) {
+  [[nodiscard]] std::optional<ManagedRef<T>> try_block(std::size_t count) {
     try {
-      return cache_->allocate_n<T>(count, 0, stream);
+      auto* b = blocks_.load(std::memory_order_acquire);
+      try {
+        return (b != nullptr ? b : blocks().get())->template allocate_n<T>(count, 0, {});
+      } catch (const error& e) {
+        if (e.code() != errc::allocator_stopped || b == nullptr)
+          throw;
+        blocks_.compare_exchange_strong(b, nullptr);  // a restart: the new incarnation's
+        return blocks()->template allocate_n<T>(count, 0, {});
+      }
     } catch (const error&) {
       return std::nullopt;
     }
   }
-  [[nodiscard]] std::unique_ptr<stream_cache> make_cache();
 
   /// Blocks are page-aligned (the host's smallest page; CUDA's allocations are at least that).
   static constexpr std::size_t cache_alignment = 4096;
@@ -292,10 +296,12 @@ class client {
   bool owns_;
   std::optional<final_report> report_;
   std::chrono::milliseconds timeout_{60000};
-  // Last: destroyed first, after the destructor stopped the allocator (its leases are inert
-  // then) or, for an allocator this client does not own, giving its leases back.
-  std::unique_ptr<stream_cache> cache_ = make_cache();
-  std::size_t cache_max_ = cache_->max_bytes();
+  // The block allocators this client was handed (one per incarnation it met: restarts are few),
+  // kept so that `blocks_` never dangles; the current one is read without a lock.
+  std::mutex blocks_mutex_;
+  std::vector<block_allocator_ref> held_blocks_;
+  std::atomic<block_allocator*> blocks_{nullptr};
+  std::size_t cache_max_ = std::size_t{16} << 20;
 };
 
 template <class R, class... Ts>

@@ -85,9 +85,7 @@ class managed_allocator final : public allocator_impl::base {
         [this](trim_atom) -> caf::result<std::uint64_t> {
           return guarded<std::uint64_t>([&] { return trim(); });
         },
-        [this](lease_atom, const lease_request& r) -> caf::result<block_cache> {
-          return guarded<block_cache>([&] { return lease(r); });
-        },
+        [this](blocks_atom) { return core_.blocks(); },
         [this](quota_atom, std::uint64_t bytes) -> caf::result<std::uint64_t> {
           return guarded<std::uint64_t>([&] { return core_.set_quota(bytes); });
         },
@@ -162,18 +160,7 @@ class managed_allocator final : public allocator_impl::base {
   }
 
   caf::result<byte_ref> allocate(const allocate_request& r) {
-    return allocate_then<byte_ref>(core_.plan_allocation(r), [](byte_ref ref) { return ref; });
-  }
-
-  /// A client-side block cache: one page-aligned backing region (allocated like any other, so
-  /// quota, pool and report apply), carved into page-rounded blocks with ids of their own.
-  caf::result<block_cache> lease(const lease_request& r) {
-    auto plan = core_.plan_lease(r);
-    return allocate_then<block_cache>(
-        std::move(plan.backing),
-        [this, block = plan.block_bytes, blocks = plan.blocks](byte_ref ref) {
-          return core_.make_lease(std::move(ref), block, blocks);
-        });
+    return allocate_then<byte_ref>(core_.checked_request(r), [](byte_ref ref) { return ref; });
   }
 
   /// Serves `req` on the actor's thread when the stack can without growing; else one job on the
@@ -263,20 +250,20 @@ class managed_allocator final : public allocator_impl::base {
     check_refs(r.refs, "advise");
     validate_advice(*backend_, r.what, r.where);
     core_.note(event_kind::advise, r.refs, {&r.where, 1}, to_string(r.what));
-    auto plan = core_.plan_advice(r);
-    if (plan.todo.empty()) {
-      core_.count_advice(plan.summary.ranges, 0);
-      return plan.summary;
+    auto work = core_.advice_work_for(r);
+    if (work.todo.empty()) {
+      core_.count_advice(work.summary.ranges, 0);
+      return work.summary;
     }
     return offload<op_result>(
         worker_lanes::general,
-        [b = backend_, todo = std::move(plan.todo), what = r.what, where = r.where, keep = r.refs,
-         summary = plan.summary] {
+        [b = backend_, todo = std::move(work.todo), what = r.what, where = r.where, keep = r.refs,
+         summary = work.summary] {
           apply_advice_whole(*b, todo, what, where);
           return summary;
         },
         {}, completion::enqueued, [this](op_result& res) { core_.count_advice(res.ranges, 0); },
-        [this, touched = std::move(plan.touched)] { core_.forget_advice(touched); });
+        [this, touched = std::move(work.touched)] { core_.forget_advice(touched); });
   }
 
   // -- residency (actors/detail/residency_core.hpp): plans, budgets, the account ---------------

@@ -23,7 +23,7 @@ constexpr const char* direct_actor = "uma direct (actor)";
 constexpr const char* pool_facade = "uma pool (facade)";
 constexpr const char* direct_facade = "uma direct (facade)";
 constexpr const char* backend_call = "backend call (no actor)";
-constexpr const char* lease_fast = "uma lease (fast path)";
+constexpr const char* lease_fast = "uma blocks (fast path)";
 constexpr const char* raw_cold = "raw cudaMallocManaged cold";
 constexpr const char* raw_warm = "raw cudaMallocManaged warm";
 constexpr const char* mempool = "CUDA managed mempool";
@@ -89,34 +89,37 @@ std::vector<double> facade_pairs(client& c, std::size_t bytes, int warmup, int s
   });
 }
 
-/// Fast-path pairs: a block from a leased cache and its drop, on the calling thread. Empty when
-/// the cache ran dry (a bug of the run: every block is dropped at once).
-std::vector<double> lease_pairs(block_cache& cache, std::size_t bytes, int warmup, int samples,
+/// Fast-path pairs: a block from the allocator's block allocator and its drop, on the calling
+/// thread.
+std::vector<double> lease_pairs(block_allocator& blocks, std::size_t bytes, int warmup, int samples,
                                 double time_limit_s) {
   return timed_pairs(warmup, samples, time_limit_s,
-                     [&] { return cache.try_allocate(bytes).has_value(); });
+                     [&] { return !blocks.allocate(bytes, 0, {}).empty(); });
 }
 
-/// A client actor of the fast path: `batch` pairs from its own lease per message to itself,
-/// until `stop`; adds its pairs to `pairs` when done.
+/// A client actor of the fast path: `batch` pairs from the shared block allocator per message
+/// to itself, until `stop`; adds its pairs to `pairs` when done.
 struct lease_client_state {
-  block_cache cache;
+  block_allocator_ref blocks;
   std::size_t bytes = 0;
   std::uint64_t done = 0;
 };
 
-caf::behavior lease_client(caf::stateful_actor<lease_client_state>* self, block_cache cache,
-                           std::size_t bytes, const std::atomic<bool>* stop,
-                           std::atomic<std::uint64_t>* pairs, std::atomic<std::uint64_t>* misses) {
-  self->state.cache = std::move(cache);
+caf::behavior lease_client(caf::stateful_actor<lease_client_state>* self,
+                           block_allocator_ref blocks, std::size_t bytes,
+                           const std::atomic<bool>* stop, std::atomic<std::uint64_t>* pairs,
+                           std::atomic<std::uint64_t>* misses) {
+  self->state.blocks = std::move(blocks);
   self->state.bytes = bytes;
   self->send(self, caf::atom("tick"));
   return {[self, stop, pairs, misses](caf::atom_value) {
     auto& st = self->state;
     for (int i = 0; i < 1000; ++i) {
-      auto ref = st.cache.try_allocate(st.bytes);
-      if (!ref)
+      try {
+        auto ref = st.blocks->allocate(st.bytes, 0, {});
+      } catch (const error&) {
         misses->fetch_add(1, std::memory_order_relaxed);
+      }
       ++st.done;
     }
     if (stop->load(std::memory_order_relaxed)) {
@@ -253,19 +256,15 @@ void run_alloc_latency(context& ctx, section& s) {
     client owner(ctx.sys, ctx.config(allocation_policy::pool));
     owner.set_cache_max_bytes(
         0);  // these rows measure the message path; uma_native_bench the caching layer
+    const auto blocks = owner.blocks();
     for (const auto size : sizes) {
-      auto cache = owner.lease(size, 4, "bench");
-      auto ns = lease_pairs(cache, size, warmup, samples, limit);
-      if (ns.empty()) {
-        ctx.out.fail(std::string(lease_fast) + " " + size_text(size) + ": lease exhausted");
-        return;
-      }
-      record(lease_fast, size, std::move(ns));
+      if (!blocks->serves(size))
+        continue;  // above max_pooled_block: a region of its own (the rows above)
+      record(lease_fast, size, lease_pairs(*blocks, size, warmup, samples, limit));
     }
-    const auto st = owner.flush();
-    if (st.live_leases != 0 || st.live_regions != 0)
-      ctx.out.fail(std::string(lease_fast) + ": " + std::to_string(st.live_leases) +
-                   " leases live after the run");
+    if (const auto st = blocks->stats(); st.blocks_in_use != 0)
+      ctx.out.fail(std::string(lease_fast) + ": " + std::to_string(st.blocks_in_use) +
+                   " blocks out after the run");
   }
 
   const std::string base = baseline_variant(ctx);
@@ -277,8 +276,8 @@ void run_alloc_latency(context& ctx, section& s) {
   s.notes.push_back("pool serves blocks up to max_pooled_block (16 MiB); larger sizes go direct");
   s.notes.push_back("nothing is touched: the pairs measure bookkeeping and mapping, not paging");
   s.notes.push_back(
-      "uma lease (fast path): block_cache::try_allocate + drop on the calling thread, from a "
-      "lease of 4 blocks of the size (one allocate message per lease, none per pair)");
+      "uma blocks (fast path): block_allocator::allocate + drop on the calling thread (no "
+      "message; a slab from the resource stack on a miss)");
 
   const auto& b64 = results[base][target_bytes];
   for (const auto& v : variants) {
@@ -301,7 +300,7 @@ void run_alloc_latency(context& ctx, section& s) {
                      t.median <= 2000});
   const auto& f = results[lease_fast][target_bytes];
   ctx.out.add(target{1, "fast path median <= 0.5 us",
-                     figure{"64 KiB allocate+release, lease (fast path)", f.median / 1e3, "us",
+                     figure{"64 KiB allocate+release, blocks (fast path)", f.median / 1e3, "us",
                             base + " median", b64.median / 1e3},
                      f.median <= 500});
   if (ctx.cuda && results.count(mempool) != 0) {
@@ -376,33 +375,29 @@ void run_throughput(context& ctx, section& s) {
   }
 
   if (ctx.opt.measures("pool")) {
-    const std::string variant = "uma lease (fast path, actors)";
+    const std::string variant = "uma blocks (fast path, actors)";
     client owner(ctx.sys, ctx.config(allocation_policy::pool));
     owner.set_cache_max_bytes(
         0);  // these rows measure the message path; uma_native_bench the caching layer
     for (const int n : counts) {
       std::atomic<bool> stop{false};
       std::atomic<std::uint64_t> pairs{0}, misses{0};
-      std::vector<block_cache> caches;
-      for (int i = 0; i < n; ++i)
-        caches.push_back(owner.lease(target_bytes, 4, "bench client"));
+      const auto blocks = owner.blocks();
       std::vector<caf::actor> clients;
       const auto t0 = bench_clock::now();
       for (int i = 0; i < n; ++i)
-        clients.push_back(ctx.sys.spawn(lease_client,
-                                        std::move(caches[static_cast<std::size_t>(i)]),
-                                        target_bytes, &stop, &pairs, &misses));
+        clients.push_back(
+            ctx.sys.spawn(lease_client, blocks, target_bytes, &stop, &pairs, &misses));
       std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
       stop = true;
       wait_all(ctx.sys, clients);
       const double secs = ns_between(t0, bench_clock::now()) / 1e9;
       if (misses.load() != 0)
-        ctx.out.fail(variant + ": " + std::to_string(misses.load()) + " empty-cache misses");
+        ctx.out.fail(variant + ": " + std::to_string(misses.load()) + " refused blocks");
       record(variant, n, pairs.load(), secs);
     }
-    const auto st = owner.flush();
-    if (st.live_leases != 0)
-      ctx.out.fail(variant + ": " + std::to_string(st.live_leases) + " leases live after the run");
+    if (const auto st = owner.blocks()->stats(); st.blocks_in_use != 0)
+      ctx.out.fail(variant + ": " + std::to_string(st.blocks_in_use) + " blocks out after the run");
   }
 
   std::string base;
@@ -466,9 +461,9 @@ void run_throughput(context& ctx, section& s) {
                      figure{"allocate+release throughput, pool, 8 client actors",
                             rate[pool_actor][8], "pairs/s", base + ", 8 threads", rate[base][8]},
                      rate[pool_actor][8] >= 1e6});
-  const double fast8 = rate["uma lease (fast path, actors)"][8];
+  const double fast8 = rate["uma blocks (fast path, actors)"][8];
   ctx.out.add(target{2, ">= 1000000 pairs/s (fast path)",
-                     figure{"allocate+release throughput, lease fast path, 8 client actors", fast8,
+                     figure{"allocate+release throughput, blocks fast path, 8 client actors", fast8,
                             "pairs/s", base + ", 8 threads", rate[base][8]},
                      fast8 >= 1e6});
 }

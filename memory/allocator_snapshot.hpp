@@ -18,7 +18,7 @@ namespace uma {
 enum class region_policy : std::uint8_t {
   direct,  ///< its own backend allocation
   pooled,  ///< a block of a pool slab
-  leased,  ///< the backing region of a client-side block lease
+  slab,    ///< a slab of the block allocator (carved into small blocks)
 };
 
 /// A region's residency (docs/residency.md), present once a plan named it or the driver counted
@@ -56,9 +56,9 @@ struct allocator_snapshot {
   std::uint64_t event_capacity = 0;        ///< 0: the history is off
 };
 
-/// "direct", "pooled", "leased".
+/// "direct", "pooled", "slab".
 [[nodiscard]] inline const char* to_string(region_policy p) noexcept {
-  return p == region_policy::pooled ? "pooled" : p == region_policy::leased ? "leased" : "direct";
+  return p == region_policy::pooled ? "pooled" : p == region_policy::slab ? "slab" : "direct";
 }
 
 }  // namespace uma

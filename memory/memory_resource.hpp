@@ -16,6 +16,8 @@ struct allocation_request {
   std::size_t alignment = 1;
   attach_flag attach = attach_flag::global;
   std::string label{};
+  /// False for a slab of the block allocator: a pool never carves it from a slab of its own.
+  bool poolable = true;
 };
 
 /// Memory a resource handed out. A plain value: deallocate takes it back as it was returned.

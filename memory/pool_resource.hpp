@@ -46,7 +46,8 @@ class pool_resource final : public resource_adaptor {
 
   /// True when `r` is served from slabs (else it goes to the upstream unchanged).
   [[nodiscard]] bool serves(const allocation_request& r) const noexcept {
-    return r.bytes <= max_block_ && r.alignment <= page_ && r.attach == attach_flag::global;
+    return r.poolable && r.bytes <= max_block_ && r.alignment <= page_ &&
+           r.attach == attach_flag::global;
   }
   /// Gives every slab back except those in `keep` (slabs holding leaked blocks: post_stop).
   /// A block of a slab given back here is later ignored by deallocate: it went with its slab.

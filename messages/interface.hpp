@@ -41,9 +41,9 @@ using trim = caf::replies_to<trim_atom>::with<std::uint64_t>;
 /// (bytes) -> the quota in force; 0 only reads it, non-zero sets it. invalid_argument (and no
 ///    change) when the new quota is below the live bytes. Local and remote interfaces share it.
 using quota = caf::replies_to<quota_atom, std::uint64_t>::with<std::uint64_t>;
-/// -> a client-side cache of `blocks` leased blocks (the fast path); invalid_argument,
-///    overflow, quota_exceeded, out_of_memory
-using lease = caf::replies_to<lease_atom, lease_request>::with<block_cache>;
+/// -> the incarnation's block allocator (memory/block_allocator.hpp): small blocks on the
+///    caller's thread, without a message per block
+using blocks = caf::replies_to<blocks_atom>::with<block_allocator_ref>;
 /// -> regions (with policy, advice, last prefetch), stats and the event history;
 ///    allocator_stopped through a supervisor that stopped
 using snapshot = caf::replies_to<snapshot_atom>::with<allocator_snapshot>;
@@ -74,8 +74,8 @@ using residency = caf::replies_to<residency_atom>::with<residency_report>;
 /// sends itself (release wake-ups, its lanes' completions) are not part of any slice: they live
 /// in the allocator's private extension (actors/managed_allocator.cpp).
 
-/// Allocation: regions and leases of blocks.
-using allocation_actor = caf::typed_actor<sig::allocate, sig::lease>;
+/// Allocation: regions, and the block allocator for small blocks.
+using allocation_actor = caf::typed_actor<sig::allocate, sig::blocks>;
 /// Placement: where data lives and what it is worth (moves, advice, access plans).
 using placement_actor = caf::typed_actor<sig::prefetch, sig::discard, sig::discard_prefetch,
                                          sig::advise, sig::will_access, sig::done_with, sig::dead>;

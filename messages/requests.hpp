@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <uma/memory/block_cache.hpp>
+#include <uma/memory/block_allocator.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/memory/migration_ledger.hpp>
 #include <uma/memory/residency_account.hpp>
@@ -24,15 +24,6 @@ struct allocate_request {
   attach_flag attach = attach_flag::global;
   stream_view stream{};  ///< checked for graph capture (managed allocation cannot be captured)
   std::string label{};   ///< shows in the region report
-};
-
-/// Lease `blocks` equal blocks of `block_bytes` each (rounded up to a page) for a client-side
-/// `block_cache` (the fast path): one region of the allocator, carved into blocks that the
-/// client hands out and takes back without messages.
-struct lease_request {
-  std::size_t block_bytes = 0;
-  std::size_t blocks = 0;
-  std::string label{};  ///< shows in the region report (as "lease: ...")
 };
 
 /// When a stream-ordered request replies.

@@ -195,21 +195,21 @@ TEST_F(gpu_allocator, StatsAreAnsweredWhileA1GiBPrefetchRuns) {
   EXPECT_GT(answered, 0);
 }
 
-TEST_F(gpu_allocator, LeasedBlocksWorkWithKernelsPrefetchAndAdvice) {
+TEST_F(gpu_allocator, BlocksWorkWithKernelsPrefetchAndAdvice) {
   auto pool = make_client({.backend = cuda_,
                            .quota_bytes = 1ull << 30,
                            .policy = allocation_policy::pool,
                            .slab_bytes = 64 << 20});
-  auto cache = pool->lease(64 * 1024, 16, "gpu lease");
+  auto cache = pool->blocks();
   std::vector<ManagedRef<float>> blocks;
   for (int i = 0; i < 4; ++i)
-    blocks.push_back(cache.try_allocate_n<float>(16 * 1024).value());
+    blocks.push_back(cache->allocate_n<float>(16 * 1024, 0, {}));
   std::vector<byte_ref> all;
   for (const auto& b : blocks)
     all.push_back(client::erase(b));
   const auto res = pool->prefetch(all, {location::device(0)}, {}, completion::complete);
   EXPECT_EQ(res.ranges, 4u);
-  EXPECT_LT(res.backend_ranges, 4u);  // neighbours in the lease merge
+  EXPECT_LT(res.backend_ranges, 4u);  // neighbours in the slab merge
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     EXPECT_EQ(pool->attributes(blocks[i]).last_prefetch_location, location::device(0));
     test::fill_on_device(blocks[i].data(), blocks[i].size(), static_cast<float>(i + 1), nullptr);
@@ -227,12 +227,12 @@ TEST_F(gpu_allocator, LeasedBlocksWorkWithKernelsPrefetchAndAdvice) {
   blocks.erase(blocks.begin() + 2);
   all.clear();
   (void)pool->flush();
-  auto again = cache.try_allocate_n<float>(16 * 1024).value();
+  auto again = cache->allocate_n<float>(16 * 1024, 0, {});
   ASSERT_EQ(again.data(), where);
   EXPECT_FALSE(pool->attributes(again).preferred_location.has_value());
   pool->stop();
   EXPECT_FALSE(again.valid());
-  EXPECT_FALSE(cache.try_allocate(1).has_value());
+  UMA_EXPECT_ERRC((void)cache->allocate(1, 0, {}), errc::allocator_stopped);
 }
 
 TEST_F(gpu_allocator, WhileADevicePrefetchIsHeldOtherLanesAndPoolGrowthAreServed) {

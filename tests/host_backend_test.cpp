@@ -177,14 +177,12 @@ TEST_F(readme_on_the_host, PrefetchAdviceAndAttributesToDeviceZeroWork) {
   UMA_EXPECT_ERRC(uma.prefetch(weights, location::device(1)), errc::invalid_argument);
 }
 
-TEST_F(readme_on_the_host, BlockLeasesBudgetsAndPlansUseTheEmulatedDevice) {
+TEST_F(readme_on_the_host, BlocksBudgetsAndPlansUseTheEmulatedDevice) {
   client fast(sys_,
               allocator_config{.choice = backend_choice::host, .policy = allocation_policy::pool});
-  block_cache cache = fast.lease(64 * 1024, 32, "frames");
-  auto frame = cache.try_allocate_n<float>(16 * 1024);
-  ASSERT_TRUE(frame.has_value());
-  fast.prefetch(*frame, location::device(0));
-  EXPECT_EQ(fast.attributes(*frame).last_prefetch_location, location::device(0));
+  auto frame = fast.blocks()->allocate_n<float>(16 * 1024, 0, {});
+  fast.prefetch(frame, location::device(0));
+  EXPECT_EQ(fast.attributes(frame).last_prefetch_location, location::device(0));
 
   auto region = client::erase(fast.allocate<std::byte>(std::size_t{1} << 20, {.label = "w"}));
   EXPECT_EQ(fast.device_budget(0, std::size_t{4} << 20), std::size_t{4} << 20);

@@ -10,7 +10,8 @@ namespace uma {
 namespace {
 
 /// The lifetime rules hold whichever way the facade allocates: through the caching layer (the
-/// client's default: blocks of leases) or as one message and one region per allocation.
+/// client's default: blocks of the block allocator) or as one message and one region per
+/// allocation.
 class lifetime : public test::actor_fixture, public ::testing::WithParamInterface<bool> {
  protected:
   lifetime() {
@@ -35,7 +36,7 @@ TEST(ManagedRefValue, EmptyRefIsNotValidAndHasNoData) {
 TEST_P(lifetime, ClonesDroppedAcrossManyThreadsFreeTheRegionExactlyOnce) {
   if (cached())
     GTEST_SKIP() << "counts the regions and backend frees of the message path (a cached block "
-                    "lies in a lease; tests/stream_cache_test.cpp counts those)";
+                    "lies in a slab; tests/block_allocator_test.cpp counts those)";
   for (int round = 0; round < 20; ++round) {
     auto ref = uma_->allocate<int>(64);
     std::vector<std::thread> threads;
@@ -147,7 +148,7 @@ TEST_P(lifetime, PinFailsOnceStoppingHasBegun) {
 TEST_P(lifetime, TypedViewsShareOwnership) {
   if (cached())
     GTEST_SKIP() << "counts the regions and backend frees of the message path (a cached block "
-                    "lies in a lease; tests/stream_cache_test.cpp counts those)";
+                    "lies in a slab; tests/block_allocator_test.cpp counts those)";
   auto bytes = uma_->allocate<std::byte>(64);
   auto ints = bytes.as<std::uint32_t>();
   EXPECT_EQ(ints.size(), 16u);

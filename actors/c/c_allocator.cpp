@@ -34,6 +34,8 @@ uma::allocator_config allocator_config_of(const uma_config& c,
   // Only this allocator's own slabs and large blocks can be pinned, and no caller can give one
   // back while uma_destroy runs: waiting would change nothing. What is pinned is leaked at once.
   out.drain_timeout = std::chrono::milliseconds{0};
+  // The largest block of the block allocator (uma_malloc above it takes the message path).
+  out.max_pooled_block = c.cache_max_bytes != 0 ? c.cache_max_bytes : std::size_t{1} << 30;
   // Its own thread: a miss or a range operation is answered without waiting for a scheduler
   // worker to wake up.
   out.detached = true;
@@ -71,16 +73,7 @@ uma_allocator::uma_allocator(const uma_config& c) : config(c) {
   caf_config->set("scheduler.max-threads", static_cast<caf::config_value::integer>(threads));
   system = std::make_unique<caf::actor_system>(*caf_config);
   client = std::make_unique<uma::client>(*system, allocator_config_of(c, backend));
-  uma::stream_cache_config cc;
-  cc.mode = uma::cache_mode::raw;
-  if (c.cache_max_bytes != 0)
-    cc.max_bytes = c.cache_max_bytes;
-  cc.label = "c abi cache";
-  cache = std::make_unique<uma::stream_cache>(
-      [cl = client.get()](std::size_t block, std::size_t blocks, std::string label) {
-        return cl->lease(block, blocks, std::move(label));
-      },
-      cc);
+  cache = client->blocks();
 }
 
 uma_allocator::~uma_allocator() {
@@ -179,9 +172,9 @@ void uma_allocator::stop(uma_stop_report* out) noexcept {
   std::uint64_t outstanding = 0;
   try {
     outstanding = cache->stats().blocks_in_use + large_.size();
-    cache->prepare_stop();  // idle slabs unpinned: post_stop frees them
-    auto report = client->stop();
-    cache.reset();   // after the stop: blocks still out are given up, their memory was leaked
+    cache->prepare_stop();         // idle slabs unpinned: post_stop frees them
+    auto report = client->stop();  // post_stop closed the block allocator: raw blocks given up
+    cache.reset();
     large_.clear();  // the pins of leaked large blocks
     if (out != nullptr && report) {
       uma_stop_report r{};

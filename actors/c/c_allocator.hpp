@@ -1,9 +1,9 @@
 #pragma once
 
 // The C ABI's allocator object (the C++ side of `uma_allocator`, actors/c/uma.h): an actor
-// system of its own, an allocator actor behind a client facade, and the caching layer in raw
-// mode. Requests above the cache's largest size take the message path and are kept, pinned, in
-// a table of their own. Internal to libuma_c; not installed.
+// system of its own, an allocator actor behind a client facade, and the allocator's block
+// allocator handing out raw blocks. Requests above its largest size take the message path and
+// are kept, pinned, in a table of their own. Internal to libuma_c; not installed.
 
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +20,7 @@
 
 #include <uma/c/uma.h>
 #include <uma/actors/client.hpp>
-#include <uma/memory/stream_cache.hpp>
+#include <uma/memory/block_allocator.hpp>
 
 struct uma_allocator {
   /// Makes the allocator from a validated config; throws uma::error.
@@ -34,8 +34,8 @@ struct uma_allocator {
   /// The block (cached or large) holding [ptr, ptr + bytes) as a ref; throws
   /// invalid_argument-like statuses through `uma_status_error`.
   [[nodiscard]] uma::byte_ref ref_of(const void* ptr, std::size_t bytes);
-  /// The caching layer's idle leases back to the allocator, then its free pool slabs back to
-  /// the backend; returns the leases' bytes.
+  /// The block allocator's idle slabs back to the allocator, then its free pool slabs back to
+  /// the backend; returns the slabs' bytes.
   std::uint64_t trim();
   [[nodiscard]] uma_stats stats();
   [[nodiscard]] std::string stats_json();
@@ -51,7 +51,7 @@ struct uma_allocator {
   std::unique_ptr<caf::actor_system_config> caf_config;
   std::unique_ptr<caf::actor_system> system;
   std::unique_ptr<uma::client> client;
-  std::unique_ptr<uma::stream_cache> cache;
+  uma::block_allocator_ref cache;  ///< the allocator's block allocator
 
  private:
   struct large_block {

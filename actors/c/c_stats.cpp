@@ -110,8 +110,8 @@ uma_stats uma_allocator::stats() {
 std::string uma_allocator::stats_json() {
   const auto a = client->stats();
   const auto c = cache->stats();
-  // Every field of the table under its name (the keys of `uma stats --json`), then the caching
-  // layer's counters under "cache".
+  // Every field of the table under its name (the keys of `uma stats --json`), then the block
+  // allocator's counters under "cache".
   auto out = uma::stats_json_object<boost::json::object>(a);
   out["cache"] = {{"in_use_bytes", c.in_use_bytes},
                   {"requested_bytes", c.requested_bytes},
@@ -121,7 +121,7 @@ std::string uma_allocator::stats_json() {
                   {"misses", c.misses},
                   {"cross_stream_reuses", c.cross_stream_reuses},
                   {"events_recorded", c.events_recorded},
-                  {"leases", c.leases},
-                  {"leased_bytes", c.leased_bytes}};
+                  {"slabs", c.slabs},
+                  {"slab_bytes", c.slab_bytes}};
   return boost::json::serialize(out);
 }

@@ -88,7 +88,7 @@ typedef struct uma_config {
   uma_policy policy;
   uint64_t quota_bytes;         /* 0: the backend's default */
   uint64_t device_budget_bytes; /* residency budget of every device (CUDA); 0: none */
-  uint64_t cache_max_bytes;     /* largest request the caching layer serves; 0: default */
+  uint64_t cache_max_bytes;     /* largest request the block allocator serves; 0: default */
   uint32_t scheduler_threads;   /* CAF scheduler threads, at most 256; 0: uma's default */
   /* Added with the host backend's emulated devices (struct_size tells whether a caller has
    * them; docs/c_abi.md): */
@@ -106,8 +106,8 @@ typedef struct uma_stats {
   uint64_t peak_bytes;
   uint64_t allocations; /* allocations the actor served (slabs, direct regions) */
   uint64_t releases;
-  uint64_t cache_in_use_bytes; /* caching layer: bytes in blocks handed out */
-  uint64_t cache_free_bytes;   /* caching layer: bytes in blocks waiting for reuse */
+  uint64_t cache_in_use_bytes; /* block allocator: bytes in blocks handed out */
+  uint64_t cache_free_bytes;   /* block allocator: bytes in free blocks */
   uint64_t cache_hits;         /* uma_malloc calls served without the actor */
   uint64_t cache_misses;
   uint64_t prefetch_bytes;
@@ -192,9 +192,9 @@ UMA_C_EXPORT uma_status uma_stats_json(uma_allocator* allocator, char* buffer, s
 /* Changes the quota (bytes held from the backend); refused below what is held now. */
 UMA_C_EXPORT uma_status uma_set_quota(uma_allocator* allocator, uint64_t quota_bytes);
 
-/* Gives memory back: the caching layer's leases whose blocks are all free and finished on
+/* Gives memory back: the block allocator's slabs whose blocks are all free and finished on
  * their streams go back to the allocator, then the pool's free slabs to the backend (CUDA:
- * cudaFree). *released_bytes (may be NULL) gets the bytes of the leases given back. */
+ * cudaFree). *released_bytes (may be NULL) gets the bytes of the slabs given back. */
 UMA_C_EXPORT uma_status uma_trim(uma_allocator* allocator, uint64_t* released_bytes);
 
 /* The status's name, e.g. "UMA_ERR_UNKNOWN_POINTER" (never NULL). */

@@ -7,6 +7,7 @@
 #include <uma/actors/detail/request_checks.hpp>
 #include <uma/memory/advice_ops.hpp>
 #include <uma/memory/detail/round_up.hpp>
+#include <uma/memory/detail/slab.hpp>
 #include <uma/memory/location_rules.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/detail/format.hpp>
@@ -53,7 +54,9 @@ allocation_core::allocation_core(const allocator_config& config, std::shared_ptr
       control_(std::move(control)),
       lanes_(lanes),
       stack_(make_resource_stack(backend_, {config.policy, config.quota_bytes, config.slab_bytes,
-                                            config.max_pooled_block})) {
+                                            config.max_pooled_block})),
+      blocks_(std::make_shared<block_allocator>(resources(), control_,
+                                                block_allocator_config{config.max_pooled_block})) {
   stats_.backend = std::string(to_string(backend_->kind()));
   stats_.generation = config.generation;
   history_ = history_for(config);
@@ -69,7 +72,7 @@ std::shared_ptr<memory_resource> allocation_core::resources() const noexcept {
 
 // -- allocation -----------------------------------------------------------------------------------
 
-allocation_request allocation_core::plan_allocation(const allocate_request& r) const {
+allocation_request allocation_core::checked_request(const allocate_request& r) const {
   if (r.count == 0 || r.element_size == 0)
     raise(errc::invalid_argument, "allocate: zero-size request (" + std::to_string(r.count) +
                                       " elements of " + std::to_string(r.element_size) +
@@ -96,57 +99,19 @@ std::optional<byte_ref> allocation_core::try_allocate_now(const allocation_reque
 byte_ref allocation_core::adopt(const allocation& a, attach_flag attach) {
   region* reg = nullptr;
   try {
-    reg = new region(control_, next_id_, a.base, a.data, a.bytes, a.charged, a.slab, a.offset);
+    reg = new region(control_, control_->reserve_ids(1), a.base, a.data, a.bytes, a.charged, a.slab,
+                     a.offset);
     table_.insert(reg, attach);
   } catch (...) {
     delete reg;
     stack_->top().deallocate(a);
     throw;
   }
-  ++next_id_;
   if (history_->enabled())
     history_->record(event_kind::allocate, config_.generation, reg->id, a.bytes,
                      stack_->tracking().label_of(a.data));
   adopt_first_ref(reg);  // the reply's count; the table keeps the initial one
   return detail::adopt_ref<std::byte>(reg, 0, a.bytes);
-}
-
-// -- leases ---------------------------------------------------------------------------------------
-
-allocation_core::lease_plan allocation_core::plan_lease(const lease_request& r) const {
-  if (r.block_bytes == 0 || r.blocks == 0)
-    raise(errc::invalid_argument, "lease: zero-size request (" + std::to_string(r.blocks) +
-                                      " blocks of " + std::to_string(r.block_bytes) +
-                                      " bytes); a lease needs at least one non-empty block");
-  if (r.blocks >= lease_state::none)
-    raise(errc::invalid_argument, "lease: " + std::to_string(r.blocks) +
-                                      " blocks; a lease holds at most " +
-                                      std::to_string(lease_state::none - 1));
-  const std::size_t page = stack_->top().properties().page;
-  const std::size_t block = detail::round_up(r.block_bytes, page);
-  if (r.blocks > SIZE_MAX / block)
-    raise(errc::overflow, "lease: " + std::to_string(r.blocks) + " blocks of " +
-                              std::to_string(r.block_bytes) +
-                              " bytes (page-rounded) overflow size_t");
-  std::string label = "lease: " + std::to_string(r.blocks) + " x " + detail::bytes(block) +
-                      (r.label.empty() ? "" : " " + r.label);
-  return {{block * r.blocks, page, attach_flag::global, std::move(label)},
-          block,
-          static_cast<std::uint32_t>(r.blocks)};
-}
-
-block_cache allocation_core::make_lease(byte_ref backing, std::size_t block_bytes,
-                                        std::uint32_t blocks) {
-  auto* entry = table_.find(backing.id());
-  const auto first = next_id_;
-  const auto backend_bytes = detail::record_of(backing)->backend_bytes;
-  // If this throws, the backing ref goes back to the allocator like any dropped region.
-  auto* state = new lease_state(std::move(backing), first, block_bytes, blocks);
-  next_id_ += blocks;
-  entry->lease_blocks = blocks;
-  ++stats_.live_leases;
-  stats_.leased_bytes += backend_bytes;
-  return detail::adopt_cache(state);
 }
 
 // -- requests on refs -----------------------------------------------------------------------------
@@ -156,7 +121,7 @@ coalesced_ranges allocation_core::coalesced(std::span<const byte_ref> refs,
   std::vector<keyed_range> keyed;
   keyed.reserve(refs.size());
   for (std::size_t i = 0; i < refs.size(); ++i) {
-    const auto* r = detail::record_of(refs[i])->home;  // a leased block lies in its lease
+    const auto* r = detail::record_of(refs[i])->home;  // a block lies in its slab
     const std::uint64_t allocation = r->pooled() ? r->slab : (std::uint64_t{1} << 32) + r->id;
     keyed.push_back(
         {allocation, refs[i].range(),
@@ -169,8 +134,8 @@ coalesced_ranges allocation_core::coalesced(std::span<const byte_ref> refs,
 
 advice_state& allocation_core::track_advice(const byte_ref& ref) {
   auto* rec = detail::record_of(ref);
-  if (rec->leased()) {
-    leased_advice_.try_emplace(rec->id, leased_block{rec, {}});
+  if (rec->is_block()) {
+    block_advice_.try_emplace(rec->id, advised_block{rec, {}});
     rec->needs_reset.store(true, std::memory_order_release);
   }
   return *advice_of(rec->id);
@@ -179,12 +144,12 @@ advice_state& allocation_core::track_advice(const byte_ref& ref) {
 advice_state* allocation_core::advice_of(std::uint64_t id) {
   if (auto* e = table_.find(id))
     return &e->advice;
-  auto it = leased_advice_.find(id);
-  return it == leased_advice_.end() ? nullptr : &it->second.state;
+  auto it = block_advice_.find(id);
+  return it == block_advice_.end() ? nullptr : &it->second.state;
 }
 
-allocation_core::advice_plan allocation_core::plan_advice(const advise_request& r) {
-  advice_plan plan{summarize(ranges_of(r.refs), completion::enqueued), {}, {}};
+allocation_core::advice_work allocation_core::advice_work_for(const advise_request& r) {
+  advice_work work{summarize(ranges_of(r.refs), completion::enqueued), {}, {}};
   for (const auto& ref : r.refs) {
     auto& state = track_advice(ref);
     const bool whole = ref.byte_offset() == 0 && ref.bytes() == record_of(ref)->bytes;
@@ -196,11 +161,11 @@ allocation_core::advice_plan allocation_core::plan_advice(const advise_request& 
       state.apply(r.what, r.where);
     else
       state.known = false;  // part of the region: its state is no longer one value
-    plan.todo.push_back(ref.range());
-    plan.touched.push_back(ref.id());
+    work.todo.push_back(ref.range());
+    work.touched.push_back(ref.id());
   }
-  plan.summary.backend_ranges = plan.todo.size();
-  return plan;
+  work.summary.backend_ranges = work.todo.size();
+  return work;
 }
 
 void allocation_core::forget_advice(std::span<const std::uint64_t> ids) noexcept {
@@ -225,17 +190,30 @@ bool allocation_core::can_access(const location& loc, const byte_ref& ref) {
 
 // -- releases, quota, stats -----------------------------------------------------------------------
 
+void allocation_core::adopt_slabs(const std::vector<block_allocator::new_slab>& slabs) {
+  for (const auto& s : slabs) {
+    table_.insert(s.region, attach_flag::global);
+    table_.find(s.region->id)->slab_blocks = s.blocks;
+    ++stats_.live_leases;
+    stats_.leased_bytes += s.region->backend_bytes;
+    if (history_->enabled())
+      history_->record(event_kind::allocate, config_.generation, s.region->id, s.region->bytes,
+                       stack_->tracking().label_of(s.region->data));
+  }
+}
+
 void allocation_core::drain_releases() {
+  adopt_slabs(blocks_->take_new_slabs());
   for (const auto id : control_->take_releases()) {
     auto* entry = table_.find(id);
     if (entry == nullptr) {
-      release_leased_block(id);
+      release_block(id);
       continue;
     }
     auto* r = entry->region;
     if (r->refs.load(std::memory_order_acquire) != 0)
       continue;  // re-shared since
-    if (entry->lease_blocks != 0) {
+    if (entry->slab_blocks != 0) {
       --stats_.live_leases;
       stats_.leased_bytes -= r->backend_bytes;
     }
@@ -269,24 +247,24 @@ void allocation_core::drain_releases() {
   }
 }
 
-void allocation_core::release_leased_block(std::uint64_t id) {
-  auto it = leased_advice_.find(id);
-  if (it == leased_advice_.end())
+void allocation_core::release_block(std::uint64_t id) {
+  auto it = block_advice_.find(id);
+  if (it == block_advice_.end())
     return;
   // Not a structured binding: clang 14 (the fuzz build) cannot capture one.
   region* block = it->second.block;
   advice_state state = std::move(it->second.state);
-  leased_advice_.erase(it);
+  block_advice_.erase(it);
   if (state.is_default()) {
     block->needs_reset.store(false, std::memory_order_relaxed);
-    block->lease->give_back(block);
+    return_block(block);
     return;
   }
   lanes_.post(worker_lanes::general,
               [b = backend_, block, state, devices = backend_->device_count()] {
                 reset_advice(*b, {block->data, block->backend_bytes}, state, devices);
                 block->needs_reset.store(false, std::memory_order_relaxed);
-                block->lease->give_back(block);
+                return_block(block);
               });
 }
 
@@ -375,7 +353,7 @@ allocator_snapshot allocation_core::snapshot() const {
   for (auto& info : report()) {
     region_snapshot row{std::move(info)};
     if (const auto* e = table_.find(row.info.id)) {
-      row.policy = e->lease_blocks != 0  ? region_policy::leased
+      row.policy = e->slab_blocks != 0   ? region_policy::slab
                    : e->region->pooled() ? region_policy::pooled
                                          : region_policy::direct;
       row.advice = describe(e->advice);
@@ -398,7 +376,7 @@ void allocation_core::leak(std::uint64_t id, const region_table::entry& e, stop_
     pinned_slabs.push_back(r->slab);  // a slab with a pinned block is leaked whole
   ++report.regions_leaked;
   report.bytes_leaked += r->bytes;
-  if (e.lease_blocks != 0) {  // a leaked lease stays counted
+  if (e.slab_blocks != 0) {  // a leaked slab stays counted
     ++stats_.live_leases;
     stats_.leased_bytes += r->backend_bytes;
   }
@@ -411,16 +389,19 @@ void allocation_core::leak(std::uint64_t id, const region_table::entry& e, stop_
 }
 
 std::uint64_t allocation_core::stop(stop_report& report) noexcept {
-  // Advised leased blocks whose release was queued but not handled: back to their leases (their
-  // memory is freed with the lease's backing region below).
+  // No slab is carved from now on, and those made since the last drain join the table (freed or
+  // leaked below). Advised blocks whose release was queued but not handled: back to the block
+  // allocator (their memory is freed with their slab below).
+  const auto last_slabs = blocks_->seal();
   try {
+    adopt_slabs(last_slabs);
     for (const auto id : control_->take_releases())
-      if (auto it = leased_advice_.find(id); it != leased_advice_.end())
-        it->second.block->lease->give_back(it->second.block);
+      if (auto it = block_advice_.find(id); it != block_advice_.end())
+        return_block(it->second.block);
   } catch (...) {
-    // out of host memory: those leases' host state stays (their memory is still freed below)
+    // out of host memory: those blocks' host state stays (their memory is still freed below)
   }
-  leased_advice_.clear();
+  block_advice_.clear();
   std::uint64_t leaked_backend_bytes = 0, with_slabs_bytes = 0, with_slabs_count = 0;
   std::vector<std::uint32_t> pinned_slabs;
   std::vector<const void*> leaked_data;
@@ -457,6 +438,7 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
     pool->release_all(pinned_slabs);
   stack_->statistics().forget(with_slabs_bytes, with_slabs_count);
   stack_->tracking().keep_only(leaked_data);
+  blocks_->close();  // after the leak decisions: its raw pins kept pinned slabs from being freed
   try {
     history_->record(event_kind::stop, config_.generation, 0, report.bytes_freed, {},
                      std::to_string(report.regions_freed) + " regions freed, " +

@@ -24,20 +24,13 @@
 namespace uma::detail {
 
 /// What one allocator incarnation owns and decides, without its messaging: the region table,
-/// the ids, leases, advice bookkeeping, its own counters, and the freeing part of post_stop.
-/// Memory comes from a resource stack (memory/resource_stack.hpp) composed from the config:
-/// quota, pool, growth, retry and rounding live there, not here. The actor
+/// the ids, the block allocator, advice bookkeeping, its own counters, and the freeing part of
+/// post_stop. Memory comes from a resource stack (memory/resource_stack.hpp) composed from the
+/// config: quota, pool, growth, retry and rounding live there, not here. The actor
 /// (actors/managed_allocator.cpp) owns one and adds requests, replies, lanes' jobs and stop
 /// order. Actor-thread only; throws `uma::error` where a request is refused.
 class allocation_core {
  public:
-  /// A validated lease: its backing allocation and how to carve it.
-  struct lease_plan {
-    allocation_request backing;
-    std::size_t block_bytes = 0;
-    std::uint32_t blocks = 0;
-  };
-
   allocation_core(const allocator_config& config, std::shared_ptr<backend> backend,
                   std::shared_ptr<control_block> control, worker_lanes& lanes);
   allocation_core(const allocation_core&) = delete;
@@ -47,7 +40,7 @@ class allocation_core {
 
   /// Every check of an allocate request that is about the request (sizes, stream), before
   /// anything changes; what the stack refuses (alignment, quota, overflow) it throws itself.
-  [[nodiscard]] allocation_request plan_allocation(const allocate_request& r) const;
+  [[nodiscard]] allocation_request checked_request(const allocate_request& r) const;
   /// The region now, or nullopt when the stack must grow first (call `resources()->allocate`
   /// off the actor's loop, then `adopt`). A direct region is one backend call on the actor's
   /// thread: what `direct` means.
@@ -59,44 +52,43 @@ class allocation_core {
   /// it alive).
   [[nodiscard]] std::shared_ptr<memory_resource> resources() const noexcept;
 
-  /// Every check of a lease request, before anything changes.
-  [[nodiscard]] lease_plan plan_lease(const lease_request& r) const;
-  /// Carves the backing region into the lease's blocks (ids reserved here).
-  [[nodiscard]] block_cache make_lease(byte_ref backing, std::size_t block_bytes,
-                                       std::uint32_t blocks);
+  /// The incarnation's block allocator (small blocks on the caller's thread; its slabs join
+  /// the table in `drain_releases`).
+  [[nodiscard]] const block_allocator_ref& blocks() const noexcept { return blocks_; }
 
   // -- requests on refs -------------------------------------------------------------------------
 
   /// The ranges of `refs`, each keyed by the allocation it lies in, merged where adjacent.
   [[nodiscard]] coalesced_ranges coalesced(std::span<const byte_ref> refs,
                                            std::span<const location> locations);
-  /// What the allocator knows of the advice on `ref`'s region; a leased block is tracked from
-  /// its first advice on (its last drop then comes back through the actor for a reset).
+  /// What the allocator knows of the advice on `ref`'s region; a block is tracked from its first
+  /// advice on (its last drop then comes back through the actor for a reset).
   [[nodiscard]] advice_state& track_advice(const byte_ref& ref);
   /// The same by id, or null for an id it does not track.
   [[nodiscard]] advice_state* advice_of(std::uint64_t id);
   /// What an advise request leaves for the runtime: its ranges and the regions they lie in.
   /// Advice known to change nothing on a whole region is counted as elided and left out.
-  struct advice_plan {
+  struct advice_work {
     op_result summary;
     std::vector<byte_range> todo;
     std::vector<std::uint64_t> touched;
   };
-  [[nodiscard]] advice_plan plan_advice(const advise_request& r);
+  [[nodiscard]] advice_work advice_work_for(const advise_request& r);
   /// The runtime refused advice on `ids`: what is in force there is no longer known.
   void forget_advice(std::span<const std::uint64_t> ids) noexcept;
   /// Whether `loc` (validated here: invalid_argument) can access `ref`'s memory: the host always,
   /// a device when it has managed memory and the region is attached globally or the device has
   /// concurrent managed access.
   [[nodiscard]] bool can_access(const location& loc, const byte_ref& ref);
-  /// The table entry holding `ref`'s memory (a leased block's: its lease's).
+  /// The table entry holding `ref`'s memory (a block's: its slab's).
   [[nodiscard]] const region_table::entry* entry_of(const byte_ref& ref);
 
   // -- releases, quota, stats -------------------------------------------------------------------
 
-  /// Handles every queued release: pooled blocks back to the stack at once (advice reset on the
-  /// general lane first), direct regions back through the stack on that lane (cudaFree
-  /// synchronizes the device), advised leased blocks reset and given back.
+  /// Puts new slabs in the table, then handles every queued release: pooled blocks back to the
+  /// stack at once (advice reset on the general lane first), direct regions and slabs back
+  /// through the stack on that lane (cudaFree synchronizes the device), advised blocks reset and
+  /// given back to the block allocator.
   void drain_releases();
   /// Sets the quota (0: only reads it); throws invalid_argument below the bytes held. Returns
   /// the quota in force.
@@ -142,12 +134,13 @@ class allocation_core {
   std::uint64_t stop(stop_report& report) noexcept;
 
  private:
-  void release_leased_block(std::uint64_t id);
+  void adopt_slabs(const std::vector<block_allocator::new_slab>& slabs);
+  void release_block(std::uint64_t id);
   void leak(std::uint64_t id, const region_table::entry& e, stop_report& report,
             std::vector<std::uint32_t>& pinned_slabs);
 
-  /// A leased block whose advice the allocator changed (reset when it comes back).
-  struct leased_block {
+  /// A block whose advice the allocator changed (reset when it comes back).
+  struct advised_block {
     region* block;
     advice_state state;
   };
@@ -159,8 +152,8 @@ class allocation_core {
   std::shared_ptr<resource_stack> stack_;
   region_table table_;
   allocator_stats stats_;  // the core's own counters; stats() adds the stack's
-  std::uint64_t next_id_ = 1;
-  std::unordered_map<std::uint64_t, leased_block> leased_advice_;
+  block_allocator_ref blocks_;
+  std::unordered_map<std::uint64_t, advised_block> block_advice_;
   std::shared_ptr<event_history> history_;
   std::function<void(std::uint64_t)> on_free_;
 };

@@ -96,8 +96,8 @@ std::optional<stop_report> control_block::report() const {
 void drop_ref(region* r) noexcept {
   if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1)
     return;  // other handles remain: never touch the record after the decrement
-  if (r->leased()) {
-    lease_block_dropped(r);
+  if (r->is_block()) {
+    block_dropped(r);
     return;
   }
   // The last user still owns the record: take what the release needs before letting go.

@@ -17,7 +17,7 @@ namespace uma {
 
 namespace detail {
 
-class lease_state;
+class slab;
 
 /// Shared by one allocator incarnation and every region (and so every ref) it handed out. It
 /// outlives the actor: refs consult it to learn that the actor stopped.
@@ -70,12 +70,17 @@ class control_block {
   void finish_stop(stop_report report);
   /// The report of the finished stop, if the allocator has stopped.
   [[nodiscard]] std::optional<stop_report> report() const;
+  /// The first of `n` fresh ids of this incarnation's regions and blocks (any thread).
+  [[nodiscard]] std::uint64_t reserve_ids(std::uint64_t n) noexcept {
+    return next_id_.fetch_add(n, std::memory_order_relaxed);
+  }
 
  private:
   const std::uint64_t generation_;
   const std::shared_ptr<backend> backend_;  // frees in post_stop need it; refs may outlive it
   std::atomic<int> state_{static_cast<int>(allocator_state::alive)};
   std::atomic<std::int64_t> pins_{0};
+  std::atomic<std::uint64_t> next_id_{1};
 
   mutable std::mutex mutex_;
   std::condition_variable pins_released_;
@@ -99,7 +104,7 @@ struct region {
   // Parameters end in `_` so that they shadow no member (consumers build with -Wshadow).
   region(std::shared_ptr<control_block> control_, std::uint64_t id_, void* base_, std::byte* data_,
          std::size_t bytes_, std::size_t backend_bytes_, std::uint32_t slab_ = no_slab,
-         std::size_t slab_offset_ = 0, region* home_ = nullptr, lease_state* lease_ = nullptr)
+         std::size_t slab_offset_ = 0, region* home_ = nullptr, detail::slab* parent_ = nullptr)
       : control(std::move(control_)),
         id(id_),
         base(base_),
@@ -109,7 +114,7 @@ struct region {
         slab(slab_),
         slab_offset(slab_offset_),
         home(home_ != nullptr ? home_ : this),
-        lease(lease_) {}
+        parent(parent_) {}
 
   std::atomic<std::int64_t> refs{0};    ///< user handles
   std::atomic<std::int32_t> owners{1};  ///< the table, plus 1 while refs > 0
@@ -122,17 +127,17 @@ struct region {
   const std::size_t backend_bytes;  ///< for a pooled block: its page-rounded size
   const std::uint32_t slab;         ///< pool slab, or no_slab
   const std::size_t slab_offset;
-  /// The region in the allocator's table that holds this memory: itself, or for a block of a
-  /// client's lease the lease's backing region (pins count there, so post_stop sees them).
+  /// The region in the allocator's table that holds this memory: itself, or for a block its
+  /// slab's region (pins count there, so post_stop sees them).
   region* const home;
-  /// The lease this block belongs to (its last drop returns it there), or null.
-  lease_state* const lease;
-  /// A leased block whose advice the allocator changed: its last drop goes through the actor,
-  /// which resets the advice before the block is handed out again.
+  /// The slab this block was carved from (its last drop returns it there), or null for a region.
+  detail::slab* const parent;
+  /// A block whose advice the allocator changed: its last drop goes through the actor, which
+  /// resets the advice before the block is handed out again.
   std::atomic<bool> needs_reset{false};
 
   [[nodiscard]] bool pooled() const noexcept { return slab != no_slab; }
-  [[nodiscard]] bool leased() const noexcept { return lease != nullptr; }
+  [[nodiscard]] bool is_block() const noexcept { return parent != nullptr; }
 };
 
 /// Adds a user count (a copy of a ref). Relaxed: the caller already holds one.
@@ -147,12 +152,12 @@ inline void adopt_first_ref(region* r) noexcept {
 }
 
 /// Drops a user count. The last one hands a live region back to its actor; if the table let go
-/// already (the allocator stopped), it deletes the record. A leased block goes back to its
-/// lease (`lease_block_dropped`, defined in memory/block_cache.cpp).
+/// already (the allocator stopped), it deletes the record. A block goes back to its block
+/// allocator (`block_dropped`, defined in memory/detail/slab.cpp).
 void drop_ref(region* r) noexcept;
 
-/// The last drop of a leased block (defined with the lease).
-void lease_block_dropped(region* r) noexcept;
+/// The last drop of a block (defined with the slab).
+void block_dropped(region* r) noexcept;
 
 /// The actor drops the table's ownership once it freed (or leaked) the memory; deletes the
 /// record unless users still hold it.

@@ -24,8 +24,8 @@ class region_table {
     detail::region* region = nullptr;
     attach_flag attach = attach_flag::global;
     std::chrono::steady_clock::time_point created;
-    advice_state advice{};           ///< what was applied to the whole region (for elision)
-    std::uint32_t lease_blocks = 0;  ///< a block lease's backing region: its block count
+    advice_state advice{};          ///< what was applied to the whole region (for elision)
+    std::uint32_t slab_blocks = 0;  ///< a slab of the block allocator: its block count
     std::optional<location> last_prefetch{};  ///< the last prefetch asked for (snapshots)
   };
 

@@ -23,7 +23,7 @@ def allocator_functions(allocator):
 
     def trim():
         """Gives idle cached memory back to the allocator and the backend (uma_trim); returns
-        the bytes of the caching layer's leases given back."""
+        the bytes of the block allocator's slabs given back."""
         return allocator().trim()
 
     return stats, stats_json, quota, set_quota, trim

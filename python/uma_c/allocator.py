@@ -223,9 +223,9 @@ class Allocator:
         _check(self._lib, "uma_set_quota", status)
 
     def trim(self):
-        """Gives idle cached memory back (uma_trim): leases whose blocks are all free and
-        finished on their streams go to the allocator, free pool slabs to the backend.
-        Returns the bytes of the leases given back."""
+        """Gives idle cached memory back (uma_trim): the block allocator's slabs whose blocks
+        are all free and finished on their streams go to the allocator, free pool slabs to the
+        backend. Returns the bytes of the slabs given back."""
         released = ctypes.c_uint64(0)
         _check(self._lib, "uma_trim", self._lib.uma_trim(self._live(), ctypes.byref(released)))
         return released.value

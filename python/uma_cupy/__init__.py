@@ -141,7 +141,7 @@ def memory_pool():
 def trim():
     """Gives idle memory back: CuPy's pool frees its unused segments to uma (pool=True), then
     uma gives its idle cache to the allocator and the backend (uma_trim). Returns the bytes of
-    uma's caching-layer leases given back."""
+    uma's block-allocator slabs given back."""
     pool = memory_pool()
     if pool is not None:
         pool.free_all_blocks()

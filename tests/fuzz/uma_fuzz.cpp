@@ -8,8 +8,8 @@
 //     one are inert;
 //   * no free is bad, and once everything is dropped and the allocator stopped the backend has
 //     freed every allocation exactly once;
-//   * a block cache (lease) hands out blocks of the asked size, refuses only when empty or
-//     inert, and goes inert with its allocator.
+//   * the block allocator hands out blocks of the asked size, refuses only sizes it does not
+//     serve, the quota, or a stopped allocator, and its blocks go inert with their allocator.
 //
 // Input format: byte 0 holds flags (bit 0: this input may inject fatal faults; pins are then
 // off, since a fatal fault with a pin held would leak the region on purpose). Then steps, each
@@ -238,23 +238,24 @@ class session {
         faults_->inject(f);
         break;
       }
-      case 16: {  // lease a block cache (raw request), replacing the one held
-        lease_request r{in.size(), in.u8() % 2 ? in.size() : std::size_t{1} + in.u8() % 8, "fuzz"};
-        if (auto c = ask<block_cache>(lease_atom_v, std::move(r)))
-          cache_ = std::move(*c);
+      case 16: {  // the allocator's block allocator (the raw request), replacing the one held
+        if (auto b = ask<block_allocator_ref>(blocks_atom_v))
+          blocks_ = std::move(*b);
         break;
       }
-      case 17: {  // a block from the cache (any size), into a slot
+      case 17: {  // a block (any size, any stream token), into a slot
         const auto bytes = in.size();
+        if (!blocks_)
+          break;
         try {
-          if (auto b = cache_.try_allocate(bytes)) {
-            UMA_FUZZ_CHECK(b->size() == bytes && bytes <= cache_.block_bytes(), "block size");
-            slot(in) = std::move(*b);
-          } else {
-            UMA_FUZZ_CHECK(!cache_.valid() || cache_.available() == 0, "a free block refused");
-          }
+          auto b = blocks_->allocate(bytes, 0, stream_view{reinterpret_cast<void*>(in.u8() % 3)});
+          UMA_FUZZ_CHECK(b.size() == bytes && blocks_->serves(bytes), "block size");
+          slot(in) = std::move(b);
         } catch (const error& e) {
-          UMA_FUZZ_CHECK(e.code() == errc::invalid_argument || e.code() == errc::overflow,
+          // A size it does not serve, or a slab refused (quota, an injected backend fault, a
+          // stopped allocator): the same refusals as the message path's.
+          UMA_FUZZ_CHECK(e.code() != errc::overflow &&
+                             (e.code() != errc::invalid_argument || !blocks_->serves(bytes)),
                          e.what());
         }
         break;
@@ -269,7 +270,7 @@ class session {
   /// Everything dropped and stopped: every allocation was freed exactly once.
   void finish() {
     pins_.clear();
-    cache_.reset();
+    blocks_.reset();
     for (auto& r : slots_)
       r.reset();
     client_->stop();
@@ -298,7 +299,9 @@ class session {
     client_.reset();
     for (const auto& r : slots_)
       UMA_FUZZ_CHECK(r.empty() || !r.valid(), "a ref survived its allocator's stop");
-    UMA_FUZZ_CHECK(cache_.empty() || !cache_.valid(), "a lease survived its allocator's stop");
+    if (blocks_)
+      UMA_FUZZ_CHECK(!blocks_->serves(1) || blocks_->stats().slabs == 0,
+                     "a block allocator kept slabs past its allocator's stop");
     start();
   }
 
@@ -371,7 +374,7 @@ class session {
       if (r.generation() == generation_) {
         UMA_FUZZ_CHECK(r.valid(), "a ref of the live generation is not valid");
         bool listed = false;
-        for (const auto& row : *table)  // a leased block is listed as its lease
+        for (const auto& row : *table)  // a block is listed as its slab
           listed = listed || row.id == detail::record_of(r)->home->id;
         UMA_FUZZ_CHECK(listed, "a held region is missing from the table");
       } else {
@@ -391,7 +394,7 @@ class session {
   errc last_error_{};
   std::vector<byte_ref> slots_ = std::vector<byte_ref>(slots);
   std::vector<Pin<std::byte>> pins_;
-  block_cache cache_;
+  block_allocator_ref blocks_;
 };
 
 }  // namespace

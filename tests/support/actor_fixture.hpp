@@ -29,9 +29,9 @@ class basic_actor_fixture : public ::testing::Test {
   }
 
   /// A fresh allocator on the fixture's backend. Its facade sends every allocation to the
-  /// allocator (the caching layer off): the suites on this fixture test the allocator's message
-  /// path and count its regions; tests/stream_cache_test.cpp and the parameterized lifetime and
-  /// client suites run the facade with the caching layer on.
+  /// allocator (the block allocator off): the suites on this fixture test the allocator's message
+  /// path and count its regions; tests/block_allocator_test.cpp and the parameterized lifetime
+  /// and client suites run the facade with the block allocator on.
   std::unique_ptr<client> make_client(allocator_config c) {
     if (!c.backend)
       c.backend = backend_;

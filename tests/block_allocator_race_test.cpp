@@ -1,13 +1,16 @@
-// The client-side fast path under threads (memory/block_cache.hpp): one lease shared by many
-// threads hands no block out twice, advised blocks make their way back through the allocator
-// while others come and go, and a stop in the middle leaves nothing behind. Bounded in
-// operations; no sleeps. Part of the TSan build (tools/setup.sh test).
+// The block allocator under threads (memory/block_allocator.hpp): one allocator shared by many
+// threads hands no block out twice, advised blocks make their way back through the actor while
+// others come and go, and a stop in the middle leaves nothing behind. Bounded in operations; no
+// sleeps. Part of the TSan build (tools/setup.sh test).
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "support/reliability_fixture.hpp"
@@ -15,38 +18,39 @@
 namespace uma {
 namespace {
 
-using block_cache_race = test::reliability_fixture;
+using block_allocator_race = test::reliability_fixture;
 
-constexpr std::size_t block_bytes = 4096;
-constexpr std::size_t blocks = 32;
+/// Which thread holds each block handed out now (a block in it twice is a double hand-out).
+class owners {
+ public:
+  /// False when another thread holds `ref`'s block.
+  bool take(const byte_ref& ref, int thread) {
+    std::lock_guard lock(mutex_);
+    return held_.emplace(ref.data(), thread).second;
+  }
+  void give(const byte_ref& ref) {
+    std::lock_guard lock(mutex_);
+    held_.erase(ref.data());
+  }
 
-/// The block index of `ref` in a lease starting at `base`.
-std::size_t index_of(const byte_ref& ref, const std::byte* base) {
-  return static_cast<std::size_t>(ref.data() - base) / block_bytes;
-}
+ private:
+  std::mutex mutex_;
+  std::unordered_map<const std::byte*, int> held_;
+};
 
-TEST_F(block_cache_race, EightThreadsShareOneLeaseAndNoBlockIsHandedOutTwice) {
+TEST_F(block_allocator_race, EightThreadsShareOneAllocatorAndNoBlockIsHandedOutTwice) {
   constexpr int threads = 8;
   constexpr int iterations = 20'000;
-  const auto live_before = detail::lease_state::live_count();
-  auto cache = uma_->lease(block_bytes, blocks);
-  // The lowest block address (blocks are handed out lowest first from a fresh lease).
-  const std::byte* base = nullptr;
-  {
-    auto probe = cache.try_allocate(1).value();
-    base = probe.data();
-  }
-  std::vector<std::atomic<int>> owner(blocks);
+  auto cache = uma_->blocks();
+  owners owner;
   std::atomic<std::uint64_t> taken{0}, empty{0}, twice{0}, torn{0}, advised{0};
   std::vector<std::thread> pool;
   for (int t = 1; t <= threads; ++t)
     pool.emplace_back([&, t] {
       std::vector<byte_ref> held;
       for (int i = 0; i < iterations; ++i) {
-        if (auto b = cache.try_allocate(64)) {
-          const auto k = index_of(*b, base);
-          int expected = 0;
-          if (!owner[k].compare_exchange_strong(expected, t))
+        if (auto b = std::optional<byte_ref>(cache->allocate(64, 0, {}))) {
+          if (!owner.take(*b, t))
             ++twice;  // somebody else holds this block
           {
             auto pin = b->as<std::uint64_t>().pin();
@@ -65,12 +69,12 @@ TEST_F(block_cache_race, EightThreadsShareOneLeaseAndNoBlockIsHandedOutTwice) {
         }
         if (held.size() > 3 || (!held.empty() && i % 3 == 0)) {
           auto& b = held.front();
-          owner[index_of(b, base)].store(0);
+          owner.give(b);
           held.erase(held.begin());
         }
       }
       for (auto& b : held)
-        owner[index_of(b, base)].store(0);
+        owner.give(b);
     });
   for (auto& th : pool)
     th.join();
@@ -78,23 +82,25 @@ TEST_F(block_cache_race, EightThreadsShareOneLeaseAndNoBlockIsHandedOutTwice) {
   EXPECT_EQ(torn.load(), 0u);
   EXPECT_GT(taken.load(), static_cast<std::uint64_t>(iterations));
   EXPECT_GT(advised.load(), 0u);
+  EXPECT_EQ(empty.load(), 0u);
   (void)uma_->flush();  // advised blocks come back once their reset ran
   (void)uma_->flush();
-  EXPECT_EQ(cache.available(), blocks);
-  EXPECT_EQ(uma_->stats().allocations, 1u);  // the lease; no block reached the allocator
-  cache.reset();
+  const auto c = cache->stats();
+  EXPECT_EQ(c.blocks_in_use, 0u);
+  EXPECT_GE(c.slabs, 1u);
+  EXPECT_EQ(c.free_bytes, c.slab_bytes);
+  EXPECT_EQ(uma_->stats().allocations, c.slabs);  // the slabs; no block reached the stack
+  EXPECT_EQ(cache->trim(), c.slab_bytes);
   const auto s = uma_->flush();
   EXPECT_EQ(s.live_leases, 0u);
   EXPECT_EQ(s.live_regions, 0u);
-  EXPECT_EQ(detail::lease_state::live_count(), live_before);
 }
 
-TEST_F(block_cache_race, AStopWhileThreadsUseALeaseLeavesNothingBehind) {
+TEST_F(block_allocator_race, AStopWhileThreadsAllocateLeavesNothingBehind) {
   constexpr int threads = 4;
-  const auto live_before = detail::lease_state::live_count();
   for (int round = 0; round < 20; ++round) {
     auto c = make_client(host_config());
-    auto cache = c->lease(block_bytes, blocks);
+    auto cache = c->blocks();
     std::atomic<bool> stopped{false};
     std::atomic<std::uint64_t> after_stop{0};
     std::vector<std::thread> pool;
@@ -103,7 +109,13 @@ TEST_F(block_cache_race, AStopWhileThreadsUseALeaseLeavesNothingBehind) {
         client mine(sys_, handle);  // its own facade: `c` is stopped (reset) under it
         std::vector<byte_ref> held;
         for (int i = 0; !stopped.load() || i % 64 != 0; ++i) {
-          if (auto b = cache.try_allocate(8)) {
+          std::optional<byte_ref> b;
+          try {
+            b = cache->allocate(8, 0, {});
+          } catch (const error& e) {
+            EXPECT_EQ(e.code(), errc::allocator_stopped) << e.what();
+          }
+          if (b) {
             if (stopped.load() && !b->valid())
               ++after_stop;  // handed out as the stop happened: inert, and that is all
             if (auto pin = b->try_pin())
@@ -112,8 +124,7 @@ TEST_F(block_cache_race, AStopWhileThreadsUseALeaseLeavesNothingBehind) {
               try {
                 mine.advise(*b, advice::set_read_mostly);
               } catch (const error& e) {
-                EXPECT_FALSE(cache.valid())
-                    << "refused while the allocator was alive: " << e.what();
+                EXPECT_FALSE(b->valid()) << "refused while the allocator was alive: " << e.what();
               }
             }
             held.push_back(std::move(*b));
@@ -124,17 +135,17 @@ TEST_F(block_cache_race, AStopWhileThreadsUseALeaseLeavesNothingBehind) {
         held.clear();  // dropped after the stop
       });
     // Let the threads get going: wait until blocks have been taken, not for a time.
-    while (cache.available() == blocks)
+    while (cache->stats().hits == 0)
       std::this_thread::yield();
     c->stop();
     stopped = true;
     for (auto& th : pool)
       th.join();
-    EXPECT_FALSE(cache.valid());
-    EXPECT_FALSE(cache.try_allocate(1).has_value());
-    cache.reset();
+    UMA_EXPECT_ERRC((void)cache->allocate(1, 0, {}), errc::allocator_stopped);
+    const auto s = cache->stats();
+    EXPECT_EQ(s.blocks_in_use, 0u);
+    EXPECT_EQ(s.slabs, 0u);
   }
-  EXPECT_EQ(detail::lease_state::live_count(), live_before);
   EXPECT_EQ(backend_->counters().live_allocations, 0u);
   EXPECT_EQ(backend_->counters().bad_frees, 0u);
 }

@@ -1,0 +1,457 @@
+#include <uma/memory/block_allocator.hpp>
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+#include <uma/memory/detail/size_classes.hpp>
+#include <uma/memory/detail/slab.hpp>
+#include <uma/sys/log.hpp>
+
+namespace uma {
+
+using detail::block;
+using detail::region;
+using detail::slab;
+
+namespace {
+
+/// Streams that never go away (the legacy default stream, cudaStreamLegacy,
+/// cudaStreamPerThread): an event may be recorded on them long after the free. On any other
+/// stream the event is recorded at the free, since the stream may be destroyed after it.
+bool lasting(void* stream) noexcept {
+  return reinterpret_cast<std::uintptr_t>(stream) <= 2;
+}
+
+block_allocator_config checked(block_allocator_config c) {
+  if (c.max_bytes == 0 || c.max_bytes > (std::size_t{1} << 40))
+    raise(errc::invalid_argument,
+          "block_allocator: max_bytes " + std::to_string(c.max_bytes) + " must be 1 byte to 1 TiB");
+  if (c.slab_bytes == 0)
+    raise(errc::invalid_argument, "block_allocator: slab_bytes must not be 0");
+  return c;
+}
+
+[[noreturn]] void refuse(const char* what, std::size_t bytes, std::size_t max) {
+  raise(errc::invalid_argument, std::string(what) + ": " + std::to_string(bytes) +
+                                    " bytes; the block allocator serves 1 to " +
+                                    std::to_string(max) + " bytes");
+}
+
+[[noreturn]] void stopped(std::uint64_t generation) {
+  raise(errc::allocator_stopped, "block_allocator: generation " + std::to_string(generation) +
+                                     " has stopped; its blocks are inert");
+}
+
+}  // namespace
+
+block_allocator::block_allocator(std::shared_ptr<memory_resource> stack,
+                                 std::shared_ptr<detail::control_block> control,
+                                 block_allocator_config config)
+    : stack_(std::move(stack)),
+      control_(std::move(control)),
+      config_(checked(config)),
+      page_(stack_->properties().page),
+      classes_(class_of(config_.max_bytes) + 1) {}
+
+block_allocator::~block_allocator() = default;
+
+std::uint32_t block_allocator::class_of(std::size_t bytes) const noexcept {
+  return detail::size_classes::index_of((bytes + page_ - 1) / page_);
+}
+
+// -- handing out ----------------------------------------------------------------------------------
+
+region* block_allocator::take_ref(std::size_t bytes, int device, stream_view stream) {
+  if (!serves(bytes))
+    refuse("block_allocator::allocate", bytes, config_.max_bytes);
+  return &take(bytes, device, stream.handle, false)->rec;  // its count taken for the caller
+}
+
+void* block_allocator::allocate_raw(std::size_t bytes, int device, stream_view stream) {
+  if (!serves(bytes))
+    refuse("block_allocator::allocate_raw", bytes, config_.max_bytes);
+  return take(bytes, device, stream.handle, true)->rec.data;
+}
+
+block* block_allocator::take(std::size_t bytes, int device, void* stream, bool raw) {
+  const auto cls = class_of(bytes);
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_ || !control_->alive())
+      stopped(control_->generation());
+    if (auto* b = pop(cls, device, stream)) {
+      hand_out(*b, bytes, device, stream, raw);
+      ++hits_;
+      return b;
+    }
+  }
+  return grow(cls, bytes, device, stream, raw);
+}
+
+block_allocator::stream_pool& block_allocator::pool_of(int device, void* stream) {
+  if (last_pool_ < pools_.size() && pools_[last_pool_].stream == stream &&
+      pools_[last_pool_].device == device)
+    return pools_[last_pool_];
+  for (std::size_t i = 0; i < pools_.size(); ++i)
+    if (pools_[i].stream == stream && pools_[i].device == device) {
+      last_pool_ = i;
+      return pools_[i];
+    }
+  pools_.push_back({device, stream, std::vector<block*>(classes_, nullptr)});
+  last_pool_ = pools_.size() - 1;
+  return pools_.back();
+}
+
+block* block_allocator::pop(std::uint32_t cls, int device, void* stream) {
+  auto& head = pool_of(device, stream).heads[cls];
+  if (auto* b = head) {  // its own stream: reusable at once
+    head = b->next;
+    return b;
+  }
+  for (auto& p : pools_) {  // another stream's: only once that stream is done with it
+    if (p.stream == stream && p.device == device)
+      continue;
+    block** link = &p.heads[cls];
+    for (int looked = 0; *link != nullptr && looked < 4; ++looked) {
+      auto* b = *link;
+      if (ready_elsewhere(*b)) {
+        *link = b->next;
+        cross_ += b->clean ? 0 : 1;
+        return b;
+      }
+      link = &b->next;
+    }
+  }
+  return nullptr;
+}
+
+bool block_allocator::ready_elsewhere(block& b) noexcept {
+  if (b.clean)
+    return true;
+  if (b.stream_bound)
+    return false;
+  auto& events = b.rec.parent->events();
+  try {
+    if (b.event == nullptr)
+      b.event = events.create_event();
+    if (!b.event_recorded) {  // a lasting stream (see `lasting`): later than the free covers it
+      events.record_event(b.event, stream_view{b.stream});
+      b.event_recorded = true;
+      ++events_;
+    }
+    return events.event_done(b.event);
+  } catch (const std::exception& e) {
+    log(log_level::warning,
+        std::string("block_allocator: a block stays on its stream: ") + e.what());
+    b.stream_bound = true;
+    return false;
+  }
+}
+
+void block_allocator::hand_out(block& b, std::size_t bytes, int device, void* stream, bool raw) {
+  auto* s = b.rec.parent;
+  if (raw) {
+    try {
+      s->pin_for_raw();
+    } catch (...) {  // stopped meanwhile: the block stays free
+      b.next = std::exchange(pool_of(b.device, b.stream).heads[s->size_class()], &b);
+      throw;
+    }
+  }
+  free_ -= static_cast<std::int64_t>(s->block_bytes());
+  in_use_ += static_cast<std::int64_t>(s->block_bytes());
+  requested_ += static_cast<std::int64_t>(bytes);
+  ++blocks_;
+  ++s->out;
+  b.clean = b.event_recorded = false;
+  b.raw = raw;
+  b.device = device;
+  b.stream = stream;
+  b.requested = bytes;
+  b.rec.refs.store(1, std::memory_order_relaxed);  // the caller's ref (raw: held for the caller)
+  b.out.store(true, std::memory_order_release);
+}
+
+// -- growth: a slab from the stack, on the caller's thread ----------------------------------------
+
+block* block_allocator::grow(std::uint32_t cls, std::size_t bytes, int device, void* stream,
+                             bool raw) {
+  std::lock_guard grow_lock(grow_mutex_);
+  {
+    std::lock_guard lock(mutex_);  // another thread may have carved this class meanwhile
+    if (auto* b = pop(cls, device, stream)) {
+      hand_out(*b, bytes, device, stream, raw);
+      ++hits_;
+      return b;
+    }
+  }
+  auto* s = carve(cls);
+  block* first = nullptr;
+  {
+    std::unique_lock lock(mutex_);
+    if (closed_) {  // the incarnation ended while the slab was made: nothing may join it now
+      lock.unlock();
+      slab::abandon(s, *stack_);
+      stopped(control_->generation());
+    }
+    slabs_.push_back(s);
+    new_slabs_.push_back({s->home(), s->count()});
+    by_address_.emplace(s->begin(), s);
+    slab_bytes_ += s->bytes();
+    auto& head = pool_of(device, stream).heads[cls];
+    for (std::uint32_t i = s->count(); i-- > 0;) {
+      auto& b = s->at(i);
+      b.device = device;
+      b.stream = stream;
+      if (i > 0)
+        b.next = std::exchange(head, &b);
+    }
+    free_ += static_cast<std::int64_t>(s->bytes());
+    first = &s->at(0);
+    hand_out(*first, bytes, device, stream, raw);
+    ++misses_;
+  }
+  // Wakes the actor, which puts the slab in its table before its next message.
+  (void)control_->enqueue_release(s->home()->id);
+  return first;
+}
+
+slab* block_allocator::carve(std::uint32_t cls) {
+  const std::size_t block_bytes = detail::size_classes::pages_of(cls) * page_;
+  const std::size_t count = std::max<std::size_t>(1, config_.slab_bytes / block_bytes);
+  const std::string label =
+      "slab: " + std::to_string(count) + " x " + std::to_string(block_bytes) + " bytes";
+  allocation_request req{block_bytes * count, page_, attach_flag::global, label};
+  req.poolable = false;  // a slab is never carved from a pool slab
+  const auto memory = stack_->allocate(req);
+  const auto first = control_->reserve_ids(count + 1);
+  region* home = nullptr;
+  try {
+    home = new region(control_, first, memory.base, memory.data, memory.bytes, memory.charged,
+                      memory.slab, memory.offset);
+    detail::adopt_first_ref(home);  // the slab's count; the table takes the initial one
+    return new slab(shared_from_this(), home, first + 1, block_bytes,
+                    static_cast<std::uint32_t>(count), cls);
+  } catch (...) {
+    delete home;  // nobody else knows it yet
+    stack_->deallocate(memory);
+    throw;
+  }
+}
+
+// -- coming back ----------------------------------------------------------------------------------
+
+void block_allocator::record_free(block& b) noexcept {
+  b.event_recorded = false;
+  if (lasting(b.stream) || b.stream_bound)
+    return;
+  auto& events = b.rec.parent->events();
+  try {
+    if (b.event == nullptr)
+      b.event = events.create_event();
+    events.record_event(b.event, stream_view{b.stream});
+    b.event_recorded = true;
+  } catch (const std::exception& e) {
+    log(log_level::warning,
+        std::string("block_allocator: a block stays on its stream: ") + e.what());
+    b.stream_bound = true;
+  }
+}
+
+void block_allocator::put_back(block& b) noexcept {
+  record_free(b);  // outside the lock: a backend call
+  std::unique_lock lock(mutex_);
+  auto* s = b.rec.parent;
+  if (push(b))
+    return;
+  const bool last = s->out == 0;
+  lock.unlock();
+  if (b.event != nullptr)
+    s->events().destroy_event(std::exchange(b.event, nullptr));
+  if (last)
+    delete s;  // may destroy this allocator (the slab held it): touch nothing after
+}
+
+bool block_allocator::push(block& b) noexcept {
+  auto* s = b.rec.parent;
+  b.out.store(false, std::memory_order_relaxed);
+  in_use_ -= static_cast<std::int64_t>(s->block_bytes());
+  requested_ -= static_cast<std::int64_t>(b.requested);
+  --blocks_;
+  --s->out;
+  if (s->let_go_done)
+    return false;
+  b.next = std::exchange(pool_of(b.device, b.stream).heads[s->size_class()], &b);
+  free_ += static_cast<std::int64_t>(s->block_bytes());
+  events_ += b.event_recorded ? 1 : 0;
+  return true;
+}
+
+raw_release block_allocator::release_raw(void* ptr, std::size_t bytes, int device,
+                                         stream_view stream) noexcept {
+  block* b = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = by_address_.upper_bound(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == by_address_.begin())
+      return raw_release::unknown_pointer;
+    b = std::prev(it)->second->block_at(ptr);
+    if (b == nullptr || !b->raw || !b->out.load(std::memory_order_acquire))
+      return raw_release::unknown_pointer;
+    if (bytes != 0 && bytes != b->requested)
+      return raw_release::size_mismatch;
+    if (device != b->device)  // its free list is its device's: another would hand it out there
+      return raw_release::device_mismatch;
+    b->raw = false;  // a second release of the pointer is refused from now on
+    b->stream = stream.handle;
+    // The common case, in this one locked section: the caller's count is the only one (no ref
+    // from ref_of can be taken now: it needs this lock and `raw`), no advice to reset, and the
+    // slab is held (a raw block out keeps it: trim takes idle slabs only).
+    if (b->rec.refs.load(std::memory_order_acquire) == 1 &&
+        !b->rec.needs_reset.load(std::memory_order_acquire) && !b->rec.parent->let_go_done) {
+      b->rec.refs.store(0, std::memory_order_relaxed);
+      record_free(*b);
+      (void)push(*b);
+      return raw_release::ok;
+    }
+  }
+  // The caller's count: the block comes back on the last drop (a request may still hold a ref
+  // from ref_of; an advised block goes through the actor first).
+  detail::drop_ref(&b->rec);
+  return raw_release::ok;
+}
+
+byte_ref block_allocator::ref_of(const void* ptr, std::size_t bytes) {
+  std::lock_guard lock(mutex_);
+  auto it = by_address_.upper_bound(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == by_address_.begin())
+    return {};
+  auto* b = std::prev(it)->second->block_holding(ptr, bytes);
+  if (b == nullptr || !b->raw || !b->out.load(std::memory_order_acquire))
+    return {};
+  detail::add_ref(&b->rec);
+  const auto offset = static_cast<std::size_t>(static_cast<const std::byte*>(ptr) - b->rec.data);
+  return detail::adopt_ref(&b->rec, offset, bytes);
+}
+
+// -- giving back ----------------------------------------------------------------------------------
+
+std::vector<slab*> block_allocator::unlink_idle(std::vector<block*>& free_blocks) {
+  std::unordered_map<const slab*, std::uint32_t> ready;
+  for (auto& p : pools_)
+    for (auto* head : p.heads)
+      for (auto* b = head; b != nullptr; b = b->next)
+        if (b->rec.parent->out == 0 && ready_elsewhere(*b))
+          ++ready[b->rec.parent];
+  std::erase_if(ready, [](const auto& kv) { return kv.second != kv.first->count(); });
+  std::vector<slab*> gone;
+  gone.reserve(ready.size());
+  free_blocks.reserve(free_blocks.size() + ready.size());
+  for (auto& p : pools_)
+    for (auto*& head : p.heads)
+      for (block** link = &head; *link != nullptr;) {
+        if (ready.contains((*link)->rec.parent)) {
+          free_blocks.push_back(*link);
+          *link = (*link)->next;
+        } else {
+          link = &(*link)->next;
+        }
+      }
+  std::erase_if(slabs_, [&](slab* s) {
+    if (!ready.contains(s))
+      return false;
+    gone.push_back(s);
+    return true;
+  });
+  for (auto* s : gone) {
+    by_address_.erase(s->begin());
+    free_ -= static_cast<std::int64_t>(s->bytes());
+    slab_bytes_ -= s->bytes();
+    s->let_go_done = true;
+  }
+  return gone;
+}
+
+void block_allocator::finish(std::vector<block*>& free_blocks) noexcept {
+  for (auto* b : free_blocks)
+    if (auto* e = std::exchange(b->event, nullptr))
+      b->rec.parent->events().destroy_event(e);
+}
+
+std::uint64_t block_allocator::trim() {
+  std::vector<slab*> gone;
+  std::vector<block*> free_blocks;
+  {
+    std::lock_guard grow_lock(grow_mutex_);
+    std::lock_guard lock(mutex_);
+    gone = unlink_idle(free_blocks);
+  }
+  std::uint64_t bytes = 0;
+  for (auto* s : gone)
+    bytes += s->bytes();
+  // Deleting the last slab may drop the last other ref to this allocator: hold one meanwhile.
+  const auto keep = shared_from_this();
+  finish(free_blocks);
+  for (auto* s : gone)
+    delete s;  // its region goes back to the actor, which frees it
+  return bytes;
+}
+
+void block_allocator::prepare_stop() noexcept {
+  std::lock_guard lock(mutex_);
+  for (auto* s : slabs_)
+    if (s->out == 0)
+      s->unpin();
+}
+
+block_stats block_allocator::stats() const {
+  std::lock_guard lock(mutex_);
+  const auto clamp = [](std::int64_t v) {
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(v, 0));
+  };
+  return {clamp(in_use_), clamp(requested_), clamp(free_),  clamp(blocks_), hits_, misses_,
+          cross_,         events_,           slabs_.size(), slab_bytes_};
+}
+
+std::vector<block_allocator::new_slab> block_allocator::take_new_slabs() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(new_slabs_, {});
+}
+
+std::vector<block_allocator::new_slab> block_allocator::seal() noexcept {
+  std::lock_guard lock(mutex_);  // a growth registers its slab under it, or sees closed_
+  closed_ = true;
+  return std::exchange(new_slabs_, {});
+}
+
+void block_allocator::close() noexcept {
+  const auto keep = shared_from_this();  // deleting slabs below may drop the last other ref
+  std::lock_guard lock(mutex_);  // nothing else runs now: backend calls under the lock are fine
+  closed_ = true;
+  for (auto& p : pools_)
+    for (auto* head : p.heads)
+      for (auto* b = head; b != nullptr; b = b->next)
+        if (auto* e = std::exchange(b->event, nullptr))
+          b->rec.parent->events().destroy_event(e);
+  pools_.clear();
+  by_address_.clear();
+  free_ = 0;
+  slab_bytes_ = 0;
+  for (auto* s : std::exchange(slabs_, {})) {
+    s->let_go_done = true;
+    s->unpin();  // post_stop has decided what to leak: the pin did its work
+    for (std::uint32_t i = 0; i < s->count(); ++i)
+      if (auto& b = s->at(i); b.raw && b.out.exchange(false, std::memory_order_acq_rel)) {
+        b.raw = false;  // given up: its memory was leaked or freed with its slab
+        --s->out;
+        in_use_ -= static_cast<std::int64_t>(s->block_bytes());
+        requested_ -= static_cast<std::int64_t>(b.requested);
+        --blocks_;
+      }
+    if (s->out == 0)
+      delete s;  // else the last block coming back deletes it (put_back)
+  }
+}
+
+}  // namespace uma

@@ -1,0 +1,182 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <uma/memory/managed_ref.hpp>
+#include <uma/memory/memory_resource.hpp>
+
+namespace uma {
+
+namespace detail {
+class slab;
+struct block;
+}  // namespace detail
+
+/// The block allocator's settings.
+struct block_allocator_config {
+  /// The largest request served (larger ones are regions of their own: the allocator's message
+  /// path).
+  std::size_t max_bytes = std::size_t{16} << 20;
+  /// Bytes of a slab (at least one block): a miss carves this much into blocks of its class.
+  std::size_t slab_bytes = std::size_t{4} << 20;
+};
+
+/// The block allocator's counters (a snapshot).
+struct block_stats {
+  std::uint64_t in_use_bytes = 0;     ///< bytes of the blocks out (size-class rounded)
+  std::uint64_t requested_bytes = 0;  ///< bytes asked for, of the blocks out
+  std::uint64_t free_bytes = 0;       ///< bytes of the blocks waiting for reuse
+  std::uint64_t blocks_in_use = 0;
+  std::uint64_t hits = 0;                 ///< allocations served from a free block
+  std::uint64_t misses = 0;               ///< allocations that carved a new slab
+  std::uint64_t cross_stream_reuses = 0;  ///< blocks reused on another stream after an event
+  std::uint64_t events_recorded = 0;
+  std::uint64_t slabs = 0;       ///< slabs held
+  std::uint64_t slab_bytes = 0;  ///< their bytes (the allocator counts them as live bytes)
+};
+
+/// What `release_raw` found.
+enum class raw_release : std::uint8_t {
+  ok,
+  unknown_pointer,  ///< not the start of a raw block that is out
+  size_mismatch,    ///< a non-zero size that is not what was allocated (nothing changed)
+  device_mismatch,  ///< a device other than the one it was allocated for (nothing changed)
+};
+
+/// uma's one small-block allocator, in the shape of PyTorch's caching allocator: blocks of size
+/// classes (1-4 pages, then four per doubling) carved from slabs, free lists per (device,
+/// stream); a block freed on a stream is reused on that stream at once and on another only once
+/// an event recorded after the free has completed. One per allocator incarnation, shared by
+/// the facade, the C ABI and actor clients (`blocks_atom`); a hit takes no message.
+///
+/// Every byte stays the actor's: a slab is memory from the incarnation's resource stack (quota,
+/// statistics, labels), taken on the caller's thread, and a region of the actor's table from
+/// its next message on (report, residency, post_stop). Blocks are ordinary `ManagedRef`s
+/// (sub-views, pins, every request; inert once the incarnation stops). A block whose advice the
+/// actor changed comes back through the actor, which resets it first.
+///
+/// Thread-safety: every member may be called from any thread at once (one lock; no backend call
+/// under it but event queries).
+class block_allocator : public std::enable_shared_from_this<block_allocator> {
+ public:
+  /// Slabs come from `stack` (the top of the incarnation's resource stack); `control` is the
+  /// incarnation's. Throws `invalid_argument` for a config it cannot honour.
+  block_allocator(std::shared_ptr<memory_resource> stack,
+                  std::shared_ptr<detail::control_block> control, block_allocator_config config);
+  block_allocator(const block_allocator&) = delete;
+  block_allocator& operator=(const block_allocator&) = delete;
+  ~block_allocator();
+
+  /// True when requests of `bytes` are served here (1 to max_bytes).
+  [[nodiscard]] bool serves(std::size_t bytes) const noexcept {
+    return bytes != 0 && bytes <= config_.max_bytes;
+  }
+  /// A block of at least `bytes` for use on (`device`, `stream`). Throws `invalid_argument` for a
+  /// size it does not serve, `allocator_stopped` once the incarnation stops, or what the stack
+  /// throws for a new slab (`quota_exceeded`, `out_of_memory`, ...).
+  [[nodiscard]] byte_ref allocate(std::size_t bytes, int device, stream_view stream) {
+    return detail::adopt_ref(take_ref(bytes, device, stream), 0, bytes);
+  }
+  /// `count` elements of T in one block (alignment: a page). Throws `overflow` when
+  /// count * sizeof(T) overflows, else as `allocate`.
+  template <class T>
+  [[nodiscard]] ManagedRef<T> allocate_n(std::size_t count, int device, stream_view stream) {
+    if (count > SIZE_MAX / sizeof(T))
+      raise(errc::overflow, "block_allocator: " + std::to_string(count) + " elements of " +
+                                std::to_string(sizeof(T)) + " bytes overflow size_t");
+    return detail::adopt_ref<T>(take_ref(count * sizeof(T), device, stream), 0, count);
+  }
+  /// A block as a raw pointer (the C ABI); it comes back through `release_raw`. Its slab stays
+  /// pinned while raw blocks of it are out. Throws as `allocate`.
+  [[nodiscard]] void* allocate_raw(std::size_t bytes, int device, stream_view stream);
+  /// Takes back a raw block, last used on `stream`; checks `bytes` when non-zero.
+  [[nodiscard]] raw_release release_raw(void* ptr, std::size_t bytes, int device,
+                                        stream_view stream) noexcept;
+  /// A ref to the raw block holding [ptr, ptr + bytes), or an empty ref when no raw block out
+  /// holds the range.
+  [[nodiscard]] byte_ref ref_of(const void* ptr, std::size_t bytes);
+  /// Gives back (to the actor, which frees them) the slabs whose blocks are all free and
+  /// finished on their streams (events checked, never waited for); returns their bytes.
+  std::uint64_t trim();
+  /// Before a stop: unpins the slabs with no raw block out, so that post_stop frees them and
+  /// leaks (reports) only what callers may still use.
+  void prepare_stop() noexcept;
+  /// The counters.
+  [[nodiscard]] block_stats stats() const;
+  [[nodiscard]] std::size_t max_bytes() const noexcept { return config_.max_bytes; }
+
+  // -- the actor's side -------------------------------------------------------------------------
+
+  /// A slab's region that the actor has not put in its table yet, and its block count.
+  struct new_slab {
+    detail::region* region;
+    std::uint32_t blocks;
+  };
+  /// The slabs made since the last call: the actor puts them in its table before it handles its
+  /// next message (a growth queues the slab's id as a release to wake it).
+  [[nodiscard]] std::vector<new_slab> take_new_slabs();
+  /// The start of post_stop: nothing is handed out or carved from now on; returns the slabs
+  /// not taken yet (the actor puts them in its table, to free or leak them with the rest).
+  [[nodiscard]] std::vector<new_slab> seal() noexcept;
+  /// The end of the incarnation (post_stop, after it decided what to free and leak): every slab
+  /// is let go (blocks out keep their host records until they come
+  /// back), raw blocks out are given up (their memory was leaked with their pinned slab).
+  void close() noexcept;
+
+  // -- the blocks' side (memory/detail/slab.cpp) ------------------------------------------------
+
+  /// A block came back (its last drop, a raw release, or the actor's advice reset).
+  void put_back(detail::block& b) noexcept;
+
+ private:
+  struct stream_pool {
+    int device = 0;
+    void* stream = nullptr;
+    std::vector<detail::block*> heads;  // one free list per size class
+  };
+
+  /// A block's record with the caller's count taken.
+  [[nodiscard]] detail::region* take_ref(std::size_t bytes, int device, stream_view stream);
+  [[nodiscard]] std::uint32_t class_of(std::size_t bytes) const noexcept;
+  [[nodiscard]] detail::block* take(std::size_t bytes, int device, void* stream, bool raw);
+  [[nodiscard]] detail::block* grow(std::uint32_t cls, std::size_t bytes, int device, void* stream,
+                                    bool raw);
+  [[nodiscard]] detail::slab* carve(std::uint32_t cls);
+  [[nodiscard]] stream_pool& pool_of(int device, void* stream);
+  [[nodiscard]] detail::block* pop(std::uint32_t cls, int device, void* stream);
+  [[nodiscard]] bool ready_elsewhere(detail::block& b) noexcept;
+  void hand_out(detail::block& b, std::size_t bytes, int device, void* stream, bool raw);
+  /// Takes a block that was out off the counters and onto its free list (lock held); false
+  /// when its slab was let go (the caller finishes it).
+  bool push(detail::block& b) noexcept;
+  void record_free(detail::block& b) noexcept;
+  [[nodiscard]] std::vector<detail::slab*> unlink_idle(std::vector<detail::block*>& free_blocks);
+  void finish(std::vector<detail::block*>& free_blocks) noexcept;
+
+  std::shared_ptr<memory_resource> stack_;
+  std::shared_ptr<detail::control_block> control_;
+  const block_allocator_config config_;
+  const std::size_t page_;
+  const std::uint32_t classes_;
+  std::mutex grow_mutex_;  // one slab carved at a time
+  mutable std::mutex mutex_;
+  std::vector<stream_pool> pools_;
+  std::size_t last_pool_ = 0;
+  std::vector<detail::slab*> slabs_;
+  std::map<std::uintptr_t, detail::slab*> by_address_;  // slab begin -> slab (raw lookups)
+  std::vector<new_slab> new_slabs_;
+  std::int64_t in_use_ = 0, requested_ = 0, free_ = 0, blocks_ = 0;
+  std::uint64_t hits_ = 0, misses_ = 0, cross_ = 0, events_ = 0, slab_bytes_ = 0;
+  bool closed_ = false;
+};
+
+/// The shared handle to an incarnation's block allocator (the `blocks_atom` reply).
+using block_allocator_ref = std::shared_ptr<block_allocator>;
+
+}  // namespace uma

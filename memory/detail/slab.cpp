@@ -1,0 +1,68 @@
+#include <uma/memory/detail/slab.hpp>
+
+#include <uma/memory/block_allocator.hpp>
+
+namespace uma::detail {
+
+slab::slab(std::shared_ptr<block_allocator> owner, region* home, std::uint64_t first_id,
+           std::size_t block_bytes, std::uint32_t count, std::uint32_t size_class)
+    : owner_(std::move(owner)),
+      home_(home),
+      first_id_(first_id),
+      block_bytes_(block_bytes),
+      count_(count),
+      class_(size_class) {
+  for (std::uint32_t i = 0; i < count; ++i)
+    blocks_.emplace_back(home->control, first_id + i, home->data + std::size_t{i} * block_bytes,
+                         block_bytes, home, this);
+}
+
+slab::~slab() {
+  pin_.reset();
+  if (home_ != nullptr)
+    drop_ref(home_);
+}
+
+void slab::abandon(slab* s, memory_resource& stack) noexcept {
+  auto* home = std::exchange(s->home_, nullptr);
+  delete s;
+  stack.deallocate(
+      {home->base, home->data, home->bytes, home->backend_bytes, home->slab, home->slab_offset});
+  delete home;
+}
+
+void slab::pin_for_raw() {
+  if (pin_)
+    return;
+  add_ref(home_);
+  pin_.emplace(adopt_ref(home_, 0, home_->bytes).pin());
+}
+
+block* slab::block_at(const void* p) noexcept {
+  const auto off = reinterpret_cast<std::uintptr_t>(p) - begin();
+  if (off >= bytes() || off % block_bytes_ != 0)
+    return nullptr;
+  return &blocks_[off / block_bytes_];
+}
+
+block* slab::block_holding(const void* p, std::size_t bytes) noexcept {
+  const auto off = reinterpret_cast<std::uintptr_t>(p) - begin();
+  if (off >= this->bytes() || bytes > block_bytes_ - off % block_bytes_)
+    return nullptr;
+  return &blocks_[off / block_bytes_];
+}
+
+void return_block(region* r) noexcept {
+  r->parent->owner().put_back(r->parent->of(r));
+}
+
+void block_dropped(region* r) noexcept {
+  // Advice the allocator applied must not reach the block's next user: the actor resets it and
+  // gives the block back. Once the allocator is stopping nothing is queued and the block goes
+  // straight back (its memory goes with its slab).
+  if (r->needs_reset.load(std::memory_order_acquire) && r->control->enqueue_release(r->id))
+    return;
+  return_block(r);
+}
+
+}  // namespace uma::detail
