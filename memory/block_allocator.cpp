@@ -74,99 +74,74 @@ void* block_allocator::allocate_raw(std::size_t bytes, int device, stream_view s
   return take(bytes, device, stream.handle, true)->rec.data;
 }
 
+detail::block_shard& block_allocator::own_shard() noexcept {
+  static std::atomic<std::size_t> next{0};
+  thread_local const std::size_t index = next.fetch_add(1, std::memory_order_relaxed);
+  return shards_[index % shard_count];
+}
+
+block_allocator::shard_locks block_allocator::lock_shards() const {
+  shard_locks locks;
+  for (std::size_t i = 0; i < shard_count; ++i)
+    locks[i] = std::unique_lock(shards_[i].mutex);
+  return locks;
+}
+
 block* block_allocator::take(std::size_t bytes, int device, void* stream, bool raw) {
   const auto cls = class_of(bytes);
+  auto& own = own_shard();
   {
-    std::lock_guard lock(mutex_);
-    if (closed_ || !control_->alive())
+    std::lock_guard lock(own.mutex);
+    if (closed_.load(std::memory_order_relaxed) || !control_->alive())
       stopped(control_->generation());
-    if (auto* b = pop(cls, device, stream)) {
-      hand_out(*b, bytes, device, stream, raw);
-      ++hits_;
+    if (auto* b = own.pop(cls, device, stream, classes_)) {
+      hand_out(own, *b, bytes, device, stream, raw);
+      ++own.hits;
       return b;
     }
   }
-  return grow(cls, bytes, device, stream, raw);
-}
-
-block_allocator::stream_pool& block_allocator::pool_of(int device, void* stream) {
-  if (last_pool_ < pools_.size() && pools_[last_pool_].stream == stream &&
-      pools_[last_pool_].device == device)
-    return pools_[last_pool_];
-  for (std::size_t i = 0; i < pools_.size(); ++i)
-    if (pools_[i].stream == stream && pools_[i].device == device) {
-      last_pool_ = i;
-      return pools_[i];
-    }
-  pools_.push_back({device, stream, std::vector<block*>(classes_, nullptr)});
-  last_pool_ = pools_.size() - 1;
-  return pools_.back();
-}
-
-block* block_allocator::pop(std::uint32_t cls, int device, void* stream) {
-  auto& head = pool_of(device, stream).heads[cls];
-  if (auto* b = head) {  // its own stream: reusable at once
-    head = b->next;
+  if (auto* b = steal(own, cls, bytes, device, stream, raw))
     return b;
-  }
-  for (auto& p : pools_) {  // another stream's: only once that stream is done with it
-    if (p.stream == stream && p.device == device)
+  return grow(own, cls, bytes, device, stream, raw);
+}
+
+block* block_allocator::steal(const detail::block_shard& own, std::uint32_t cls, std::size_t bytes,
+                              int device, void* stream, bool raw) {
+  for (auto& sh : shards_) {
+    if (&sh == &own)
       continue;
-    block** link = &p.heads[cls];
-    for (int looked = 0; *link != nullptr && looked < 4; ++looked) {
-      auto* b = *link;
-      if (ready_elsewhere(*b)) {
-        *link = b->next;
-        cross_ += b->clean ? 0 : 1;
-        return b;
-      }
-      link = &b->next;
+    std::lock_guard lock(sh.mutex);
+    if (closed_.load(std::memory_order_relaxed))
+      stopped(control_->generation());
+    if (auto* b = sh.pop(cls, device, stream, classes_)) {
+      hand_out(sh, *b, bytes, device, stream, raw);
+      ++sh.hits;
+      return b;
     }
   }
   return nullptr;
 }
 
-bool block_allocator::ready_elsewhere(block& b) noexcept {
-  if (b.clean)
-    return true;
-  if (b.stream_bound)
-    return false;
-  auto& events = b.rec.parent->events();
-  try {
-    if (b.event == nullptr)
-      b.event = events.create_event();
-    if (!b.event_recorded) {  // a lasting stream (see `lasting`): later than the free covers it
-      events.record_event(b.event, stream_view{b.stream});
-      b.event_recorded = true;
-      ++events_;
-    }
-    return events.event_done(b.event);
-  } catch (const std::exception& e) {
-    log(log_level::warning,
-        std::string("block_allocator: a block stays on its stream: ") + e.what());
-    b.stream_bound = true;
-    return false;
-  }
-}
-
-void block_allocator::hand_out(block& b, std::size_t bytes, int device, void* stream, bool raw) {
+void block_allocator::hand_out(detail::block_shard& sh, block& b, std::size_t bytes, int device,
+                               void* stream, bool raw) {
   auto* s = b.rec.parent;
   if (raw) {
     try {
       s->pin_for_raw();
     } catch (...) {  // stopped meanwhile: the block stays free
-      b.next = std::exchange(pool_of(b.device, b.stream).heads[s->size_class()], &b);
+      sh.list(b, s->size_class(), classes_);
       throw;
     }
   }
-  free_ -= static_cast<std::int64_t>(s->block_bytes());
-  in_use_ += static_cast<std::int64_t>(s->block_bytes());
-  requested_ += static_cast<std::int64_t>(bytes);
-  ++blocks_;
-  ++s->out;
+  sh.free -= static_cast<std::int64_t>(s->block_bytes());
+  sh.in_use += static_cast<std::int64_t>(s->block_bytes());
+  sh.requested += static_cast<std::int64_t>(bytes);
+  ++sh.blocks;
+  s->out.fetch_add(1, std::memory_order_relaxed);
   b.clean = b.event_recorded = false;
-  b.raw = raw;
+  b.raw.store(raw, std::memory_order_relaxed);
   b.device = device;
+  b.shard = static_cast<std::uint32_t>(&sh - shards_.data());
   b.stream = stream;
   b.requested = bytes;
   b.rec.refs.store(1, std::memory_order_relaxed);  // the caller's ref (raw: held for the caller)
@@ -175,14 +150,14 @@ void block_allocator::hand_out(block& b, std::size_t bytes, int device, void* st
 
 // -- growth: a slab from the stack, on the caller's thread ----------------------------------------
 
-block* block_allocator::grow(std::uint32_t cls, std::size_t bytes, int device, void* stream,
-                             bool raw) {
+block* block_allocator::grow(detail::block_shard& own, std::uint32_t cls, std::size_t bytes,
+                             int device, void* stream, bool raw) {
   std::lock_guard grow_lock(grow_mutex_);
   {
-    std::lock_guard lock(mutex_);  // another thread may have carved this class meanwhile
-    if (auto* b = pop(cls, device, stream)) {
-      hand_out(*b, bytes, device, stream, raw);
-      ++hits_;
+    std::lock_guard lock(own.mutex);  // another thread may have carved this class meanwhile
+    if (auto* b = own.pop(cls, device, stream, classes_)) {
+      hand_out(own, *b, bytes, device, stream, raw);
+      ++own.hits;
       return b;
     }
   }
@@ -190,8 +165,8 @@ block* block_allocator::grow(std::uint32_t cls, std::size_t bytes, int device, v
   block* first = nullptr;
   {
     std::unique_lock lock(mutex_);
-    if (closed_) {  // the incarnation ended while the slab was made: nothing may join it now
-      lock.unlock();
+    if (closed_.load(std::memory_order_relaxed)) {  // the incarnation ended meanwhile: nothing
+      lock.unlock();                                // may join it now
       slab::abandon(s, *stack_);
       stopped(control_->generation());
     }
@@ -199,18 +174,18 @@ block* block_allocator::grow(std::uint32_t cls, std::size_t bytes, int device, v
     new_slabs_.push_back({s->home(), s->count()});
     by_address_.emplace(s->begin(), s);
     slab_bytes_ += s->bytes();
-    auto& head = pool_of(device, stream).heads[cls];
+    std::lock_guard shard_lock(own.mutex);
     for (std::uint32_t i = s->count(); i-- > 0;) {
       auto& b = s->at(i);
       b.device = device;
       b.stream = stream;
       if (i > 0)
-        b.next = std::exchange(head, &b);
+        own.list(b, cls, classes_);
     }
-    free_ += static_cast<std::int64_t>(s->bytes());
+    own.free += static_cast<std::int64_t>(s->bytes());
     first = &s->at(0);
-    hand_out(*first, bytes, device, stream, raw);
-    ++misses_;
+    hand_out(own, *first, bytes, device, stream, raw);
+    ++own.misses;
   }
   // Wakes the actor, which puts the slab in its table before its next message.
   (void)control_->enqueue_release(s->home()->id);
@@ -261,11 +236,15 @@ void block_allocator::record_free(block& b) noexcept {
 
 void block_allocator::put_back(block& b) noexcept {
   record_free(b);  // outside the lock: a backend call
-  std::unique_lock lock(mutex_);
+  // Back to the shard it came from (not the releasing thread's): a block freed by the actor or
+  // by another thread is the next one its own thread gets again, as on one free list.
+  auto& home = shards_[b.shard];
+  std::unique_lock lock(home.mutex);
   auto* s = b.rec.parent;
-  if (push(b))
+  const auto done = push(home, b);
+  if (done == pushed::listed)
     return;
-  const bool last = s->out == 0;
+  const bool last = done == pushed::slab_gone_last;
   lock.unlock();
   if (b.event != nullptr)
     s->events().destroy_event(std::exchange(b.event, nullptr));
@@ -273,19 +252,19 @@ void block_allocator::put_back(block& b) noexcept {
     delete s;  // may destroy this allocator (the slab held it): touch nothing after
 }
 
-bool block_allocator::push(block& b) noexcept {
+block_allocator::pushed block_allocator::push(detail::block_shard& sh, block& b) noexcept {
   auto* s = b.rec.parent;
   b.out.store(false, std::memory_order_relaxed);
-  in_use_ -= static_cast<std::int64_t>(s->block_bytes());
-  requested_ -= static_cast<std::int64_t>(b.requested);
-  --blocks_;
-  --s->out;
+  sh.in_use -= static_cast<std::int64_t>(s->block_bytes());
+  sh.requested -= static_cast<std::int64_t>(b.requested);
+  --sh.blocks;
+  const bool last = s->out.fetch_sub(1, std::memory_order_acq_rel) == 1;
   if (s->let_go_done)
-    return false;
-  b.next = std::exchange(pool_of(b.device, b.stream).heads[s->size_class()], &b);
-  free_ += static_cast<std::int64_t>(s->block_bytes());
-  events_ += b.event_recorded ? 1 : 0;
-  return true;
+    return last ? pushed::slab_gone_last : pushed::slab_gone;
+  sh.list(b, s->size_class(), classes_);
+  sh.free += static_cast<std::int64_t>(s->block_bytes());
+  sh.events += b.event_recorded ? 1 : 0;
+  return pushed::listed;
 }
 
 raw_release block_allocator::release_raw(void* ptr, std::size_t bytes, int device,
@@ -312,7 +291,9 @@ raw_release block_allocator::release_raw(void* ptr, std::size_t bytes, int devic
         !b->rec.needs_reset.load(std::memory_order_acquire) && !b->rec.parent->let_go_done) {
       b->rec.refs.store(0, std::memory_order_relaxed);
       record_free(*b);
-      (void)push(*b);
+      auto& home = shards_[b->shard];
+      std::lock_guard shard_lock(home.mutex);
+      (void)push(home, *b);
       return raw_release::ok;
     }
   }
@@ -339,25 +320,28 @@ byte_ref block_allocator::ref_of(const void* ptr, std::size_t bytes) {
 
 std::vector<slab*> block_allocator::unlink_idle(std::vector<block*>& free_blocks) {
   std::unordered_map<const slab*, std::uint32_t> ready;
-  for (auto& p : pools_)
-    for (auto* head : p.heads)
-      for (auto* b = head; b != nullptr; b = b->next)
-        if (b->rec.parent->out == 0 && ready_elsewhere(*b))
-          ++ready[b->rec.parent];
+  for (auto& sh : shards_)
+    for (auto& p : sh.pools)
+      for (auto* head : p.heads)
+        for (auto* b = head; b != nullptr; b = b->next)
+          if (b->rec.parent->out.load(std::memory_order_relaxed) == 0 &&
+              detail::ready_elsewhere(*b, sh.events))
+            ++ready[b->rec.parent];
   std::erase_if(ready, [](const auto& kv) { return kv.second != kv.first->count(); });
+  for (auto& sh : shards_)
+    for (auto& p : sh.pools)
+      for (auto*& head : p.heads)
+        for (block** link = &head; *link != nullptr;) {
+          if (ready.contains((*link)->rec.parent)) {
+            free_blocks.push_back(*link);
+            sh.free -= static_cast<std::int64_t>((*link)->rec.parent->block_bytes());
+            *link = (*link)->next;
+          } else {
+            link = &(*link)->next;
+          }
+        }
   std::vector<slab*> gone;
   gone.reserve(ready.size());
-  free_blocks.reserve(free_blocks.size() + ready.size());
-  for (auto& p : pools_)
-    for (auto*& head : p.heads)
-      for (block** link = &head; *link != nullptr;) {
-        if (ready.contains((*link)->rec.parent)) {
-          free_blocks.push_back(*link);
-          *link = (*link)->next;
-        } else {
-          link = &(*link)->next;
-        }
-      }
   std::erase_if(slabs_, [&](slab* s) {
     if (!ready.contains(s))
       return false;
@@ -366,7 +350,6 @@ std::vector<slab*> block_allocator::unlink_idle(std::vector<block*>& free_blocks
   });
   for (auto* s : gone) {
     by_address_.erase(s->begin());
-    free_ -= static_cast<std::int64_t>(s->bytes());
     slab_bytes_ -= s->bytes();
     s->let_go_done = true;
   }
@@ -385,6 +368,7 @@ std::uint64_t block_allocator::trim() {
   {
     std::lock_guard grow_lock(grow_mutex_);
     std::lock_guard lock(mutex_);
+    const auto shards = lock_shards();
     gone = unlink_idle(free_blocks);
   }
   std::uint64_t bytes = 0;
@@ -401,17 +385,37 @@ std::uint64_t block_allocator::trim() {
 void block_allocator::prepare_stop() noexcept {
   std::lock_guard lock(mutex_);
   for (auto* s : slabs_)
-    if (s->out == 0)
+    if (s->out.load(std::memory_order_acquire) == 0)
       s->unpin();
 }
 
 block_stats block_allocator::stats() const {
-  std::lock_guard lock(mutex_);
+  std::int64_t in_use = 0, requested = 0, free = 0, blocks = 0;
+  block_stats out;
+  {
+    std::lock_guard lock(mutex_);
+    out.slabs = slabs_.size();
+    out.slab_bytes = slab_bytes_;
+  }
+  for (const auto& sh : shards_) {
+    std::lock_guard lock(sh.mutex);
+    in_use += sh.in_use;
+    requested += sh.requested;
+    free += sh.free;
+    blocks += sh.blocks;
+    out.hits += sh.hits;
+    out.misses += sh.misses;
+    out.cross_stream_reuses += sh.cross;
+    out.events_recorded += sh.events;
+  }
   const auto clamp = [](std::int64_t v) {
     return static_cast<std::uint64_t>(std::max<std::int64_t>(v, 0));
   };
-  return {clamp(in_use_), clamp(requested_), clamp(free_),  clamp(blocks_), hits_, misses_,
-          cross_,         events_,           slabs_.size(), slab_bytes_};
+  out.in_use_bytes = clamp(in_use);
+  out.requested_bytes = clamp(requested);
+  out.free_bytes = clamp(free);
+  out.blocks_in_use = clamp(blocks);
+  return out;
 }
 
 std::vector<block_allocator::new_slab> block_allocator::take_new_slabs() {
@@ -420,7 +424,8 @@ std::vector<block_allocator::new_slab> block_allocator::take_new_slabs() {
 }
 
 std::vector<block_allocator::new_slab> block_allocator::seal() noexcept {
-  std::lock_guard lock(mutex_);  // a growth registers its slab under it, or sees closed_
+  std::lock_guard lock(mutex_);       // a growth registers its slab under it, or sees closed_
+  const auto shards = lock_shards();  // a hand-out in progress ends before it, or sees closed_
   closed_ = true;
   return std::exchange(new_slabs_, {});
 }
@@ -428,26 +433,30 @@ std::vector<block_allocator::new_slab> block_allocator::seal() noexcept {
 void block_allocator::close() noexcept {
   const auto keep = shared_from_this();  // deleting slabs below may drop the last other ref
   std::lock_guard lock(mutex_);  // nothing else runs now: backend calls under the lock are fine
+  const auto shards = lock_shards();
   closed_ = true;
-  for (auto& p : pools_)
-    for (auto* head : p.heads)
-      for (auto* b = head; b != nullptr; b = b->next)
-        if (auto* e = std::exchange(b->event, nullptr))
-          b->rec.parent->events().destroy_event(e);
-  pools_.clear();
+  for (auto& sh : shards_) {
+    for (auto& p : sh.pools)
+      for (auto* head : p.heads)
+        for (auto* b = head; b != nullptr; b = b->next)
+          if (auto* e = std::exchange(b->event, nullptr))
+            b->rec.parent->events().destroy_event(e);
+    sh.pools.clear();
+    sh.free = 0;
+  }
   by_address_.clear();
-  free_ = 0;
   slab_bytes_ = 0;
+  auto& counts = shards_[0];  // the blocks given up leave the sums: any shard's counters do
   for (auto* s : std::exchange(slabs_, {})) {
     s->let_go_done = true;
     s->unpin();  // post_stop has decided what to leak: the pin did its work
     for (std::uint32_t i = 0; i < s->count(); ++i)
       if (auto& b = s->at(i); b.raw && b.out.exchange(false, std::memory_order_acq_rel)) {
         b.raw = false;  // given up: its memory was leaked or freed with its slab
-        --s->out;
-        in_use_ -= static_cast<std::int64_t>(s->block_bytes());
-        requested_ -= static_cast<std::int64_t>(b.requested);
-        --blocks_;
+        s->out.fetch_sub(1, std::memory_order_relaxed);
+        counts.in_use -= static_cast<std::int64_t>(s->block_bytes());
+        counts.requested -= static_cast<std::int64_t>(b.requested);
+        --counts.blocks;
       }
     if (s->out == 0)
       delete s;  // else the last block coming back deletes it (put_back)

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -8,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <uma/memory/detail/block_shard.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/memory/memory_resource.hpp>
 
@@ -61,8 +64,9 @@ enum class raw_release : std::uint8_t {
 /// (sub-views, pins, every request; inert once the incarnation stops). A block whose advice the
 /// actor changed comes back through the actor, which resets it first.
 ///
-/// Thread-safety: every member may be called from any thread at once (one lock; no backend call
-/// under it but event queries).
+/// Thread-safety: every member may be called from any thread at once. The free lists are
+/// sharded (memory/detail/block_shard.hpp): a hit takes its thread's shard's lock only; growth,
+/// raw lookups and the slab list take one more. No backend call under a lock but event queries.
 class block_allocator : public std::enable_shared_from_this<block_allocator> {
  public:
   /// Slabs come from `stack` (the top of the incarnation's resource stack); `control` is the
@@ -135,26 +139,32 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   void put_back(detail::block& b) noexcept;
 
  private:
-  struct stream_pool {
-    int device = 0;
-    void* stream = nullptr;
-    std::vector<detail::block*> heads;  // one free list per size class
-  };
-
   /// A block's record with the caller's count taken.
   [[nodiscard]] detail::region* take_ref(std::size_t bytes, int device, stream_view stream);
   [[nodiscard]] std::uint32_t class_of(std::size_t bytes) const noexcept;
+  static constexpr std::size_t shard_count = 16;
+  using shard_locks = std::array<std::unique_lock<detail::spin_mutex>, shard_count>;
+
+  /// The calling thread's shard.
+  [[nodiscard]] detail::block_shard& own_shard() noexcept;
+  /// Every shard locked, in index order (after `mutex_`, if that is taken too).
+  [[nodiscard]] shard_locks lock_shards() const;
   [[nodiscard]] detail::block* take(std::size_t bytes, int device, void* stream, bool raw);
-  [[nodiscard]] detail::block* grow(std::uint32_t cls, std::size_t bytes, int device, void* stream,
-                                    bool raw);
+  /// A free block from a shard other than `own` (each locked in turn), handed out; or null.
+  [[nodiscard]] detail::block* steal(const detail::block_shard& own, std::uint32_t cls,
+                                     std::size_t bytes, int device, void* stream, bool raw);
+  [[nodiscard]] detail::block* grow(detail::block_shard& own, std::uint32_t cls, std::size_t bytes,
+                                    int device, void* stream, bool raw);
   [[nodiscard]] detail::slab* carve(std::uint32_t cls);
-  [[nodiscard]] stream_pool& pool_of(int device, void* stream);
-  [[nodiscard]] detail::block* pop(std::uint32_t cls, int device, void* stream);
-  [[nodiscard]] bool ready_elsewhere(detail::block& b) noexcept;
-  void hand_out(detail::block& b, std::size_t bytes, int device, void* stream, bool raw);
-  /// Takes a block that was out off the counters and onto its free list (lock held); false
-  /// when its slab was let go (the caller finishes it).
-  bool push(detail::block& b) noexcept;
+  /// Hands free block `b` out of shard `sh` (its lock held).
+  void hand_out(detail::block_shard& sh, detail::block& b, std::size_t bytes, int device,
+                void* stream, bool raw);
+  /// What `push` did with a block that came back.
+  enum class pushed : std::uint8_t { listed, slab_gone, slab_gone_last };
+  /// Takes a block that was out off the counters and onto shard `sh`'s free list (its lock
+  /// held); when its slab was let go, the block is not listed and the caller finishes it (and
+  /// deletes the slab when it was the slab's last block out).
+  pushed push(detail::block_shard& sh, detail::block& b) noexcept;
   void record_free(detail::block& b) noexcept;
   [[nodiscard]] std::vector<detail::slab*> unlink_idle(std::vector<detail::block*>& free_blocks);
   void finish(std::vector<detail::block*>& free_blocks) noexcept;
@@ -165,15 +175,15 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   const std::size_t page_;
   const std::uint32_t classes_;
   std::mutex grow_mutex_;  // one slab carved at a time
-  mutable std::mutex mutex_;
-  std::vector<stream_pool> pools_;
-  std::size_t last_pool_ = 0;
+  /// Guards the slab list, the address map and the new slabs; taken before any shard's lock.
+  mutable detail::spin_mutex mutex_;
+  mutable std::array<detail::block_shard, shard_count> shards_;
   std::vector<detail::slab*> slabs_;
   std::map<std::uintptr_t, detail::slab*> by_address_;  // slab begin -> slab (raw lookups)
   std::vector<new_slab> new_slabs_;
-  std::int64_t in_use_ = 0, requested_ = 0, free_ = 0, blocks_ = 0;
-  std::uint64_t hits_ = 0, misses_ = 0, cross_ = 0, events_ = 0, slab_bytes_ = 0;
-  bool closed_ = false;
+  std::uint64_t slab_bytes_ = 0;
+  /// Set under `mutex_` and every shard's lock (seal, close); read under either.
+  std::atomic<bool> closed_{false};
 };
 
 /// The shared handle to an incarnation's block allocator (the `blocks_atom` reply).

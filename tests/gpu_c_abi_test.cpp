@@ -82,7 +82,12 @@ TEST_F(gpu_c_abi, EveryBlockIsManagedMemoryTheAllocatorCounts) {
   s.struct_size = sizeof s;
   ASSERT_EQ(uma_get_stats(alloc_, &s), UMA_OK);
   EXPECT_EQ(s.cache_requested_bytes, requested);
-  EXPECT_EQ(s.live_bytes, s.cache_in_use_bytes + s.cache_free_bytes);
+  // Every live byte is a block's, but for alignment: a slab is page-aligned (a block's pages
+  // are its own, for range plans), and CUDA guarantees 256 B, so each of the four slabs (one
+  // per size class here) is charged up to a page more than its blocks.
+  const std::uint64_t in_blocks = s.cache_in_use_bytes + s.cache_free_bytes;
+  EXPECT_GE(s.live_bytes, in_blocks);
+  EXPECT_LT(s.live_bytes - in_blocks, 4u * 4096u);
   for (void* p : blocks)
     EXPECT_EQ(uma_free(alloc_, p, 0, 0, static_cast<uma_stream>(a_)), UMA_OK);
 }

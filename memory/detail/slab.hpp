@@ -19,8 +19,9 @@ namespace detail {
 class slab;
 
 /// One block of a slab: the record its refs share, and where it was last used. `next`, the
-/// stream fields and the flags belong to whoever holds the block: the block allocator (under its
-/// lock) while the block is free, the caller it was handed to while it is out.
+/// stream fields and the flags belong to whoever holds the block: the block allocator (under the
+/// lock of the shard listing it) while the block is free, the caller it was handed to while it
+/// is out.
 struct block {
   block(std::shared_ptr<control_block> control, std::uint64_t id, std::byte* data,
         std::size_t bytes, region* home, slab* parent)
@@ -32,8 +33,11 @@ struct block {
   bool event_recorded = false;  ///< `event` covers the block's last use on `stream`
   bool clean = true;            ///< never handed out: no stream has work on it
   bool stream_bound = false;    ///< no event could be made: reused on its own stream only
-  bool raw = false;             ///< handed out as a pointer (`block_allocator::allocate_raw`)
+  /// Handed out as a pointer (`block_allocator::allocate_raw`); read by raw lookups under the
+  /// allocator's slab lock while a shard's lock hands the block out.
+  std::atomic<bool> raw{false};
   int device = 0;
+  std::uint32_t shard = 0;    ///< the free-list shard it was handed out of, and goes back to
   void* stream = nullptr;     ///< the stream of its last use (allocation, then free)
   std::size_t requested = 0;  ///< bytes asked for while out
   std::atomic<bool> out{false};
@@ -86,9 +90,9 @@ class slab {
   /// goes back to `stack` and the region record, which no table holds, is deleted.
   static void abandon(slab* s, memory_resource& stack) noexcept;
 
-  /// Blocks out (guarded by the allocator's lock).
-  std::uint32_t out = 0;
-  /// The allocator let go (guarded by the allocator's lock).
+  /// Blocks out (changed under the lock of the shard handing out or taking back a block).
+  std::atomic<std::uint32_t> out{0};
+  /// The allocator let go (set under every shard's lock; read under one).
   bool let_go_done = false;
 
  private:
