@@ -13,9 +13,6 @@ namespace uma {
 
 namespace {
 
-constexpr std::string_view policy_names[] = {"migrate", "read_mostly", "remote_map", "discard",
-                                             "auto"};
-
 bool places_on_device(residency_policy p) noexcept {
   return p == residency_policy::migrate || p == residency_policy::read_mostly ||
          p == residency_policy::discard;
@@ -26,45 +23,6 @@ std::string region_name(std::uint64_t id) {
 }
 
 }  // namespace
-
-std::string_view to_string(residency_policy p) noexcept {
-  const auto i = static_cast<std::size_t>(p);
-  return i < std::size(policy_names) ? policy_names[i] : "unknown";
-}
-
-std::optional<residency_policy> parse_residency_policy(std::string_view s) noexcept {
-  for (std::size_t i = 0; i < std::size(policy_names); ++i)
-    if (s == policy_names[i])
-      return static_cast<residency_policy>(i);
-  return std::nullopt;
-}
-
-std::string_view to_string(residency_move_kind k) noexcept {
-  switch (k) {
-    case residency_move_kind::to_device:
-      return "to_device";
-    case residency_move_kind::to_host:
-      return "to_host";
-    case residency_move_kind::drop_copy:
-      return "drop_copy";
-    case residency_move_kind::discard:
-      return "discard";
-    case residency_move_kind::map_remote:
-      return "map_remote";
-  }
-  return "unknown";
-}
-
-residency_ledger& residency_ledger::operator+=(const residency_ledger& o) noexcept {
-  to_device_bytes += o.to_device_bytes;
-  to_host_bytes += o.to_host_bytes;
-  dropped_bytes += o.dropped_bytes;
-  discarded_bytes += o.discarded_bytes;
-  placements += o.placements;
-  evictions += o.evictions;
-  refetches += o.refetches;
-  return *this;
-}
 
 residency_account::residency_account(std::vector<std::size_t> device_memory)
     : tenants_(device_memory) {
@@ -426,6 +384,23 @@ residency_plan residency_account::dead(std::span<const std::uint64_t> ids) {
     e.evicted_unused = false;  // nothing was lost: the contents were not wanted
   }
   return plan;
+}
+
+void residency_account::split(std::uint64_t id, std::uint64_t to, std::size_t bytes) {
+  const auto it = entries_.find(id);
+  if (it == entries_.end())
+    raise(errc::invalid_argument, "split: " + region_name(id) + " is in no plan");
+  if (entries_.contains(to))
+    raise(errc::invalid_argument, "split: " + region_name(to) + " is in the account already");
+  if (bytes == 0 || bytes >= it->second.bytes)
+    raise(errc::invalid_argument, "split: " + region_name(id) + " has " +
+                                      std::to_string(it->second.bytes) + " bytes; cannot give " +
+                                      std::to_string(bytes) + " of them away");
+  entry part = it->second;
+  part.bytes = bytes;
+  part.ledger = {};
+  entries_.emplace(to, std::move(part));  // may rehash: `it` is not used after it
+  entries_.at(id).bytes -= bytes;         // the device's and tenants' sums do not change
 }
 
 void residency_account::forget(std::uint64_t id) noexcept {

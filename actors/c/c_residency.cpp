@@ -1,0 +1,103 @@
+// The residency report in the C ABI's two forms (actors/c/uma.h): the struct that can grow and
+// the JSON of uma_residency_json (docs/c_abi.md "Residency").
+
+#include <uma/actors/c/c_plans.hpp>
+
+#include <algorithm>
+#include <iterator>
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+namespace uma::c {
+
+namespace {
+
+uma_device_residency device_of(const device_residency& d) noexcept {
+  return {d.memory, d.budget, d.resident, d.peak, d.held};
+}
+
+boost::json::object device_json(const device_residency& d) {
+  return {{"memory_bytes", d.memory},
+          {"budget_bytes", d.budget},
+          {"resident_bytes", d.resident},
+          {"peak_bytes", d.peak},
+          {"held_bytes", d.held}};
+}
+
+boost::json::object ledger_json(const residency_ledger& l) {
+  return {{"to_device_bytes", l.to_device_bytes},
+          {"to_host_bytes", l.to_host_bytes},
+          {"dropped_bytes", l.dropped_bytes},
+          {"discarded_bytes", l.discarded_bytes},
+          {"placements", l.placements},
+          {"evictions", l.evictions},
+          {"refetches", l.refetches}};
+}
+
+boost::json::object driver_json(const driver_ledger& d) {
+  return {{"to_device_bytes", d.to_device_bytes},
+          {"to_host_bytes", d.to_host_bytes},
+          {"prefetched_to_device_bytes", d.prefetched_to_device_bytes},
+          {"prefetched_to_host_bytes", d.prefetched_to_host_bytes},
+          {"cpu_page_faults", d.cpu_page_faults},
+          {"gpu_page_faults", d.gpu_page_faults},
+          {"thrashing_bytes", d.thrashing_bytes},
+          {"throttled", d.throttled},
+          {"remote_map_bytes", d.remote_map_bytes}};
+}
+
+}  // namespace
+
+uma_residency_report report_of(const residency_report& r) noexcept {
+  uma_residency_report out{};
+  out.device_count = static_cast<std::uint32_t>(r.devices.size());
+  const auto filled = std::min(r.devices.size(), std::size(out.devices));
+  for (std::size_t d = 0; d < filled; ++d)
+    out.devices[d] = device_of(r.devices[d]);
+  out.to_device_bytes = r.totals.to_device_bytes;
+  out.to_host_bytes = r.totals.to_host_bytes;
+  out.dropped_bytes = r.totals.dropped_bytes;
+  out.discarded_bytes = r.totals.discarded_bytes;
+  out.placements = r.totals.placements;
+  out.evictions = r.totals.evictions;
+  out.refetches = r.totals.refetches;
+  out.driver_counters_on = r.driver_counters_on ? 1 : 0;
+  out.driver_to_device_bytes = r.driver_totals.to_device_bytes;
+  out.driver_to_host_bytes = r.driver_totals.to_host_bytes;
+  out.driver_page_faults = r.driver_totals.cpu_page_faults + r.driver_totals.gpu_page_faults;
+  out.unplanned_bytes = r.unplanned_bytes;
+  return out;
+}
+
+std::string report_json(const residency_report& r) {
+  boost::json::array devices;
+  for (const auto& d : r.devices)
+    devices.push_back(device_json(d));
+  boost::json::array labels;
+  for (const auto& l : r.labels)
+    labels.push_back(
+        {{"label", l.label}, {"moves", ledger_json(l.moves)}, {"driver", driver_json(l.driver)}});
+  boost::json::array tenants;
+  for (const auto& t : r.tenants) {
+    boost::json::array per_device;
+    for (const auto& d : t.devices)
+      per_device.push_back(device_json(d));
+    tenants.push_back({{"tenant", t.tenant}, {"devices", std::move(per_device)}});
+  }
+  const boost::json::object out{{"devices", std::move(devices)},
+                                {"totals", ledger_json(r.totals)},
+                                {"moves", r.moves},
+                                {"driver_counters_on", r.driver_counters_on},
+                                {"driver_counters", r.driver_counters},
+                                {"driver_totals", driver_json(r.driver_totals)},
+                                {"driver_unattributed", driver_json(r.driver_unattributed)},
+                                {"driver_records_dropped", r.driver_records_dropped},
+                                {"labels", std::move(labels)},
+                                {"tenants", std::move(tenants)},
+                                {"unplanned_bytes", r.unplanned_bytes}};
+  return boost::json::serialize(out);
+}
+
+}  // namespace uma::c
