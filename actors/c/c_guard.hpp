@@ -4,6 +4,8 @@
 // exception crosses into C; a failure becomes a status plus the calling thread's last-error
 // message. Internal to libuma_c; not installed.
 
+#include <cstddef>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -51,6 +53,20 @@ uma_status guarded(F&& f) noexcept {
 inline void require(const void* p, const char* what) {
   if (p == nullptr)
     throw status_error(UMA_ERR_NULL_ARGUMENT, std::string(what) + " is NULL");
+}
+
+/// Copies `json` and its NUL into `buffer` (the convention of uma_stats_json): sets `*needed`
+/// when given; UMA_ERR_BUFFER_TOO_SMALL naming `what` when `buffer` is NULL or too small.
+inline uma_status copy_json(const std::string& json, char* buffer, std::size_t capacity,
+                            std::size_t* needed, const char* what) {
+  if (needed != nullptr)
+    *needed = json.size() + 1;
+  if (buffer == nullptr || capacity < json.size() + 1)
+    throw status_error(UMA_ERR_BUFFER_TOO_SMALL,
+                       std::string(what) + ": " + std::to_string(json.size() + 1) +
+                           " bytes needed, " + std::to_string(buffer ? capacity : 0) + " given");
+  std::memcpy(buffer, json.c_str(), json.size() + 1);
+  return UMA_OK;
 }
 
 }  // namespace uma::c

@@ -228,15 +228,8 @@ uma_status uma_get_residency(uma_allocator* a, uma_residency_report* out) {
 uma_status uma_residency_json(uma_allocator* a, char* buffer, size_t capacity, size_t* needed) {
   return guarded([&] {
     require(a, "uma_residency_json: allocator");
-    const auto json = uma::c::report_json(a->client->residency());
-    if (needed != nullptr)
-      *needed = json.size() + 1;
-    if (buffer == nullptr || capacity < json.size() + 1)
-      throw status_error(UMA_ERR_BUFFER_TOO_SMALL,
-                         "uma_residency_json: " + std::to_string(json.size() + 1) +
-                             " bytes needed, " + std::to_string(buffer ? capacity : 0) + " given");
-    std::memcpy(buffer, json.c_str(), json.size() + 1);
-    return UMA_OK;
+    return uma::c::copy_json(uma::c::report_json(a->client->residency()), buffer, capacity, needed,
+                             "uma_residency_json");
   });
 }
 

@@ -10,6 +10,8 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <uma/memory/residency_json.hpp>
+
 namespace uma::c {
 
 namespace {
@@ -18,35 +20,7 @@ uma_device_residency device_of(const device_residency& d) noexcept {
   return {d.memory, d.budget, d.resident, d.peak, d.held};
 }
 
-boost::json::object device_json(const device_residency& d) {
-  return {{"memory_bytes", d.memory},
-          {"budget_bytes", d.budget},
-          {"resident_bytes", d.resident},
-          {"peak_bytes", d.peak},
-          {"held_bytes", d.held}};
-}
-
-boost::json::object ledger_json(const residency_ledger& l) {
-  return {{"to_device_bytes", l.to_device_bytes},
-          {"to_host_bytes", l.to_host_bytes},
-          {"dropped_bytes", l.dropped_bytes},
-          {"discarded_bytes", l.discarded_bytes},
-          {"placements", l.placements},
-          {"evictions", l.evictions},
-          {"refetches", l.refetches}};
-}
-
-boost::json::object driver_json(const driver_ledger& d) {
-  return {{"to_device_bytes", d.to_device_bytes},
-          {"to_host_bytes", d.to_host_bytes},
-          {"prefetched_to_device_bytes", d.prefetched_to_device_bytes},
-          {"prefetched_to_host_bytes", d.prefetched_to_host_bytes},
-          {"cpu_page_faults", d.cpu_page_faults},
-          {"gpu_page_faults", d.gpu_page_faults},
-          {"thrashing_bytes", d.thrashing_bytes},
-          {"throttled", d.throttled},
-          {"remote_map_bytes", d.remote_map_bytes}};
-}
+using object = boost::json::object;
 
 }  // namespace
 
@@ -74,29 +48,31 @@ uma_residency_report report_of(const residency_report& r) noexcept {
 std::string report_json(const residency_report& r) {
   boost::json::array devices;
   for (const auto& d : r.devices)
-    devices.push_back(device_json(d));
+    devices.push_back(device_residency_json<object>(d));
   boost::json::array labels;
   for (const auto& l : r.labels)
-    labels.push_back(
-        {{"label", l.label}, {"moves", ledger_json(l.moves)}, {"driver", driver_json(l.driver)}});
+    labels.push_back({{"label", l.label},
+                      {"moves", residency_ledger_json<object>(l.moves)},
+                      {"driver", driver_ledger_json<object>(l.driver)}});
   boost::json::array tenants;
   for (const auto& t : r.tenants) {
     boost::json::array per_device;
     for (const auto& d : t.devices)
-      per_device.push_back(device_json(d));
+      per_device.push_back(device_residency_json<object>(d));
     tenants.push_back({{"tenant", t.tenant}, {"devices", std::move(per_device)}});
   }
-  const boost::json::object out{{"devices", std::move(devices)},
-                                {"totals", ledger_json(r.totals)},
-                                {"moves", r.moves},
-                                {"driver_counters_on", r.driver_counters_on},
-                                {"driver_counters", r.driver_counters},
-                                {"driver_totals", driver_json(r.driver_totals)},
-                                {"driver_unattributed", driver_json(r.driver_unattributed)},
-                                {"driver_records_dropped", r.driver_records_dropped},
-                                {"labels", std::move(labels)},
-                                {"tenants", std::move(tenants)},
-                                {"unplanned_bytes", r.unplanned_bytes}};
+  const boost::json::object out{
+      {"devices", std::move(devices)},
+      {"totals", residency_ledger_json<object>(r.totals)},
+      {"moves", r.moves},
+      {"driver_counters_on", r.driver_counters_on},
+      {"driver_counters", r.driver_counters},
+      {"driver_totals", driver_ledger_json<object>(r.driver_totals)},
+      {"driver_unattributed", driver_ledger_json<object>(r.driver_unattributed)},
+      {"driver_records_dropped", r.driver_records_dropped},
+      {"labels", std::move(labels)},
+      {"tenants", std::move(tenants)},
+      {"unplanned_bytes", r.unplanned_bytes}};
   return boost::json::serialize(out);
 }
 

@@ -180,15 +180,7 @@ uma_status uma_get_stats(uma_allocator* allocator, uma_stats* out) {
 uma_status uma_stats_json(uma_allocator* allocator, char* buffer, size_t capacity, size_t* needed) {
   return guarded([&] {
     require(allocator, "uma_stats_json: allocator");
-    const auto json = allocator->stats_json();
-    if (needed != nullptr)
-      *needed = json.size() + 1;
-    if (buffer == nullptr || capacity < json.size() + 1)
-      throw status_error(UMA_ERR_BUFFER_TOO_SMALL,
-                         "uma_stats_json: " + std::to_string(json.size() + 1) + " bytes needed, " +
-                             std::to_string(buffer ? capacity : 0) + " given");
-    std::memcpy(buffer, json.c_str(), json.size() + 1);
-    return UMA_OK;
+    return uma::c::copy_json(allocator->stats_json(), buffer, capacity, needed, "uma_stats_json");
   });
 }
 
