@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -28,6 +29,10 @@ class residency_account {
  public:
   /// `device_memory[d]`: the bytes of device d.
   explicit residency_account(std::vector<std::size_t> device_memory);
+
+  /// How refusals name an id (default: "region N"); the allocator names its extents by their
+  /// region and bytes.
+  void set_namer(std::function<std::string(std::uint64_t)> namer) { namer_ = std::move(namer); }
 
   [[nodiscard]] int device_count() const noexcept { return static_cast<int>(devices_.size()); }
   /// Sets device `device`'s budget: 1 byte up to its memory. Lowering it below what is resident
@@ -117,6 +122,7 @@ class residency_account {
   };
 
   void check_device(int device, const char* what) const;
+  [[nodiscard]] std::string name_of(std::uint64_t id) const;
   [[nodiscard]] decision decide(std::span<const planned_region> regions, int device,
                                 access_mode mode) const;
   /// The regions to evict, least recently used first, for `plan` to fit; quota_exceeded when
@@ -151,6 +157,7 @@ class residency_account {
   residency_ledger totals_;
   std::map<std::string, residency_ledger> forgotten_by_label_;
   std::uint64_t clock_ = 0;
+  std::function<std::string(std::uint64_t)> namer_;
 };
 
 }  // namespace uma

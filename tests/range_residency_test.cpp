@@ -60,6 +60,8 @@ TEST_F(range_plans, APageTwoPlansShareIsChargedOnceAndHeldByBoth) {
   EXPECT_EQ(uma_->done_with(std::vector{at(0, page + 1)}), 2u);  // pages 0 and 1
   EXPECT_EQ(uma_->residency().devices[0].held, 3 * page);        // page 1 is still the second's
   UMA_EXPECT_ERROR((void)uma_->dead(std::vector{at(page, page)}), errc::invalid_argument,
+                   "bytes [4096, +4096) of region");  // the extent named by its bytes
+  UMA_EXPECT_ERROR((void)uma_->dead(std::vector{at(page, page)}), errc::invalid_argument,
                    "held by 1 plan");
 }
 

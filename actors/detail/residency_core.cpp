@@ -27,6 +27,12 @@ residency_core::residency_core(const allocator_config& config, std::shared_ptr<b
     account_.set_budget(device, bytes);
   for (const auto& [tenant, device, bytes] : config.tenant_budgets)
     account_.set_tenant_budget(tenant, device, bytes);
+  account_.set_namer([this](std::uint64_t id) {  // the account's entries are extents
+    const auto x = extents_.find(id);
+    return x ? "bytes [" + std::to_string(x->offset) + ", +" + std::to_string(x->bytes) +
+                   ") of region " + std::to_string(x->region)
+             : "extent " + std::to_string(id);
+  });
   if (!config.driver_counters) {
     driver_status_ = "off (allocator_config::driver_counters)";
     return;
