@@ -15,13 +15,18 @@ access_sequence::access_sequence(client& c, std::vector<access_step> steps, std:
   if (steps_.empty())
     raise(errc::invalid_argument, "access_sequence: a sequence of no step");
   for (std::size_t i = 0; i < steps_.size(); ++i)
-    if (steps_[i].refs.empty())
-      raise(errc::invalid_argument, "access_sequence: step " + std::to_string(i) + " names no ref");
-  std::unordered_set<const void*> seen;  // the cycle's bytes: each ref's range once
-  for (const auto& s : steps_)
+    if (steps_[i].refs.empty() && steps_[i].ranges.empty())
+      raise(errc::invalid_argument,
+            "access_sequence: step " + std::to_string(i) + " names no ref or range");
+  std::unordered_set<std::uintptr_t> seen;  // the cycle's bytes: each ref's or range's once
+  for (const auto& s : steps_) {
     for (const auto& ref : s.refs)
-      if (seen.insert(ref.range().ptr).second)
+      if (seen.insert(reinterpret_cast<std::uintptr_t>(ref.range().ptr)).second)
         cycle_.bytes += ref.range().bytes;
+    for (const auto& r : s.ranges)
+      if (seen.insert(r.address).second)
+        cycle_.bytes += r.bytes;
+  }
   cycle_.plans = static_cast<std::uint32_t>(std::min<std::size_t>(steps_.size(), UINT32_MAX));
   if (lookahead_ >= steps_.size())
     raise(errc::invalid_argument, "access_sequence: a lookahead of " + std::to_string(lookahead_) +
@@ -38,7 +43,7 @@ access_sequence::~access_sequence() {
 }
 
 access_plan_request access_sequence::request_of(const access_step& s) const {
-  return {s.refs, s.device, s.mode, s.policy, s.stream, s.reply_when, s.tenant, cycle_};
+  return {s.refs, s.device, s.mode, s.policy, s.stream, s.reply_when, s.tenant, cycle_, s.ranges};
 }
 
 residency_result access_sequence::issue(std::size_t step) {
@@ -82,7 +87,10 @@ void access_sequence::end(std::size_t step) {
   if (!held_[step])
     return;
   held_[step] = false;
-  (void)client_.done_with(steps_[step].refs);
+  if (!steps_[step].refs.empty())
+    (void)client_.done_with(steps_[step].refs);
+  if (!steps_[step].ranges.empty())
+    (void)client_.done_with(steps_[step].ranges);
 }
 
 residency_result access_sequence::begin(std::size_t i) {

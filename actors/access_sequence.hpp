@@ -27,6 +27,8 @@ struct access_step {
   /// stream) or issued (`enqueued`, enough when `stream` is the one the kernels run on).
   completion reply_when = completion::complete;
   std::string tenant{};  ///< the tenant the step's regions count for (docs/residency.md)
+  /// Ranges by address, planned beside `refs` (access_plan_request::ranges).
+  std::vector<address_range> ranges{};
 };
 
 /// The same plans every pass. `begin(i)` ends the plan of the step before, makes step i's plan
@@ -38,8 +40,8 @@ struct access_step {
 /// make room. Not thread-safe: one caller steps it.
 class access_sequence {
  public:
-  /// Refuses (invalid_argument) an empty sequence, a step with no ref, or a lookahead of the
-  /// sequence's length or more, before anything is sent.
+  /// Refuses (invalid_argument) an empty sequence, a step with no ref or range, or a lookahead of
+  /// the sequence's length or more, before anything is sent.
   access_sequence(client& c, std::vector<access_step> steps, std::size_t lookahead = 1);
   access_sequence(const access_sequence&) = delete;
   access_sequence& operator=(const access_sequence&) = delete;

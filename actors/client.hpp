@@ -183,9 +183,9 @@ class client {
   }
   // -- residency (docs/residency.md) ------------------------------------------------------------
 
-  /// An access plan: the whole regions of `refs` are about to be used on `device` in `mode`;
-  /// they are placed there (others evicted first when its budget needs it) and held until
-  /// done_with. Returns the moves, once the placements were issued on `stream` (none: the
+  /// An access plan: the pages of `refs` (each ref's own bytes) are about to be used on `device`
+  /// in `mode`; they are placed there (others evicted first when its budget needs it) and held
+  /// until done_with. Returns the moves, once the placements were issued on `stream` (none: the
   /// allocator's lanes' own streams) or, with `when` complete, once they are done.
   residency_result will_access(std::vector<byte_ref> refs, int device, access_mode mode,
                                residency_policy policy = residency_policy::automatic,
@@ -207,6 +207,14 @@ class client {
   /// The contents of `refs` are no longer needed: discarded, nothing moves back.
   residency_result dead(std::vector<byte_ref> refs) {
     return call<residency_result>(dead_atom_v, std::move(refs));
+  }
+  /// done_with by address range (access_plan_request::ranges; docs/residency.md "Ranges").
+  std::uint64_t done_with(std::vector<address_range> ranges) {
+    return call<std::uint64_t>(done_ranges_atom_v, std::move(ranges));
+  }
+  /// dead by address range.
+  residency_result dead(std::vector<address_range> ranges) {
+    return call<residency_result>(dead_ranges_atom_v, std::move(ranges));
   }
   /// The budget of `device` in force; non-zero `set_bytes` sets it first. Through a supervisor
   /// it outlives restarts.

@@ -92,8 +92,10 @@ class managed_allocator final : public allocator_impl::base {
         [this](job_done_atom, std::uint64_t ticket, caf::message& payload, caf::error& err,
                bool fatal) { job_done(ticket, payload, err, fatal); },
         [this](will_access_atom, const access_plan_request& r) { return plan_access(r); },
-        [this](done_with_atom, const std::vector<byte_ref>& refs) { return done_with(refs); },
-        [this](dead_atom, const std::vector<byte_ref>& refs) { return dead(refs); },
+        [this](done_with_atom, const std::vector<byte_ref>& refs) { return done_with(refs, {}); },
+        [this](done_ranges_atom, const std::vector<address_range>& r) { return done_with({}, r); },
+        [this](dead_atom, const std::vector<byte_ref>& refs) { return dead(refs, {}); },
+        [this](dead_ranges_atom, const std::vector<address_range>& r) { return dead({}, r); },
         [this](budget_atom, int device, std::uint64_t bytes) { return budget(device, bytes); },
         [this](tenant_budget_atom, const std::string& tenant, int device, std::uint64_t bytes) {
           return tenant_budget(tenant, device, bytes);
@@ -270,16 +272,17 @@ class managed_allocator final : public allocator_impl::base {
   caf::result<residency_result> plan_access(const access_plan_request& r) {
     return plan(
         [&] {
-          check_refs(r.refs, "will_access");
+          check_plan(r.refs, r.ranges, "will_access");
           check_stream(r.stream, "will_access");
           core_.note(event_kind::prefetch, r.refs, {}, "access plan");
           return residency_.will_access(r);
         },
         r.reply_when, r.stream.handle != nullptr);
   }
-  caf::result<residency_result> dead(const std::vector<byte_ref>& refs) {
-    return plan([&] { return residency_.dead(check_refs(refs, "dead"), {}); }, completion::enqueued,
-                false);
+  caf::result<residency_result> dead(std::span<const byte_ref> refs,
+                                     std::span<const address_range> ranges) {
+    return plan([&] { return residency_.dead(check_plan(refs, ranges, "dead"), ranges, {}); },
+                completion::enqueued, false);
   }
   /// Decides a plan (`decide` validates first), then queues its moves: evictions on the host
   /// lane, placements on the device's; the reply waits for the placements (issued or complete).
@@ -331,13 +334,23 @@ class managed_allocator final : public allocator_impl::base {
   caf::result<std::uint64_t> budget(int device, std::uint64_t bytes) {
     return guarded<std::uint64_t>([&] { return residency_.budget(device, bytes); });
   }
-  caf::result<std::uint64_t> done_with(const std::vector<byte_ref>& refs) {
+  caf::result<std::uint64_t> done_with(std::span<const byte_ref> refs,
+                                       std::span<const address_range> ranges) {
     return guarded<std::uint64_t>(
-        [&] { return residency_.done_with(check_refs(refs, "done_with")); });
+        [&] { return residency_.done_with(check_plan(refs, ranges, "done_with"), ranges); });
   }
 
   // -- validation (actors/request_checks) -------------------------------------------------------
 
+  /// A plan names refs (returned once checked) or ranges, found once queued releases are freed.
+  std::span<const byte_ref> check_plan(std::span<const byte_ref> refs,
+                                       std::span<const address_range> ranges, const char* op) {
+    if (refs.empty() && ranges.empty())
+      raise(errc::invalid_argument, std::string(op) + ": no refs or ranges given");
+    if (!ranges.empty())
+      drain();
+    return refs.empty() ? refs : check_refs(refs, op);
+  }
   /// Returns `refs` once checked, so that a handler can pass them on in one expression.
   std::span<const byte_ref> check_refs(std::span<const byte_ref> refs, const char* op) {
     detail::check_refs(refs, op, *control_, core_.inert_refusals());

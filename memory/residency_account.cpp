@@ -13,57 +13,15 @@ namespace uma {
 
 namespace {
 
-constexpr std::string_view policy_names[] = {"migrate", "read_mostly", "remote_map", "discard",
-                                             "auto"};
-
 bool places_on_device(residency_policy p) noexcept {
   return p == residency_policy::migrate || p == residency_policy::read_mostly ||
          p == residency_policy::discard;
 }
 
-std::string region_name(std::uint64_t id) {
-  return "region " + std::to_string(id);
-}
-
 }  // namespace
 
-std::string_view to_string(residency_policy p) noexcept {
-  const auto i = static_cast<std::size_t>(p);
-  return i < std::size(policy_names) ? policy_names[i] : "unknown";
-}
-
-std::optional<residency_policy> parse_residency_policy(std::string_view s) noexcept {
-  for (std::size_t i = 0; i < std::size(policy_names); ++i)
-    if (s == policy_names[i])
-      return static_cast<residency_policy>(i);
-  return std::nullopt;
-}
-
-std::string_view to_string(residency_move_kind k) noexcept {
-  switch (k) {
-    case residency_move_kind::to_device:
-      return "to_device";
-    case residency_move_kind::to_host:
-      return "to_host";
-    case residency_move_kind::drop_copy:
-      return "drop_copy";
-    case residency_move_kind::discard:
-      return "discard";
-    case residency_move_kind::map_remote:
-      return "map_remote";
-  }
-  return "unknown";
-}
-
-residency_ledger& residency_ledger::operator+=(const residency_ledger& o) noexcept {
-  to_device_bytes += o.to_device_bytes;
-  to_host_bytes += o.to_host_bytes;
-  dropped_bytes += o.dropped_bytes;
-  discarded_bytes += o.discarded_bytes;
-  placements += o.placements;
-  evictions += o.evictions;
-  refetches += o.refetches;
-  return *this;
+std::string residency_account::name_of(std::uint64_t id) const {
+  return namer_ ? namer_(id) : "region " + std::to_string(id);
 }
 
 residency_account::residency_account(std::vector<std::size_t> device_memory)
@@ -207,10 +165,10 @@ residency_account::decision residency_account::decide(std::span<const planned_re
   };
   for (const auto& r : regions) {
     if (r.bytes == 0)
-      raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " has 0 bytes");
+      raise(errc::invalid_argument, "will_access: " + name_of(r.id) + " has 0 bytes");
     if (static_cast<std::uint8_t>(r.policy) >
         static_cast<std::uint8_t>(residency_policy::automatic))
-      raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " names policy " +
+      raise(errc::invalid_argument, "will_access: " + name_of(r.id) + " names policy " +
                                         std::to_string(static_cast<int>(r.policy)) +
                                         ", which does not exist");
     const auto found = entries_.find(r.id);
@@ -222,15 +180,15 @@ residency_account::decision residency_account::decide(std::span<const planned_re
       e.label = r.label;
       e.tenant = r.tenant;
     } else if (e.tenant != r.tenant) {
-      raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " counts for tenant '" +
+      raise(errc::invalid_argument, "will_access: " + name_of(r.id) + " counts for tenant '" +
                                         e.tenant + "'; the plan names tenant '" + r.tenant + "'");
     } else if (e.bytes != r.bytes) {
-      raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " has " +
+      raise(errc::invalid_argument, "will_access: " + name_of(r.id) + " has " +
                                         std::to_string(e.bytes) + " bytes; the plan says " +
                                         std::to_string(r.bytes));
     }
     if (e.holds > 0 && e.device >= 0 && e.device != device)
-      raise(errc::invalid_argument, "will_access: " + region_name(r.id) +
+      raise(errc::invalid_argument, "will_access: " + name_of(r.id) +
                                         " is held by a plan on device " + std::to_string(e.device) +
                                         " (done_with it first)");
     e.requested = r.policy;
@@ -248,7 +206,7 @@ residency_account::decision residency_account::decide(std::span<const planned_re
         out.needed += e.bytes;
     }
     if (!out.next.emplace(r.id, std::move(e)).second)
-      raise(errc::invalid_argument, "will_access: " + region_name(r.id) + " is named twice");
+      raise(errc::invalid_argument, "will_access: " + name_of(r.id) + " is named twice");
   }
   return out;
 }
@@ -390,9 +348,9 @@ void residency_account::done_with(std::span<const std::uint64_t> ids) {
   for (const auto& [id, n] : count) {
     const auto it = entries_.find(id);
     if (it == entries_.end())
-      raise(errc::invalid_argument, "done_with: " + region_name(id) + " is in no plan");
+      raise(errc::invalid_argument, "done_with: " + name_of(id) + " is in no plan");
     if (it->second.holds < n)
-      raise(errc::invalid_argument, "done_with: " + region_name(id) + " is held by " +
+      raise(errc::invalid_argument, "done_with: " + name_of(id) + " is held by " +
                                         std::to_string(it->second.holds) + " plan(s), not " +
                                         std::to_string(n));
   }
@@ -405,13 +363,13 @@ residency_plan residency_account::dead(std::span<const std::uint64_t> ids) {
   for (const auto id : ids) {
     const auto it = entries_.find(id);
     if (it == entries_.end())
-      raise(errc::invalid_argument, "dead: " + region_name(id) + " is in no plan");
+      raise(errc::invalid_argument, "dead: " + name_of(id) + " is in no plan");
     if (it->second.holds > 0)
-      raise(errc::invalid_argument, "dead: " + region_name(id) + " is held by " +
+      raise(errc::invalid_argument, "dead: " + name_of(id) + " is held by " +
                                         std::to_string(it->second.holds) +
                                         " plan(s) (done_with it first)");
     if (!seen.emplace(id, true).second)
-      raise(errc::invalid_argument, "dead: " + region_name(id) + " is named twice");
+      raise(errc::invalid_argument, "dead: " + name_of(id) + " is named twice");
   }
   residency_plan plan;
   plan.evictions.reserve(ids.size());
@@ -426,6 +384,23 @@ residency_plan residency_account::dead(std::span<const std::uint64_t> ids) {
     e.evicted_unused = false;  // nothing was lost: the contents were not wanted
   }
   return plan;
+}
+
+void residency_account::split(std::uint64_t id, std::uint64_t to, std::size_t bytes) {
+  const auto it = entries_.find(id);
+  if (it == entries_.end())
+    raise(errc::invalid_argument, "split: " + name_of(id) + " is in no plan");
+  if (entries_.contains(to))
+    raise(errc::invalid_argument, "split: " + name_of(to) + " is in the account already");
+  if (bytes == 0 || bytes >= it->second.bytes)
+    raise(errc::invalid_argument, "split: " + name_of(id) + " has " +
+                                      std::to_string(it->second.bytes) + " bytes; cannot give " +
+                                      std::to_string(bytes) + " of them away");
+  entry part = it->second;
+  part.bytes = bytes;
+  part.ledger = {};
+  entries_.emplace(to, std::move(part));  // may rehash: `it` is not used after it
+  entries_.at(id).bytes -= bytes;         // the device's and tenants' sums do not change
 }
 
 void residency_account::forget(std::uint64_t id) noexcept {

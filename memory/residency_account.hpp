@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -16,92 +17,10 @@
 #include <vector>
 
 #include <uma/memory/device_residency.hpp>
+#include <uma/memory/residency_types.hpp>
 #include <uma/memory/tenant_budgets.hpp>
 
 namespace uma {
-
-/// How a region lives when a device uses it under a budget.
-enum class residency_policy : std::uint8_t {
-  migrate,      ///< prefetched to the device before use, prefetched back to the host on eviction
-  read_mostly,  ///< duplicated on the device; eviction drops the copy (nothing moves back)
-  remote_map,   ///< stays on the host, mapped for the device: never resident, never moved
-  discard,      ///< scratch: prefetched before use, its contents dropped on eviction
-  automatic,    ///< chosen per access by the account (see will_access)
-};
-
-/// How a plan touches its regions.
-enum class access_mode : std::uint8_t { read, write };
-
-[[nodiscard]] std::string_view to_string(residency_policy p) noexcept;
-[[nodiscard]] std::optional<residency_policy> parse_residency_policy(std::string_view s) noexcept;
-
-/// One move the account decided.
-enum class residency_move_kind : std::uint8_t {
-  to_device,   ///< prefetch onto the device: `bytes` cross host -> device
-  to_host,     ///< prefetch back to the host: `bytes` cross device -> host
-  drop_copy,   ///< a read-mostly replica dropped: nothing moves
-  discard,     ///< contents dropped (dead data, a scratch region's eviction): nothing moves
-  map_remote,  ///< preferred location host + accessed-by the device: nothing moves
-};
-
-[[nodiscard]] std::string_view to_string(residency_move_kind k) noexcept;
-
-struct residency_move {
-  residency_move_kind kind = residency_move_kind::to_device;
-  std::uint64_t region = 0;
-  int device = 0;
-  std::size_t bytes = 0;                                ///< the region's bytes the move covers
-  residency_policy policy = residency_policy::migrate;  ///< the policy it follows (never automatic)
-  /// A placement of a region mapped remotely until now: the mapping goes first (its preferred
-  /// location and accessed-by advice), then the region moves.
-  bool unmap_first = false;
-  /// The region's preferred location becomes the host first (a read-mostly placement or a
-  /// remote mapping; it stays so, and a dropped copy collapses to the host's by it). False when
-  /// it is the host already: advice costs milliseconds even when it changes nothing.
-  bool prefer_host = false;
-};
-
-/// What one will_access or dead decided. Evictions come first in the account; a caller may run
-/// them on another lane while the placements run, since no placement needs an evicted region.
-struct residency_plan {
-  std::vector<residency_move> evictions;
-  std::vector<residency_move> placements;
-};
-
-/// What uma moved for a region (or, summed, for all of them).
-struct residency_ledger {
-  std::uint64_t to_device_bytes = 0;  ///< host -> device by uma's prefetches
-  std::uint64_t to_host_bytes = 0;    ///< device -> host by uma's evictions
-  std::uint64_t dropped_bytes = 0;    ///< read-mostly copies dropped (no transfer)
-  std::uint64_t discarded_bytes = 0;  ///< dead or scratch contents dropped (no transfer)
-  std::uint64_t placements = 0;
-  std::uint64_t evictions = 0;
-  std::uint64_t refetches = 0;  ///< placed again after an eviction with no use in between
-  residency_ledger& operator+=(const residency_ledger& o) noexcept;
-  friend bool operator==(const residency_ledger&, const residency_ledger&) = default;
-};
-
-/// What a caller that cycles through the same plans (an access_sequence) tells the `automatic`
-/// policy: for a region read by a cycle larger than the device's budget, the account keeps the
-/// part of the cycle that fits resident and maps the rest remotely, instead of evicting part of
-/// the cycle for it every pass (docs/residency.md "Policies").
-struct cycle_hint {
-  std::uint64_t bytes = 0;  ///< the regions the cycle goes through (0: no cycle known)
-  std::uint32_t plans = 0;  ///< plans per cycle: a region unused for longer is not the cycle's
-};
-
-/// A region a plan names.
-struct planned_region {
-  std::uint64_t id = 0;
-  std::size_t bytes = 0;
-  residency_policy policy = residency_policy::automatic;
-  std::string label{};  ///< kept from the region's first plan: the ledger's per-label sums
-  /// The tenant whose bytes the region counts as (docs/residency.md "Tenants"), fixed by its
-  /// first plan; "" for none. Later plans must name the same tenant.
-  std::string tenant{};
-  /// The cycle the caller runs this region in (an access_sequence's); none when unknown.
-  cycle_hint cycle{};
-};
 
 /// Not thread-safe: one owner (the residency actor) calls it. Every call validates all of its
 /// input before it changes anything; a refusal throws uma::error (invalid_argument, or
@@ -110,6 +29,10 @@ class residency_account {
  public:
   /// `device_memory[d]`: the bytes of device d.
   explicit residency_account(std::vector<std::size_t> device_memory);
+
+  /// How refusals name an id (default: "region N"); the allocator names its extents by their
+  /// region and bytes.
+  void set_namer(std::function<std::string(std::uint64_t)> namer) { namer_ = std::move(namer); }
 
   [[nodiscard]] int device_count() const noexcept { return static_cast<int>(devices_.size()); }
   /// Sets device `device`'s budget: 1 byte up to its memory. Lowering it below what is resident
@@ -149,6 +72,14 @@ class residency_account {
   [[nodiscard]] residency_plan dead(std::span<const std::uint64_t> ids);
   /// The allocator freed region `id`: it leaves the account (its ledger goes to the totals).
   void forget(std::uint64_t id) noexcept;
+  /// Region `id` (an extent of pages, docs/residency.md "Ranges") gives its last `bytes` to a
+  /// new region `to`, which copies its state: the device it is resident on, its holds, dirty and
+  /// written flags, requested and effective policy, mapping, tenant, label and last use. The
+  /// ledger stays with `id` (`to` starts with none: the moves were made before it existed), so
+  /// every sum (resident, held, tenants', totals, labels') stays what it was. invalid_argument
+  /// (nothing changes) for an unknown `id`, a `to` in the account, or `bytes` not in
+  /// [1, bytes of `id`).
+  void split(std::uint64_t id, std::uint64_t to, std::size_t bytes);
   /// The allocator stopped: every region leaves, holds included; the totals stay.
   void clear() noexcept;
 
@@ -191,6 +122,7 @@ class residency_account {
   };
 
   void check_device(int device, const char* what) const;
+  [[nodiscard]] std::string name_of(std::uint64_t id) const;
   [[nodiscard]] decision decide(std::span<const planned_region> regions, int device,
                                 access_mode mode) const;
   /// The regions to evict, least recently used first, for `plan` to fit; quota_exceeded when
@@ -225,6 +157,7 @@ class residency_account {
   residency_ledger totals_;
   std::map<std::string, residency_ledger> forgotten_by_label_;
   std::uint64_t clock_ = 0;
+  std::function<std::string(std::uint64_t)> namer_;
 };
 
 }  // namespace uma

@@ -97,6 +97,11 @@ CAF_ADD_TYPE_ID(uma, (std::vector<uma::byte_ref>))
 // Residency over the remote interface: a session's plans name leased regions.
 CAF_ADD_TYPE_ID(uma, (uma::remote_access_plan))
 CAF_ADD_TYPE_ID(uma, (std::vector<uma::region_handle>))
+// Plans by address range (issue 25): local only, addresses never cross a process boundary.
+// done_with and dead by address range: one atom per request (the interface's rule).
+CAF_ADD_ATOM(uma, uma, done_ranges_atom, "done_range")
+CAF_ADD_ATOM(uma, uma, dead_ranges_atom, "dead_range")
+CAF_ADD_TYPE_ID(uma, (std::vector<uma::address_range>))
 
 CAF_END_TYPE_ID_BLOCK(uma)
 
@@ -118,6 +123,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocation_handoff)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocator_snapshot)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::access_plan_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::residency_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<uma::address_range>)
 
 // A ref of any element type, and a vector of them, is a local-only message type: actors send
 // `ManagedRef<float>` as they send `byte_ref`, with no registration of their own (issue 24: one

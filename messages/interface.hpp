@@ -50,11 +50,18 @@ using snapshot = caf::replies_to<snapshot_atom>::with<allocator_snapshot>;
 /// -> the moves queued for an access plan; invalid_argument (refs, device, policy, mode: nothing
 ///    changes), quota_exceeded (the device's budget cannot hold the plan), allocator_stopped
 using will_access = caf::replies_to<will_access_atom, access_plan_request>::with<residency_result>;
-/// -> holds released; invalid_argument for a region no plan holds (nothing changes)
+/// -> holds released (one per extent of pages); invalid_argument for pages no plan holds
+///    (nothing changes)
 using done_with = caf::replies_to<done_with_atom, std::vector<byte_ref>>::with<std::uint64_t>;
+/// The same by address range; invalid_argument also for a range in no live region.
+using done_with_ranges =
+    caf::replies_to<done_ranges_atom, std::vector<address_range>>::with<std::uint64_t>;
 /// -> the discards queued: the contents are not needed, nothing moves back; invalid_argument
-///    for a region a plan holds or no plan named
+///    for pages a plan holds or no plan named
 using dead = caf::replies_to<dead_atom, std::vector<byte_ref>>::with<residency_result>;
+/// The same by address range; invalid_argument also for a range in no live region.
+using dead_ranges =
+    caf::replies_to<dead_ranges_atom, std::vector<address_range>>::with<residency_result>;
 /// (device, bytes) -> the device's budget in force; 0 only reads it. invalid_argument for a
 ///    device that does not exist or a budget above its memory. Through a supervisor it outlives
 ///    restarts.
@@ -78,7 +85,8 @@ using residency = caf::replies_to<residency_atom>::with<residency_report>;
 using allocation_actor = caf::typed_actor<sig::allocate, sig::blocks>;
 /// Placement: where data lives and what it is worth (moves, advice, access plans).
 using placement_actor = caf::typed_actor<sig::prefetch, sig::discard, sig::discard_prefetch,
-                                         sig::advise, sig::will_access, sig::done_with, sig::dead>;
+                                         sig::advise, sig::will_access, sig::done_with,
+                                         sig::done_with_ranges, sig::dead, sig::dead_ranges>;
 /// Inspection: answers about memory and the allocator, changing nothing.
 using inspection_actor =
     caf::typed_actor<sig::attributes, sig::stats, sig::memory_kind, sig::can_access, sig::regions,

@@ -64,9 +64,19 @@ struct op_result {
   friend bool operator==(const op_result&, const op_result&) = default;
 };
 
-/// An access plan (issue 15, docs/residency.md): the whole regions of `refs` are about to be used
-/// on `device` in `mode` under `policy`. The allocator places them (evicting others first when
-/// the device's budget needs it) and holds them until done_with.
+/// Bytes [address, address + bytes) of memory this allocator handed out, by address: a block
+/// of the block allocator (the C ABI's uma_malloc), part of one, or part of any live region.
+/// Plans round it outward to whole pages of its region (docs/residency.md "Ranges").
+struct address_range {
+  std::uintptr_t address = 0;
+  std::size_t bytes = 0;
+  friend bool operator==(const address_range&, const address_range&) = default;
+};
+
+/// An access plan (issue 15, docs/residency.md): the pages of `refs` (each ref's own bytes: a
+/// direct region whole, a block just its pages) and of `ranges` are about to be used on
+/// `device` in `mode` under `policy`. The allocator places them (evicting others first when the
+/// device's budget needs it) and holds them until done_with.
 struct access_plan_request {
   std::vector<byte_ref> refs{};
   int device = 0;
@@ -85,6 +95,9 @@ struct access_plan_request {
   /// The cycle the caller runs the plan in (its sequence's set and steps; none: unknown): the
   /// `automatic` policy's hint (docs/residency.md "Policies"). access_sequence sets it.
   cycle_hint cycle{};
+  /// Ranges by address, planned beside `refs`; each must lie inside one live region of this
+  /// allocator (invalid_argument naming the address, nothing changes).
+  std::vector<address_range> ranges{};
 };
 
 /// Reply to an access plan or to dead: the moves queued, by kind, and their bytes.
@@ -129,6 +142,10 @@ struct residency_report {
   std::uint64_t driver_records_dropped = 0;
   std::vector<label_residency> labels{};    ///< sorted by label
   std::vector<tenant_residency> tenants{};  ///< with a budget or bytes placed so far, sorted
+  /// Bytes of live regions that no plan covers (block allocator slabs whole, their free blocks
+  /// included): memory the account does not keep, which the device may still fault in
+  /// (docs/residency.md "Memory outside every plan").
+  std::uint64_t unplanned_bytes = 0;
 };
 
 }  // namespace uma

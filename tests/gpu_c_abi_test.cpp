@@ -1,5 +1,6 @@
 // The C ABI on real CUDA streams (label gpu): a block freed on stream A while a kernel on A still
-// uses it is not reused on stream B before the event recorded at the free has completed.
+// uses it is not reused on stream B before the event recorded at the free has completed; a plan
+// on a block charges the block's pages (issue 25).
 
 #include <gtest/gtest.h>
 
@@ -90,6 +91,32 @@ TEST_F(gpu_c_abi, EveryBlockIsManagedMemoryTheAllocatorCounts) {
   EXPECT_LT(s.live_bytes - in_blocks, 4u * 4096u);
   for (void* p : blocks)
     EXPECT_EQ(uma_free(alloc_, p, 0, 0, static_cast<uma_stream>(a_)), UMA_OK);
+}
+
+TEST_F(gpu_c_abi, APlanOnABlockChargesItsPagesAndItsDataIsOnTheDevice) {
+  constexpr std::size_t n = 1 << 20;  // 4 MiB of floats
+  void* p = nullptr;
+  ASSERT_EQ(uma_malloc(alloc_, n * sizeof(float), 0, nullptr, &p), UMA_OK) << uma_last_error();
+  test::fill_on_device(static_cast<float*>(p), n, 1.0f, nullptr);
+  test::device_synchronize();
+  ASSERT_EQ(uma_set_device_budget(alloc_, 0, 64u << 20), UMA_OK) << uma_last_error();
+  uma_range r{p, n * sizeof(float)};
+  uma_plan_options o;
+  uma_plan_options_init(&o);
+  o.policy = UMA_RESIDENCY_MIGRATE;
+  o.wait_complete = 1;
+  uma_plan_result out{};
+  out.struct_size = sizeof out;
+  ASSERT_EQ(uma_will_access(alloc_, &r, 1, &o, &out), UMA_OK) << uma_last_error();
+  EXPECT_EQ(out.to_device_bytes, n * sizeof(float));
+  EXPECT_EQ(test::sum_on_device(static_cast<const float*>(p), n), static_cast<double>(n));
+  uma_residency_report rep{};
+  rep.struct_size = sizeof rep;
+  ASSERT_EQ(uma_get_residency(alloc_, &rep), UMA_OK);
+  EXPECT_EQ(rep.devices[0].resident_bytes, n * sizeof(float));  // the block, not its slab
+  EXPECT_EQ(uma_done_with(alloc_, &r, 1), UMA_OK);
+  EXPECT_EQ(uma_dead(alloc_, &r, 1, nullptr), UMA_OK);
+  EXPECT_EQ(uma_free(alloc_, p, 0, 0, nullptr), UMA_OK);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // uma's regions, checked against uma's own account of its moves. Dead data moves nothing back
 // (both halves of the ledger say 0 bytes device -> host), an evicted migrate region moves its
 // bytes back (both halves say so), and a placement is an explicit prefetch in CUPTI's terms.
+// A range's plan moves its pages only, and a kernel reading them faults nothing in (issue 25).
 // Regions are 64 MiB; the whole test stays far below the card's memory.
 
 #include <gtest/gtest.h>
@@ -144,6 +145,31 @@ TEST_F(gpu_ledger, AnEvictedMigrateRegionMovesItsBytesBackAndBothHalvesAgree) {
               static_cast<double>(report.driver_unattributed.to_host_bytes) / MiB,
               static_cast<unsigned long long>(report.driver_records_dropped));
   EXPECT_EQ(report.driver_records_dropped, 0u);
+}
+
+TEST_F(gpu_ledger, ARangesPlanMovesItsPagesOnlyAndAKernelOnThemFaultsNothingIn) {
+  auto a = on_host("range", 1.0f);
+  settle();
+  const auto before = ledger_of("range").driver;
+  constexpr std::size_t planned = 8 * MiB;  // an eighth of the region, by address (issue 25)
+  access_plan_request plan;
+  plan.ranges = {{reinterpret_cast<std::uintptr_t>(a.data()), planned}};
+  plan.policy = residency_policy::migrate;
+  plan.reply_when = completion::complete;
+  EXPECT_EQ(gpu_->will_access(std::move(plan)).to_device_bytes, planned);
+  const auto floats = planned / sizeof(float);
+  EXPECT_DOUBLE_EQ(test::sum_on_device(a.data(), floats), 1.0 * static_cast<double>(floats));
+  settle();
+  const auto d = since(ledger_of("range").driver, before);
+  print("an 8 MiB range of a 64 MiB region, then a kernel reading it", d);
+  EXPECT_GE(static_cast<double>(d.prefetched_to_device_bytes), agree * planned);
+  EXPECT_LE(static_cast<double>(d.to_device_bytes), planned / agree)
+      << "more than the planned range came to the device";
+  EXPECT_LE(static_cast<double>(d.to_device_bytes - d.prefetched_to_device_bytes), 0.01 * planned)
+      << "the kernel faulted planned data in";
+  const auto report = gpu_->residency();
+  EXPECT_EQ(report.devices[0].resident, planned);
+  EXPECT_EQ(report.unplanned_bytes, region_bytes - planned);
 }
 
 TEST_F(gpu_ledger, TheSnapshotCarriesEachRegionsDriverCountsAndStatsTheTotals) {

@@ -3,6 +3,8 @@
 #include <boost/json/array.hpp>
 #include <boost/json/value.hpp>
 
+#include <uma/memory/residency_json.hpp>
+
 #include "tools/json_print.hpp"
 #include "tools/stats_format.hpp"
 
@@ -11,28 +13,10 @@ namespace uma::cli {
 namespace {
 
 boost::json::object residency_json(const region_residency& r) {
-  const auto& m = r.moves;
-  const auto& d = r.driver;
   return {{"device", r.device >= 0 ? boost::json::value(r.device) : boost::json::value(nullptr)},
           {"policy", r.policy},
-          {"moves",
-           {{"to_device_bytes", m.to_device_bytes},
-            {"to_host_bytes", m.to_host_bytes},
-            {"dropped_bytes", m.dropped_bytes},
-            {"discarded_bytes", m.discarded_bytes},
-            {"placements", m.placements},
-            {"evictions", m.evictions},
-            {"refetches", m.refetches}}},
-          {"driver",
-           {{"to_device_bytes", d.to_device_bytes},
-            {"to_host_bytes", d.to_host_bytes},
-            {"prefetched_to_device_bytes", d.prefetched_to_device_bytes},
-            {"prefetched_to_host_bytes", d.prefetched_to_host_bytes},
-            {"cpu_page_faults", d.cpu_page_faults},
-            {"gpu_page_faults", d.gpu_page_faults},
-            {"thrashing_bytes", d.thrashing_bytes},
-            {"throttled", d.throttled},
-            {"remote_map_bytes", d.remote_map_bytes}}}};
+          {"moves", residency_ledger_json<boost::json::object>(r.moves)},
+          {"driver", driver_ledger_json<boost::json::object>(r.driver)}};
 }
 
 boost::json::object region_json(const region_snapshot& r) {

@@ -218,6 +218,93 @@ UMA_C_EXPORT void uma_torch_free(void* ptr, ptrdiff_t size, int device, uma_stre
  * default allocator. */
 UMA_C_EXPORT void uma_torch_empty_cache(void);
 
+/* -- Residency: device budgets and access plans (docs/residency.md, docs/c_abi.md) ------------
+ * Added with issue 25; UMA_C_ABI_VERSION stays 1 (additions only). A plan names byte ranges of
+ * blocks this allocator handed out (uma_malloc), rounds each outward to whole 4 KiB pages of the
+ * block's slab or region and charges exactly those pages to the device's budget: two blocks
+ * sharing a page charge it once. */
+
+/* Same values as uma::access_mode / uma::residency_policy. */
+typedef enum uma_access_mode { UMA_ACCESS_READ = 0, UMA_ACCESS_WRITE = 1 } uma_access_mode;
+typedef enum uma_residency_policy {
+  UMA_RESIDENCY_MIGRATE = 0,     /* prefetched before use, prefetched back on eviction */
+  UMA_RESIDENCY_READ_MOSTLY = 1, /* duplicated on the device; eviction drops the copy */
+  UMA_RESIDENCY_REMOTE_MAP = 2,  /* stays on the host, mapped for the device */
+  UMA_RESIDENCY_DISCARD = 3,     /* scratch: its contents dropped on eviction */
+  UMA_RESIDENCY_AUTO = 4         /* chosen per plan by the account */
+} uma_residency_policy;
+
+/* A byte range inside memory this allocator handed out (a uma_malloc block or part of one).
+ * Plans round it outward to whole pages (4 KiB) and charge exactly those pages. */
+typedef struct uma_range {
+  const void* ptr;
+  size_t bytes;
+} uma_range;
+
+/* How a plan runs. Fill with uma_plan_options_init, then change fields (struct_size lets it
+ * grow). NULL options: the defaults. */
+typedef struct uma_plan_options {
+  uint32_t struct_size;
+  int device;                  /* init: 0 */
+  uma_access_mode mode;        /* init: UMA_ACCESS_READ */
+  uma_residency_policy policy; /* init: UMA_RESIDENCY_AUTO */
+  int has_stream;              /* init: 0 (moves on the allocator's lanes); 1: on `stream` */
+  uma_stream stream;
+  int wait_complete;    /* init: 0: returns once the moves were issued; 1: once done */
+  uint64_t cycle_bytes; /* init: 0 (no cycle known): the auto policy's hint */
+  uint32_t cycle_plans;
+  const char* tenant; /* init: NULL (none) */
+} uma_plan_options;
+UMA_C_EXPORT void uma_plan_options_init(uma_plan_options* options);
+
+/* What a plan (or uma_dead) did. out->struct_size must be set by the caller. */
+typedef struct uma_plan_result {
+  uint32_t struct_size;
+  uint64_t to_device_bytes, to_host_bytes, dropped_bytes, discarded_bytes, mapped_bytes;
+  uint32_t placements, evictions;
+} uma_plan_result;
+
+/* Budget of `device`: 1 byte up to its memory. UMA_ERR_NO_DEVICE on a backend without devices
+ * (or a device id it does not have). */
+UMA_C_EXPORT uma_status uma_set_device_budget(uma_allocator* a, int device, uint64_t bytes);
+/* Plans. `out` may be NULL. A range uma did not hand out: UMA_ERR_UNKNOWN_POINTER, nothing
+ * changes. A plan the budget cannot hold: UMA_ERR_QUOTA_EXCEEDED, nothing changes. */
+UMA_C_EXPORT uma_status uma_will_access(uma_allocator* a, const uma_range* ranges, size_t count,
+                                        const uma_plan_options* options, uma_plan_result* out);
+UMA_C_EXPORT uma_status uma_done_with(uma_allocator* a, const uma_range* ranges, size_t count);
+UMA_C_EXPORT uma_status uma_dead(uma_allocator* a, const uma_range* ranges, size_t count,
+                                 uma_plan_result* out);
+
+/* The sequence form (uma::access_sequence): steps named once, each plan sent `lookahead`
+ * steps ahead. Not thread-safe per sequence; destroy sequences before their allocator. */
+typedef struct uma_sequence uma_sequence;
+UMA_C_EXPORT uma_status uma_sequence_create(uma_allocator* a, size_t lookahead, uma_sequence** out);
+/* Copies the ranges and options; only before the first uma_sequence_begin. */
+UMA_C_EXPORT uma_status uma_sequence_add_step(uma_sequence* s, const uma_range* ranges,
+                                              size_t count, const uma_plan_options* options);
+UMA_C_EXPORT uma_status uma_sequence_begin(uma_sequence* s, size_t step, uma_plan_result* out);
+UMA_C_EXPORT uma_status uma_sequence_finish(uma_sequence* s);  /* ends every plan held */
+UMA_C_EXPORT uma_status uma_sequence_destroy(uma_sequence* s); /* finishes first; NULL ok */
+
+/* Residency report: a struct that can grow, plus JSON. */
+typedef struct uma_device_residency {
+  uint64_t memory_bytes, budget_bytes, resident_bytes, peak_bytes, held_bytes;
+} uma_device_residency;
+typedef struct uma_residency_report {
+  uint32_t struct_size;
+  uint32_t device_count; /* devices the account has (entries filled: min(count, 16)) */
+  uma_device_residency devices[16];
+  uint64_t to_device_bytes, to_host_bytes, dropped_bytes, discarded_bytes;
+  uint64_t placements, evictions, refetches;
+  int driver_counters_on;
+  uint64_t driver_to_device_bytes, driver_to_host_bytes, driver_page_faults;
+  uint64_t unplanned_bytes; /* persistent memory outside every plan on the device side */
+} uma_residency_report;
+UMA_C_EXPORT uma_status uma_get_residency(uma_allocator* a, uma_residency_report* out);
+/* Same as uma_stats_json's convention: UMA_ERR_BUFFER_TOO_SMALL with *needed. */
+UMA_C_EXPORT uma_status uma_residency_json(uma_allocator* a, char* buffer, size_t capacity,
+                                           size_t* needed);
+
 #ifdef __cplusplus
 }
 #endif

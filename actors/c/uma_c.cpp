@@ -10,44 +10,14 @@
 #include <string>
 
 #include <uma/actors/c/c_allocator.hpp>
+#include <uma/actors/c/c_guard.hpp>
 
 namespace {
 
+using uma::c::fail;
+using uma::c::guarded;
+using uma::c::require;
 using uma::c::status_error;
-
-thread_local std::string last_error;
-
-uma_status fail(uma_status status, const char* message) noexcept {
-  try {
-    last_error = message;
-  } catch (...) {
-    last_error.clear();  // no memory for the message: the status still says what happened
-  }
-  return status;
-}
-
-/// Runs `f` (returning uma_status), turning every exception into a status and a message.
-template <class F>
-uma_status guarded(F&& f) noexcept {
-  try {
-    return f();
-  } catch (const status_error& e) {
-    return fail(e.status, e.what());
-  } catch (const uma::error& e) {
-    return fail(static_cast<uma_status>(e.code()), e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(UMA_ERR_OUT_OF_MEMORY, "no host memory for uma's bookkeeping");
-  } catch (const std::exception& e) {
-    return fail(UMA_ERR_BACKEND, e.what());
-  } catch (...) {
-    return fail(UMA_ERR_BACKEND, "an unknown exception");
-  }
-}
-
-void require(const void* p, const char* what) {
-  if (p == nullptr)
-    throw status_error(UMA_ERR_NULL_ARGUMENT, std::string(what) + " is NULL");
-}
 
 /// `in` (of the caller's struct_size) over the defaults.
 uma_config config_of(const uma_config* in) {
@@ -210,15 +180,7 @@ uma_status uma_get_stats(uma_allocator* allocator, uma_stats* out) {
 uma_status uma_stats_json(uma_allocator* allocator, char* buffer, size_t capacity, size_t* needed) {
   return guarded([&] {
     require(allocator, "uma_stats_json: allocator");
-    const auto json = allocator->stats_json();
-    if (needed != nullptr)
-      *needed = json.size() + 1;
-    if (buffer == nullptr || capacity < json.size() + 1)
-      throw status_error(UMA_ERR_BUFFER_TOO_SMALL,
-                         "uma_stats_json: " + std::to_string(json.size() + 1) + " bytes needed, " +
-                             std::to_string(buffer ? capacity : 0) + " given");
-    std::memcpy(buffer, json.c_str(), json.size() + 1);
-    return UMA_OK;
+    return uma::c::copy_json(allocator->stats_json(), buffer, capacity, needed, "uma_stats_json");
   });
 }
 
@@ -268,7 +230,7 @@ const char* uma_status_string(uma_status status) {
 }
 
 const char* uma_last_error(void) {
-  return last_error.c_str();
+  return uma::c::last_error().c_str();
 }
 
 uma_status uma_default_allocator(const uma_config* config, uma_allocator** out) {

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
 
 #include <uma/actors/metrics_snapshot.hpp>
 #include <uma/memory/advice_ops.hpp>
+#include <uma/sys/detail/format.hpp>
 #include <uma/sys/log.hpp>
 
 namespace uma::detail {
@@ -25,6 +27,12 @@ residency_core::residency_core(const allocator_config& config, std::shared_ptr<b
     account_.set_budget(device, bytes);
   for (const auto& [tenant, device, bytes] : config.tenant_budgets)
     account_.set_tenant_budget(tenant, device, bytes);
+  account_.set_namer([this](std::uint64_t id) {  // the account's entries are extents
+    const auto x = extents_.find(id);
+    return x ? "bytes [" + std::to_string(x->offset) + ", +" + std::to_string(x->bytes) +
+                   ") of region " + std::to_string(x->region)
+             : "extent " + std::to_string(id);
+  });
   if (!config.driver_counters) {
     driver_status_ = "off (allocator_config::driver_counters)";
     return;
@@ -51,22 +59,78 @@ std::vector<std::size_t> residency_core::devices_of(const backend& b) {
   return out;
 }
 
-std::vector<planned_region> residency_core::regions_of(std::span<const byte_ref> refs,
-                                                       const planned_region& like) const {
-  std::vector<planned_region> out;
-  std::unordered_set<std::uint64_t> seen;
+std::vector<residency_core::target> residency_core::targets_of(
+    std::span<const byte_ref> refs, std::span<const address_range> ranges, const char* what) const {
+  std::vector<target> out;
+  out.reserve(refs.size() + ranges.size());
   for (const auto& ref : refs) {
     const auto* home = record_of(ref)->home;
     if (table_.find(home->id) == nullptr)
+      raise(errc::invalid_argument, std::string(what) + ": region " + std::to_string(home->id) +
+                                        " is not a live region here");
+    const auto range = ref.range();
+    out.push_back({home->id, home,
+                   static_cast<std::size_t>(static_cast<const std::byte*>(range.ptr) - home->data),
+                   range.bytes});
+  }
+  for (const auto& r : ranges) {
+    std::uint64_t id = 0;
+    const auto* e = r.bytes != 0 ? table_.containing(r.address, r.bytes, id) : nullptr;
+    if (e == nullptr)
       raise(errc::invalid_argument,
-            "residency: region " + std::to_string(home->id) + " is not a live region here");
-    if (!seen.insert(home->id).second)
-      continue;
+            std::string(what) + ": bytes [" + hex(reinterpret_cast<const void*>(r.address)) +
+                ", +" + std::to_string(r.bytes) + ") are not inside a live region of this " +
+                "allocator" + (r.bytes == 0 ? " (a range of 0 bytes)" : ""));
+    out.push_back(
+        {id, e->region,
+         static_cast<std::size_t>(r.address - reinterpret_cast<std::uintptr_t>(e->region->data)),
+         r.bytes});
+  }
+  return out;
+}
+
+std::vector<std::uint64_t> residency_core::extents_of(std::span<const target> targets, bool fill,
+                                                      std::vector<std::uint64_t>& created,
+                                                      const char* what) {
+  std::vector<std::uint64_t> out;
+  std::unordered_set<std::uint64_t> seen;
+  std::unordered_set<std::uint64_t> fresh;  // made here: not in the account yet
+  for (const auto& t : targets) {
+    auto c = fill ? extents_.cover_range(t.region, t.record->bytes, t.offset, t.bytes)
+                  : extents_.planned_range(t.region, t.record->bytes, t.offset, t.bytes, what);
+    for (const auto& s : c.splits) {
+      if (fresh.contains(s.from)) {
+        fresh.insert(s.to);
+        created.push_back(s.to);
+      } else {
+        account_.split(s.from, s.to, s.bytes);
+      }
+      if (seen.contains(s.from) && seen.insert(s.to).second)
+        out.push_back(s.to);  // the tail of an extent named before: named with it
+    }
+    for (const auto id : c.created) {
+      fresh.insert(id);
+      created.push_back(id);
+    }
+    for (const auto& e : c.extents)
+      if (seen.insert(e.id).second)
+        out.push_back(e.id);
+  }
+  return out;
+}
+
+std::vector<planned_region> residency_core::planned(std::span<const std::uint64_t> ids,
+                                                    const planned_region& like) const {
+  std::vector<planned_region> out;
+  out.reserve(ids.size());
+  for (const auto id : ids) {
+    const auto e = extents_.find(id);
     auto& r = out.emplace_back(like);
-    r.id = home->id;
-    r.bytes = home->bytes;
-    if (account_.ledger(home->id) == nullptr && label_of_)  // the account keeps a first label
-      r.label = label_of_(home->data);
+    r.id = id;
+    r.bytes = e->bytes;
+    if (account_.ledger(id) == nullptr && label_of_)  // the account keeps a first label
+      if (const auto* t = table_.find(e->region))
+        r.label = label_of_(t->region->data);
   }
   return out;
 }
@@ -158,14 +222,17 @@ residency_work residency_core::carry_out(const residency_plan& plan, stream_view
                                         : stream_view::per_thread();
   const auto moves_of = [this](const std::vector<residency_move>& from) {
     std::vector<lane_move> to;
-    for (const auto& m : from)
-      if (const auto* e = table_.find(m.region))
+    for (const auto& m : from) {
+      const auto x = extents_.find(m.region);  // the extent's bytes, exactly
+      const auto* e = x ? table_.find(x->region) : nullptr;
+      if (e != nullptr)
         to.push_back({m.kind,
-                      {e->region->data, e->region->bytes},
+                      {e->region->data + x->offset, x->bytes},
                       m.device,
                       m.policy == residency_policy::read_mostly,
                       m.unmap_first,
                       m.prefer_host});
+    }
     return to;
   };
   const location host = location::host();
@@ -197,23 +264,30 @@ residency_work residency_core::carry_out(const residency_plan& plan, stream_view
 }
 
 residency_work residency_core::will_access(const access_plan_request& r) {
-  const auto regions =
-      regions_of(r.refs, planned_region{.policy = r.policy, .tenant = r.tenant, .cycle = r.cycle});
-  return carry_out(account_.will_access(regions, r.device, r.mode), r.stream);
+  const auto targets = targets_of(r.refs, r.ranges, "will_access");  // before anything changes
+  std::vector<std::uint64_t> created;
+  try {
+    const auto ids = extents_of(targets, true, created, "will_access");
+    const planned_region like{.policy = r.policy, .tenant = r.tenant, .cycle = r.cycle};
+    return carry_out(account_.will_access(planned(ids, like), r.device, r.mode), r.stream);
+  } catch (...) {
+    extents_.erase(created);  // a refused plan leaves only its splits, which change no sum
+    throw;
+  }
 }
 
-std::uint64_t residency_core::done_with(std::span<const byte_ref> refs) {
-  std::vector<std::uint64_t> ids;
-  for (const auto& region : regions_of(refs, {}))
-    ids.push_back(region.id);
+std::uint64_t residency_core::done_with(std::span<const byte_ref> refs,
+                                        std::span<const address_range> ranges) {
+  std::vector<std::uint64_t> created;  // stays empty: every page is planned
+  const auto ids = extents_of(targets_of(refs, ranges, "done_with"), false, created, "done_with");
   account_.done_with(ids);
   return ids.size();
 }
 
-residency_work residency_core::dead(std::span<const byte_ref> refs, stream_view stream) {
-  std::vector<std::uint64_t> ids;
-  for (const auto& region : regions_of(refs, {}))
-    ids.push_back(region.id);
+residency_work residency_core::dead(std::span<const byte_ref> refs,
+                                    std::span<const address_range> ranges, stream_view stream) {
+  std::vector<std::uint64_t> created;
+  const auto ids = extents_of(targets_of(refs, ranges, "dead"), false, created, "dead");
   return carry_out(account_.dead(ids), stream);
 }
 
@@ -280,6 +354,9 @@ residency_report residency_core::report() const {
                              other.moves += row.moves;
                              other.driver += row.driver;
                            });
+  table_.for_each([&](std::uint64_t id, const region_table::entry& e) {
+    out.unplanned_bytes += e.region->bytes - extents_.covered(id);
+  });
   for (auto& name : account_.tenants()) {
     tenant_residency t{std::move(name), {}};
     for (int d = 0; d < account_.device_count(); ++d)
@@ -302,18 +379,27 @@ allocator_stats residency_core::with_totals(allocator_stats s) const noexcept {
 
 allocator_snapshot residency_core::annotated(allocator_snapshot s) const {
   for (auto& r : s.regions) {
-    const auto* moves = account_.ledger(r.info.id);
+    // The region's extents summed: one is resident (the first found), one placed says the policy.
+    std::optional<region_residency> out;
+    for (const auto& x : extents_.of(r.info.id)) {
+      const auto* moves = account_.ledger(x.id);
+      if (moves == nullptr)
+        continue;
+      if (!out)
+        out.emplace();
+      out->moves += *moves;
+      if (const auto on = account_.resident_on(x.id); on && out->device < 0)
+        out->device = *on;
+      if (const auto p = account_.effective_policy(x.id); p && moves->placements > 0)
+        out->policy = std::string(to_string(*p));
+    }
     const auto* counted = driver_.region(r.info.id);
-    if (moves == nullptr && counted == nullptr)
+    if (!out && counted == nullptr)
       continue;
-    region_residency out;
-    out.device = account_.resident_on(r.info.id).value_or(-1);
-    if (const auto p = account_.effective_policy(r.info.id);
-        p && moves != nullptr && moves->placements > 0)
-      out.policy = std::string(to_string(*p));
-    out.moves = moves != nullptr ? *moves : residency_ledger{};
-    out.driver = counted != nullptr ? *counted : driver_ledger{};
-    r.residency = std::move(out);
+    if (!out)
+      out.emplace();
+    out->driver = counted != nullptr ? *counted : driver_ledger{};
+    r.residency = std::move(*out);
   }
   return s;
 }

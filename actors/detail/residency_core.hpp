@@ -11,6 +11,7 @@
 #include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/detail/region_table.hpp>
 #include <uma/memory/migration_ledger.hpp>
+#include <uma/memory/planned_extents.hpp>
 #include <uma/memory/residency_account.hpp>
 #include <uma/messages/requests.hpp>
 #include <uma/sys/worker_lanes.hpp>
@@ -34,7 +35,9 @@ struct residency_work {
 /// The allocator's residency (docs/residency.md): its account of what is placed on which device
 /// under which budget, and the moves that keep it so, queued on the allocator's lanes (device
 /// -> host prefetches on the host lane while host -> device prefetches run on the device's
-/// lane). Plans act on whole regions: a ref of a leased block stands for its lease's region.
+/// lane). Plans act on extents of pages (memory/planned_extents.hpp): a ref plans its own bytes
+/// (a direct region whole, a block of the block allocator its pages), a range by address the
+/// pages it covers in the live region holding it (found through the region table).
 /// On the host backend the devices are its emulated ones and the moves are recorded by it
 /// (counted, no data copied). Actor-thread only; throws uma::error (nothing changed).
 class residency_core {
@@ -49,8 +52,11 @@ class residency_core {
   static void check(const allocator_config& config, const backend& b);
 
   [[nodiscard]] residency_work will_access(const access_plan_request& r);
-  [[nodiscard]] std::uint64_t done_with(std::span<const byte_ref> refs);
-  [[nodiscard]] residency_work dead(std::span<const byte_ref> refs, stream_view stream);
+  /// Releases one hold on each extent the refs and ranges cover; returns the extents released.
+  [[nodiscard]] std::uint64_t done_with(std::span<const byte_ref> refs,
+                                        std::span<const address_range> ranges);
+  [[nodiscard]] residency_work dead(std::span<const byte_ref> refs,
+                                    std::span<const address_range> ranges, stream_view stream);
   /// Sets device `device`'s budget when `bytes` is not 0; returns the budget in force.
   [[nodiscard]] std::uint64_t budget(int device, std::uint64_t bytes);
   /// Sets `tenant`'s budget on `device` (0 removes it); returns the budget in force.
@@ -78,19 +84,39 @@ class residency_core {
   /// The allocator freed region `id`. The driver's records for it not taken in yet count as
   /// unattributed when they are.
   void forget(std::uint64_t id) noexcept {
-    account_.forget(id);
+    extents_.forget(id, [this](std::uint64_t extent) { account_.forget(extent); });
     driver_.forget(id);
   }
   /// The incarnation stops: the account goes back to zero.
-  void clear() noexcept { account_.clear(); }
+  void clear() noexcept {
+    account_.clear();
+    extents_.clear();
+  }
 
  private:
   /// Each device's memory: the GPUs', or the host backend's emulated devices'.
   [[nodiscard]] static std::vector<std::size_t> devices_of(const backend& b);
-  /// The table's regions of `refs` (one per region, in order of first mention), each as `like`
-  /// with its id, bytes and (for a region new to the account) its label.
-  [[nodiscard]] std::vector<planned_region> regions_of(std::span<const byte_ref> refs,
-                                                       const planned_region& like) const;
+  /// One range a request names, resolved to the live region holding it.
+  struct target {
+    std::uint64_t region = 0;
+    const detail::region* record = nullptr;
+    std::size_t offset = 0;
+    std::size_t bytes = 0;
+  };
+  /// The refs' and ranges' regions; invalid_argument (naming `what` and the address) for one
+  /// in no live region of this allocator. Changes nothing.
+  [[nodiscard]] std::vector<target> targets_of(std::span<const byte_ref> refs,
+                                               std::span<const address_range> ranges,
+                                               const char* what) const;
+  /// The extents covering `targets` (each once, in order of first mention): made for pages no
+  /// extent had when `fill` (ids added to `created`), else every page must be planned already.
+  /// Splits reach the account at once: they change none of its sums.
+  [[nodiscard]] std::vector<std::uint64_t> extents_of(std::span<const target> targets, bool fill,
+                                                      std::vector<std::uint64_t>& created,
+                                                      const char* what);
+  /// Extents in the account as `like`, each with its id, bytes and (new to the account) label.
+  [[nodiscard]] std::vector<planned_region> planned(std::span<const std::uint64_t> ids,
+                                                    const planned_region& like) const;
   [[nodiscard]] static residency_result summarize(const residency_plan& plan);
   /// The plan's moves as lane jobs (none on the host backend).
   [[nodiscard]] residency_work carry_out(const residency_plan& plan, stream_view stream) const;
@@ -101,6 +127,7 @@ class residency_core {
   std::function<std::string(const void*)> label_of_;
   const bool emulated_;  // the host backend: moves to its emulated devices, no data copied
   residency_account account_;
+  planned_extents extents_;  // the account's entries: extents of pages of the table's regions
   std::unique_ptr<um_counter_subscription> driver_counters_;
   std::string driver_status_;
   migration_ledger driver_{[this](std::uint64_t id) { return label_of(id); }};

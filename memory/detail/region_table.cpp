@@ -5,7 +5,38 @@
 namespace uma::detail {
 
 void region_table::insert(region* r, attach_flag attach) {
-  entries_.emplace(r->id, entry{r, attach, std::chrono::steady_clock::now()});
+  const auto address = reinterpret_cast<std::uintptr_t>(r->data);
+  by_address_.emplace(address, r->id);
+  try {
+    entries_.emplace(r->id, entry{r, attach, std::chrono::steady_clock::now()});
+  } catch (...) {
+    by_address_.erase(address);
+    throw;
+  }
+}
+
+void region_table::erase(std::uint64_t id) noexcept {
+  const auto it = entries_.find(id);
+  if (it == entries_.end())
+    return;
+  by_address_.erase(reinterpret_cast<std::uintptr_t>(it->second.region->data));
+  entries_.erase(it);
+}
+
+const region_table::entry* region_table::containing(std::uintptr_t address, std::size_t bytes,
+                                                    std::uint64_t& id) const noexcept {
+  auto it = by_address_.upper_bound(address);
+  if (it == by_address_.begin())
+    return nullptr;
+  --it;
+  const auto* e = find(it->second);
+  if (e == nullptr)
+    return nullptr;
+  const auto offset = address - it->first;
+  if (offset >= e->region->bytes || bytes > e->region->bytes - offset)
+    return nullptr;
+  id = it->second;
+  return e;
 }
 
 region_table::entry* region_table::find(std::uint64_t id) noexcept {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -38,8 +39,12 @@ class region_table {
     auto it = entries_.find(id);
     return it == entries_.end() ? nullptr : &it->second;
   }
+  /// The region holding bytes [address, address + bytes) whole, and its id; null when no live
+  /// region of this table does (plans by address range, docs/residency.md "Ranges").
+  [[nodiscard]] const entry* containing(std::uintptr_t address, std::size_t bytes,
+                                        std::uint64_t& id) const noexcept;
   /// Removes `id`; the caller drops the table's count.
-  void erase(std::uint64_t id) noexcept { entries_.erase(id); }
+  void erase(std::uint64_t id) noexcept;
   [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
   /// Calls `f(id, entry)` for every region, in no order.
   template <class F>
@@ -52,11 +57,13 @@ class region_table {
                                                 const tracking_resource& labels) const;
   /// Moves all entries out (post_stop).
   [[nodiscard]] std::unordered_map<std::uint64_t, entry> take_all() noexcept {
+    by_address_.clear();
     return std::exchange(entries_, {});
   }
 
  private:
   std::unordered_map<std::uint64_t, entry> entries_;
+  std::map<std::uintptr_t, std::uint64_t> by_address_;  // each region's first byte: its id
 };
 
 }  // namespace uma::detail
