@@ -489,9 +489,9 @@ TEST_F(two_processes, UmaServeListensOnNoTcpPortUnlessTold) {
 
 // -- TLS ----------------------------------------------------------------------------------------
 
-/// Makes a throw-away CA with a server certificate (for 127.0.0.1), a tenant's and the
-/// operator's client certificates, and a second CA with a rogue certificate, in `dir` (openssl
-/// CLI, RSA 2048, valid one day).
+/// Makes a throw-away CA with a server certificate (for 127.0.0.1), two tenants' ("client",
+/// "tenant") and the operator's client certificates, and a second CA with a rogue certificate,
+/// in `dir` (openssl CLI, RSA 2048, valid one day).
 void make_test_certificates(const std::string& dir) {
   const std::string script =
       "set -e; cd '" + dir +
@@ -499,7 +499,8 @@ void make_test_certificates(const std::string& dir) {
       ">san.ext; "
       "for ca in ca rogueca; do q openssl req -x509 -newkey rsa:2048 -nodes -keyout $ca.key "
       "-out $ca.pem -days 1 -subj \"/CN=uma test $ca\"; done; "
-      "for n in server:ca client:ca operator:ca rogue:rogueca; do c=${n%:*}; ca=${n#*:}; "
+      "for n in server:ca client:ca tenant:ca operator:ca rogue:rogueca; do "
+      "c=${n%:*}; ca=${n#*:}; "
       "q openssl req -newkey rsa:2048 -nodes -keyout $c.key -out $c.csr -subj \"/CN=uma $c\"; "
       "q openssl x509 -req -in $c.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -out $c.pem "
       "-days 1 -extfile san.ext; done; echo made";
@@ -546,9 +547,10 @@ TEST_F(two_processes, TlsRoundTripWorksAndPeersWithoutAValidCertificateAreRefuse
     EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << out;
     EXPECT_EQ(out.find("sessions:"), std::string::npos) << out;
   }
-  // F7 over TCP: 32 connections that never start TLS, while a client with a certificate is
-  // served; the handshake deadline (5 s) closes every one of them.
-  child_process half_open({attacker_path(), tcp, "handshake-deadline", "32"});
+  // F7 over TCP: 32 connections that never start TLS (from 127.0.0.2, the cap per address),
+  // while a client with a certificate is served; the handshake deadline (5 s) closes every one.
+  child_process half_open(
+      {attacker_path(), "--from", "127.0.0.2", tcp, "handshake-deadline", "32"});
   const auto connected = half_open.read_line(20s);
   ASSERT_TRUE(connected && *connected == "connected 32") << (connected ? *connected : "no line");
   {
@@ -560,6 +562,46 @@ TEST_F(two_processes, TlsRoundTripWorksAndPeersWithoutAValidCertificateAreRefuse
   ASSERT_TRUE(verdict);
   EXPECT_EQ(verdict->rfind("closed by the server: 32 after", 0), 0u) << *verdict;
   EXPECT_EQ(listening_ports(server_->pid()), std::set<unsigned>{port_});
+  EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
+}
+
+/// Client options with `who`'s certificate trusting `ca` (files of the test's directory).
+remote_client_options tls_client(const std::string& dir, const std::string& who,
+                                 const std::string& ca = "ca") {
+  return {.timeout = 10s,
+          .tls = {dir + "/" + who + ".pem", dir + "/" + who + ".key", dir + "/" + ca + ".pem"}};
+}
+
+TEST_F(two_processes, TcpConnectionsPastTheCapPerCertificateOrPerAddressAreRefused) {
+  make_test_certificates(dir_);
+  serve_in_child({"--port", "0", "--tls-cert", dir_ + "/server.pem", "--tls-key",
+                  dir_ + "/server.key", "--tls-ca", dir_ + "/ca.pem"},
+                 0, true);
+  const auto tcp = "127.0.0.1:" + std::to_string(port_);
+  // 17 connections with one certificate, each making a call: the 17th is closed when its
+  // handshake ends (16 per identity by default).
+  child_process same_cert({attacker_path(), tcp, "tls-connections", "17", dir_ + "/client.pem",
+                           dir_ + "/client.key", dir_ + "/ca.pem"});
+  const auto identity = same_cert.read_line(60s);
+  ASSERT_TRUE(identity);
+  EXPECT_EQ(*identity, "served: 16, refused: 1");
+  // 40 raw connections from 127.0.0.2: the 33rd on are closed at accept (32 per address).
+  child_process same_address(
+      {attacker_path(), "--from", "127.0.0.2", tcp, "connections", "40", "hold"});
+  const auto address = same_address.read_line(20s);
+  ASSERT_TRUE(address);
+  EXPECT_EQ(*address, "closed by the server: 8");
+  {  // Both attackers hold their connections: another certificate is served all the same.
+    remote_client honest(tcp, tls_client(dir_, "tenant"));
+    const auto h = honest.allocate(4096, "during the attacks");
+    EXPECT_LT(honest_p99(honest, h), 50.0);
+    EXPECT_EQ(honest.release(h), 4096u);
+  }
+  // Connections that end give their slot back: the certificate is served again.
+  same_cert.signal(SIGKILL);
+  ASSERT_TRUE(same_cert.wait(10s));
+  remote_client again(tcp, tls_client(dir_, "client"));
+  EXPECT_EQ(again.release(again.allocate(4096, "after the attack")), 4096u);
   EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
 }
 

@@ -128,6 +128,8 @@ void make_socket_folder(const std::string& path, unsigned socket_mode) {
   w.operator_secret = g.operator_secret;
   w.limits.idle_timeout = h.idle_timeout.count() == 0 ? std::chrono::hours(24 * 365)
                                                       : std::chrono::milliseconds(h.idle_timeout);
+  w.limits.max_connections_per_identity = h.max_connections_per_identity;
+  w.limits.max_connections_per_address = h.max_connections_per_address;
   w.log = log_line;
   auto server = std::make_unique<wire_server>(sys, gateway, w);
   const auto backend_text =
