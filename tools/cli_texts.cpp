@@ -83,7 +83,8 @@ id; a client's regions are leases of its session, released when it says so or wh
 connection drops. A client is known by its connection: its uid on the socket (mode 0600 by
 default), the operator on the operator socket, its certificate over TCP (mutual TLS only).
 Connections are capped per identity (uid or certificate name) and, on TCP, per address; the
-next one is closed at once.
+next one is closed at once. SIGHUP reads the TLS files again: new connections use them once
+they pass every check; a bad set is logged and the old one stays in force.
 Prints `uma serve: listening on unix:PATH ...` and the operator socket once serving (and the
 TCP and metrics addresses when asked), then runs until SIGINT or SIGTERM (or --for), stops the
 allocator and exits 0 (1 when the supervisor gave up). The metrics endpoint answers GET

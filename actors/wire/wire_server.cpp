@@ -145,6 +145,12 @@ wire_server::wire_server(caf::actor_system& sys, remote_allocator_actor gateway,
 
 wire_server::~wire_server() = default;
 
+void wire_server::reload_tls() {
+  if (!impl_->tls)
+    raise(errc::invalid_argument, "wire server: no TCP listener, so no TLS files to reload");
+  impl_->tls->use(server_context(impl_->config.tls));
+}
+
 std::uint16_t wire_server::tcp_port() const noexcept {
   return impl_->tls ? impl_->tls->port() : 0;
 }

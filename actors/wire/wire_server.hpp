@@ -87,8 +87,8 @@ struct wire_server_config {
 /// gRPC call.
 class wire_server {
  public:
-  /// Validates the configuration (TLS files read, parsed and matched once, here), binds every
-  /// listener and starts serving. Throws `error(invalid_argument)`
+  /// Validates the configuration (TLS files read, parsed and matched here, and again only by
+  /// `reload_tls`), binds every listener and starts serving. Throws `error(invalid_argument)`
   /// naming the option or file, `error(backend_error)` naming the address when a listener cannot
   /// bind.
   wire_server(caf::actor_system& sys, remote_allocator_actor gateway, wire_server_config config);
@@ -97,6 +97,11 @@ class wire_server {
   /// Ends every session stream and stops listening (bounded), removing the socket files.
   ~wire_server();
 
+  /// Reads the TLS files of the configuration again and checks them as at start; when they pass,
+  /// TLS handshakes from now on use them (connections already open keep theirs). Throws
+  /// `error(invalid_argument)` naming the file and what is wrong, with nothing changed, and the
+  /// same when the server has no TCP listener.
+  void reload_tls();
   /// The TCP port bound (0 without TCP).
   [[nodiscard]] std::uint16_t tcp_port() const noexcept;
   /// Calls refused because a bound was reached, since start (every kind).

@@ -1,7 +1,8 @@
 #pragma once
 
-// TLS credentials of the wire, read and checked once (at a server's start, at a client's
-// construction): a file truncated or replaced later changes nothing until the next start.
+// TLS credentials of the wire, read and checked whole (at a server's start and on its reload
+// signal, at a client's construction): a file truncated or replaced later changes nothing until
+// it is read again, and a set that fails a check is never used.
 
 #include <memory>
 #include <string>
