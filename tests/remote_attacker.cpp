@@ -6,7 +6,8 @@
 //                                                   quota, snapshot and restart as a tenant
 //   uma_remote_attacker TARGET oversized N          N allocate requests of 16 MiB (F5)
 //   uma_remote_attacker TARGET regions-flood L R    L leases, then R region requests from 16
-//                                                   threads at once (F6)
+//                                                   threads at once (F6); prints "flooding"
+//                                                   once 100 are answered
 //   uma_remote_attacker TARGET connections N [hold] N raw connections; how many the server closed
 //                                                   (with hold: then keeps them until killed)
 //   uma_remote_attacker TARGET half-open            raw: connect, send nothing (F7)
@@ -22,7 +23,8 @@
 //
 // `--from ADDRESS` before TARGET makes the raw TCP connections from that local address (such as
 // 127.0.0.2, another address of loopback), so that a test's honest client on 127.0.0.1 is
-// another address.
+// another address. `--tls CERT KEY CA` before TARGET makes the gRPC modes connect over mutual
+// TLS with those files.
 // The raw modes print "connected" or "sent" and keep the connection open until killed (at most a
 // minute).
 
@@ -57,11 +59,27 @@ using namespace std::chrono_literals;
 std::string target;
 std::string source_address;  // --from: the raw TCP connections' local address
 
+std::string read_text(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// Mutual TLS with the files CERT KEY CA.
+std::shared_ptr<grpc::ChannelCredentials> tls_credentials(const char* cert, const char* key,
+                                                          const char* ca) {
+  grpc::SslCredentialsOptions tls;
+  tls.pem_cert_chain = read_text(cert);
+  tls.pem_private_key = read_text(key);
+  tls.pem_root_certs = read_text(ca);
+  return grpc::SslCredentials(tls);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+
 std::unique_ptr<w::Remote::Stub> stub(int max_send = -1) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(max_send);
-  return w::Remote::NewStub(
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+  return w::Remote::NewStub(grpc::CreateCustomChannel(target, credentials, args));
 }
 
 template <class Req, class Rep, class Method>
@@ -146,6 +164,7 @@ int regions_flood(int leases, int requests) {
       break;
   }
   std::printf("leases: %d\n", held);
+  std::fflush(stdout);
   std::atomic<int> next{0}, answered{0}, largest{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 16; ++t)
@@ -156,7 +175,11 @@ int regions_flood(int leases, int requests) {
         req.set_page_size(100000);
         w::RegionsPage page;
         const auto st = call(*s, &w::Remote::Stub::Regions, req, page);
-        answered += st.ok() || st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? 1 : 0;
+        if (st.ok() || st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)
+          if (answered.fetch_add(1) + 1 == 100) {  // the flood is under way: a test may kill now
+            std::printf("flooding\n");
+            std::fflush(stdout);
+          }
         int seen = largest.load();
         while (page.rows_size() > seen && !largest.compare_exchange_weak(seen, page.rows_size())) {
         }
@@ -246,19 +269,10 @@ int connections(int n, bool keep) {
   return 0;
 }
 
-std::string read_text(const char* path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 /// N connections with one certificate, each its own (a channel of its own subchannel pool), one
 /// after the other: each makes a call with a 5 s deadline before the next connects.
 int tls_connections(int n, const char* cert, const char* key, const char* ca) {
-  grpc::SslCredentialsOptions tls;
-  tls.pem_cert_chain = read_text(cert);
-  tls.pem_private_key = read_text(key);
-  tls.pem_root_certs = read_text(ca);
-  const auto creds = grpc::SslCredentials(tls);
+  const auto creds = tls_credentials(cert, key, ca);
   std::vector<std::unique_ptr<w::Remote::Stub>> stubs;
   int served = 0;
   for (int i = 0; i < n; ++i) {
@@ -326,6 +340,11 @@ int main(int argc, char** argv) {
     source_address = argv[2];
     argv += 2;
     argc -= 2;
+  }
+  if (argc > 5 && std::string(argv[1]) == "--tls") {
+    credentials = tls_credentials(argv[2], argv[3], argv[4]);
+    argv += 4;
+    argc -= 4;
   }
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s [--from ADDRESS] unix:PATH|HOST:PORT MODE [ARGS]\n", argv[0]);

@@ -209,6 +209,9 @@ class two_processes : public ::testing::Test {
     return {};
   }
 
+  /// `uma serve` over TCP with mutual TLS (below, after the test certificates).
+  std::string serve_tls_in_child();
+
   std::unique_ptr<remote_client> connect(std::chrono::milliseconds timeout = 10s) {
     return std::make_unique<remote_client>(endpoint(), remote_client_options{.timeout = timeout});
   }
@@ -540,6 +543,10 @@ TEST_F(two_processes, TlsRoundTripWorksAndPeersWithoutAValidCertificateAreRefuse
   };
   {
     remote_client c(tcp, with("client"));
+    // 3 MiB in one message cross uma's TLS front over several rounds (it moves at most 1 MiB
+    // each way per connection and round) and reach the gateway's checks whole.
+    UMA_EXPECT_ERROR(static_cast<void>(c.allocate(4096, std::string(3u << 20, 'x'))),
+                     errc::invalid_argument, "label");
     const auto h = c.allocate(1 << 16, "over tls");
     static_cast<void>(c.advise({h}, advice::set_read_mostly));
     EXPECT_TRUE(c.attributes(h).read_mostly);
@@ -589,12 +596,18 @@ remote_client_options tls_client(const std::string& dir, const std::string& who,
           .tls = {dir + "/" + who + ".pem", dir + "/" + who + ".key", dir + "/" + ca + ".pem"}};
 }
 
-TEST_F(two_processes, TcpConnectionsPastTheCapPerCertificateOrPerAddressAreRefused) {
+/// Makes the test certificates and starts `uma serve` over TCP with the server's (and the
+/// first CA); returns its address.
+std::string two_processes::serve_tls_in_child() {
   make_test_certificates(dir_);
   serve_in_child({"--port", "0", "--tls-cert", dir_ + "/server.pem", "--tls-key",
                   dir_ + "/server.key", "--tls-ca", dir_ + "/ca.pem"},
                  0, true);
-  const auto tcp = "127.0.0.1:" + std::to_string(port_);
+  return "127.0.0.1:" + std::to_string(port_);
+}
+
+TEST_F(two_processes, TcpConnectionsPastTheCapPerCertificateOrPerAddressAreRefused) {
+  const auto tcp = serve_tls_in_child();
   // 17 connections with one certificate, each making a call: the 17th is closed when its
   // handshake ends (16 per identity by default).
   child_process same_cert({attacker_path(), tcp, "tls-connections", "17", dir_ + "/client.pem",
@@ -668,6 +681,26 @@ TEST_F(two_processes, SighupReloadsCheckedTlsFilesForNewConnectionsAndKeepsThemO
       << mismatched;
   remote_client still(tcp, tls_client(dir_, "rogue", "rogueca"));
   EXPECT_EQ(still.release(still.allocate(4096, "after the refusals")), 4096u);
+  EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
+}
+
+TEST_F(two_processes, ATlsClientKilledWhileRepliesAreInFlightLeavesTheServerServing) {
+  const auto tcp = serve_tls_in_child();
+  // Killed mid-flood, the client's connection resets while replies are still being written to
+  // it: the TLS front's write fails (EPIPE), and must not end the process (SIGPIPE). Three
+  // times: whether a write comes after the reset depends on the timing of each.
+  for (int round = 0; round < 3; ++round) {
+    child_process flood({attacker_path(), "--tls", dir_ + "/client.pem", dir_ + "/client.key",
+                         dir_ + "/ca.pem", tcp, "regions-flood", "256", "1000000"});
+    const auto leases = flood.read_line(20s);
+    ASSERT_TRUE(leases && *leases == "leases: 256") << (leases ? *leases : "no line");
+    const auto flooding = flood.read_line(20s);
+    ASSERT_TRUE(flooding && *flooding == "flooding") << (flooding ? *flooding : "no line");
+    flood.signal(SIGKILL);
+    ASSERT_TRUE(flood.wait(10s));
+  }
+  remote_client after(tcp, tls_client(dir_, "tenant"));
+  EXPECT_EQ(after.release(after.allocate(4096, "after the kill")), 4096u);
   EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
 }
 

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,6 +12,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include <uma/sys/error.hpp>
 
@@ -70,7 +73,8 @@ using clock_type = std::chrono::steady_clock;
   return ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &e) == 0;
 }
 
-/// Edge-triggered: every ready transition is one event, and a pump runs until nothing moves.
+/// Edge-triggered: every ready transition is one event; a pump runs until nothing moves, or
+/// until its budget is spent, and then the connection is pumped again in the next round.
 constexpr std::uint32_t both_ways = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 
 }  // namespace
@@ -115,9 +119,18 @@ void tls_front::use(std::shared_ptr<SSL_CTX> ctx) {
 }
 
 void tls_front::run() {
+  // OpenSSL writes to the peer's socket with write(), not send(MSG_NOSIGNAL): a peer that reset
+  // its connection would raise SIGPIPE, whose default ends the process. Blocked in this thread
+  // (the signal a write raises goes to the writing thread), the write fails with EPIPE instead
+  // and the connection ends.
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   std::array<epoll_event, 64> events{};
   while (true) {
-    const int n = ::epoll_wait(epoll_fd_, events.data(), events.size(), wait_ms());
+    const int n =
+        ::epoll_wait(epoll_fd_, events.data(), events.size(), again_.empty() ? wait_ms() : 0);
     if (n < 0 && errno != EINTR)
       return;
     for (int i = 0; i < n; ++i) {
@@ -131,6 +144,9 @@ void tls_front::run() {
       if (const auto it = by_fd_.find(fd); it != by_fd_.end())
         on_ready(handle(it->second));  // a copy: `drop` erases the entry
     }
+    for (const auto& c : std::exchange(again_, {}))
+      if (c->pipe)  // not dropped since
+        pump(c);
     expire_handshakes();
   }
 }
@@ -201,8 +217,18 @@ void tls_front::on_ready(const handle& c) {
         return finish_handshake(c);
     }
   }
-  if (!c->pipe->pump())
-    drop(c);
+  pump(c);
+}
+
+void tls_front::pump(const handle& c) {
+  switch (c->pipe->pump()) {
+    case tls_pipe::flow::waiting:
+      return;
+    case tls_pipe::flow::more:
+      return again_.push_back(c);
+    case tls_pipe::flow::ended:
+      return drop(c);
+  }
 }
 
 void tls_front::end_deadline(const handle& c) {
@@ -241,9 +267,9 @@ void tls_front::finish_handshake(const handle& c) {
   table_.add(theirs, st.st_ino, std::move(who), std::nullopt);
   by_fd_.emplace(c->pipe->inner(), c);
   hooks_.hand_over(theirs);
-  if (!watch(epoll_fd_, c->pipe->inner(), both_ways) ||
-      !c->pipe->pump())  // the client's first bytes may have come with its last handshake flight
-    drop(c);
+  if (!watch(epoll_fd_, c->pipe->inner(), both_ways))
+    return drop(c);
+  pump(c);  // the client's first bytes may have come with its last handshake flight
 }
 
 void tls_front::drop(const handle& c) {

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <openssl/types.h>
 
@@ -73,6 +74,9 @@ class tls_front {
   void run();
   void accept_all();
   void on_ready(const handle& c);
+  /// Moves `c`'s bytes: drops it when it ended, queues it for the next round when its budget
+  /// ran out with bytes still ready (edge-triggered epoll would not report them again).
+  void pump(const handle& c);
   void finish_handshake(const handle& c);
   /// Takes `c` off the handshake deadlines (its handshake ended either way).
   void end_deadline(const handle& c);
@@ -94,6 +98,7 @@ class tls_front {
   // Touched by the front's thread only.
   std::map<int, handle> by_fd_;  // both descriptors of each connection
   std::multimap<std::chrono::steady_clock::time_point, handle> handshaking_;
+  std::vector<handle> again_;  // connections to pump in the next round
   std::map<std::string, std::uint32_t> per_address_;
   std::map<std::string, std::uint32_t> per_identity_;
   std::uint32_t open_ = 0;

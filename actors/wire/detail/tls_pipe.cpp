@@ -125,24 +125,24 @@ bool tls_pipe::inner_to_tls() {
   return moved;
 }
 
-bool tls_pipe::pump() {
+tls_pipe::flow tls_pipe::pump(int rounds) {
   if (inner_ < 0)
-    return false;
-  while (!broken_) {
+    return flow::ended;
+  bool moved = true;
+  for (; moved && !broken_ && rounds > 0; --rounds) {
     const bool in = tls_to_inner();
     const bool out = inner_to_tls();
-    if (!in && !out)
-      break;
+    moved = in || out;
   }
   if (broken_ || (tls_ended_ && from_tls_.empty()))
-    return false;
+    return flow::ended;
   if (inner_ended_ && from_inner_.empty()) {
     clear_errors();
     static_cast<void>(SSL_shutdown(ssl_));  // close_notify, best effort: the socket closes next
     clear_errors();
-    return false;
+    return flow::ended;
   }
-  return true;
+  return moved ? flow::more : flow::waiting;
 }
 
 }  // namespace uma::detail

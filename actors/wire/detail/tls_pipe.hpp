@@ -32,9 +32,14 @@ class tls_pipe {
   /// Makes the socket pair: returns gRPC's end (which gRPC then owns), or -1 when the process
   /// is out of descriptors.
   [[nodiscard]] int open_inner();
-  /// Moves bytes both ways until nothing more moves. False once the connection is over: either
-  /// side closed (after what it sent was passed on) or failed.
-  [[nodiscard]] bool pump();
+  enum class flow {
+    waiting,  ///< nothing more moves until a socket is ready again
+    more,     ///< the round's budget is spent and bytes are still ready: pump again soon
+    ended     ///< either side closed (after what it sent was passed on) or failed
+  };
+  /// Moves bytes both ways until nothing more moves, or at most `rounds` buffers each way (so
+  /// that one busy connection cannot keep the front from the others).
+  [[nodiscard]] flow pump(int rounds = 64);
 
   [[nodiscard]] int tcp() const noexcept { return tcp_; }
   [[nodiscard]] int inner() const noexcept { return inner_; }
