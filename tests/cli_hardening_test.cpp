@@ -40,6 +40,21 @@ TEST(CliHardening, FlagsAreReadAndBadValuesNamed) {
                    errc::invalid_argument, "--operator-cn needs a value");
 }
 
+TEST(CliHardening, ConnectionCapsDefaultToSixteenAndThirtyTwoAndRefuseZeroOrGarbage) {
+  const auto defaults = parse_hardening(with({}));
+  EXPECT_EQ(defaults.max_connections_per_identity, 16u);
+  EXPECT_EQ(defaults.max_connections_per_address, 32u);
+  const auto h = parse_hardening(
+      with({{"--max-connections-per-identity", "4"}, {"--max-connections-per-address", "65536"}}));
+  EXPECT_EQ(h.max_connections_per_identity, 4u);
+  EXPECT_EQ(h.max_connections_per_address, 65536u);
+  for (const char* flag : {"--max-connections-per-identity", "--max-connections-per-address"})
+    for (const char* bad : {"0", "-3", "65537", "8x", "", "99999999999999999999"})
+      UMA_EXPECT_ERROR(static_cast<void>(parse_hardening(with({{flag, bad}}))),
+                       errc::invalid_argument,
+                       std::string(flag) + " needs a number from 1 to 65536, not '" + bad + "'");
+}
+
 TEST(CliHardening, TcpNeedsMutualTlsAndANonLoopbackBindIsWarnedAbout) {
   options local;
   EXPECT_EQ(check_bind_policy(local, {}), "");  // the Unix socket only

@@ -6,15 +6,25 @@
 //                                                   quota, snapshot and restart as a tenant
 //   uma_remote_attacker TARGET oversized N          N allocate requests of 16 MiB (F5)
 //   uma_remote_attacker TARGET regions-flood L R    L leases, then R region requests from 16
-//                                                   threads at once (F6)
-//   uma_remote_attacker TARGET connections N        N raw connections; how many the server closed
+//                                                   threads at once (F6); prints "flooding"
+//                                                   once 100 are answered
+//   uma_remote_attacker TARGET connections N [hold] N raw connections; how many the server closed
+//                                                   (with hold: then keeps them until killed)
 //   uma_remote_attacker TARGET half-open            raw: connect, send nothing (F7)
 //   uma_remote_attacker HOST:PORT handshake-deadline N   N TCP connections that never start
 //                                                   TLS; how many the server closed, and when
 //   uma_remote_attacker TARGET garbage              raw: 64 KiB of bytes that are no HTTP/2
 //   uma_remote_attacker TARGET idle                 raw: send nothing; report when the server
 //                                                   closes the connection (30 s at most)
+//   uma_remote_attacker HOST:PORT tls-connections N CERT KEY CA   N gRPC connections over
+//                                                   mutual TLS with one certificate, one after
+//                                                   the other, each making a call; how many were
+//                                                   served, then keeps them until killed
 //
+// `--from ADDRESS` before TARGET makes the raw TCP connections from that local address (such as
+// 127.0.0.2, another address of loopback), so that a test's honest client on 127.0.0.1 is
+// another address. `--tls CERT KEY CA` before TARGET makes the gRPC modes connect over mutual
+// TLS with those files.
 // The raw modes print "connected" or "sent" and keep the connection open until killed (at most a
 // minute).
 
@@ -31,6 +41,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,12 +57,29 @@ namespace w = uma::wire::v1;
 using namespace std::chrono_literals;
 
 std::string target;
+std::string source_address;  // --from: the raw TCP connections' local address
+
+std::string read_text(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// Mutual TLS with the files CERT KEY CA.
+std::shared_ptr<grpc::ChannelCredentials> tls_credentials(const char* cert, const char* key,
+                                                          const char* ca) {
+  grpc::SslCredentialsOptions tls;
+  tls.pem_cert_chain = read_text(cert);
+  tls.pem_private_key = read_text(key);
+  tls.pem_root_certs = read_text(ca);
+  return grpc::SslCredentials(tls);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
 
 std::unique_ptr<w::Remote::Stub> stub(int max_send = -1) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(max_send);
-  return w::Remote::NewStub(
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+  return w::Remote::NewStub(grpc::CreateCustomChannel(target, credentials, args));
 }
 
 template <class Req, class Rep, class Method>
@@ -135,6 +164,7 @@ int regions_flood(int leases, int requests) {
       break;
   }
   std::printf("leases: %d\n", held);
+  std::fflush(stdout);
   std::atomic<int> next{0}, answered{0}, largest{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 16; ++t)
@@ -145,7 +175,11 @@ int regions_flood(int leases, int requests) {
         req.set_page_size(100000);
         w::RegionsPage page;
         const auto st = call(*s, &w::Remote::Stub::Regions, req, page);
-        answered += st.ok() || st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? 1 : 0;
+        if (st.ok() || st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)
+          if (answered.fetch_add(1) + 1 == 100) {  // the flood is under way: a test may kill now
+            std::printf("flooding\n");
+            std::fflush(stdout);
+          }
         int seen = largest.load();
         while (page.rows_size() > seen && !largest.compare_exchange_weak(seen, page.rows_size())) {
         }
@@ -166,6 +200,15 @@ int raw_connect() {
     addr.sin_port = htons(static_cast<std::uint16_t>(std::atoi(target.c_str() + colon + 1)));
     ::inet_pton(AF_INET, target.substr(0, colon).c_str(), &addr.sin_addr);
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (!source_address.empty()) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      ::inet_pton(AF_INET, source_address.c_str(), &from.sin_addr);
+      if (::bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof from) != 0) {
+        std::printf("cannot bind %s: %s\n", source_address.c_str(), std::strerror(errno));
+        std::exit(1);
+      }
+    }
     if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
       std::printf("cannot connect: %s\n", std::strerror(errno));
       std::exit(1);
@@ -201,7 +244,13 @@ bool closed_within(int fd, std::chrono::milliseconds wait) {
   }
 }
 
-int connections(int n) {
+/// Keeps this process (and its connections) until the test kills it, a minute at most.
+void hold() {
+  std::fflush(stdout);
+  static_cast<void>(::poll(nullptr, 0, 60'000));
+}
+
+int connections(int n, bool keep) {
   std::vector<int> fds;
   for (int i = 0; i < n; ++i)
     fds.push_back(raw_connect());
@@ -215,6 +264,28 @@ int connections(int n) {
     closed += closed_within(fd, std::max(left, std::chrono::milliseconds(1))) ? 1 : 0;
   }
   std::printf("closed by the server: %d\n", closed);
+  if (keep)
+    hold();
+  return 0;
+}
+
+/// N connections with one certificate, each its own (a channel of its own subchannel pool), one
+/// after the other: each makes a call with a 5 s deadline before the next connects.
+int tls_connections(int n, const char* cert, const char* key, const char* ca) {
+  const auto creds = tls_credentials(cert, key, ca);
+  std::vector<std::unique_ptr<w::Remote::Stub>> stubs;
+  int served = 0;
+  for (int i = 0; i < n; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    stubs.push_back(w::Remote::NewStub(grpc::CreateCustomChannel(target, creds, args)));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    w::Stats stats;
+    served += stubs.back()->GetStats(&ctx, w::StatsRequest{}, &stats).ok() ? 1 : 0;
+  }
+  std::printf("served: %d, refused: %d\n", served, n - served);
+  hold();
   return 0;
 }
 
@@ -265,8 +336,18 @@ int raw(const std::string& mode) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 3 && std::string(argv[1]) == "--from") {
+    source_address = argv[2];
+    argv += 2;
+    argc -= 2;
+  }
+  if (argc > 5 && std::string(argv[1]) == "--tls") {
+    credentials = tls_credentials(argv[2], argv[3], argv[4]);
+    argv += 4;
+    argc -= 4;
+  }
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s unix:PATH MODE [ARGS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--from ADDRESS] unix:PATH|HOST:PORT MODE [ARGS]\n", argv[0]);
     return 2;
   }
   target = argv[1];
@@ -279,7 +360,9 @@ int main(int argc, char** argv) {
   if (mode == "regions-flood")
     return regions_flood(arg(3), arg(4));
   if (mode == "connections")
-    return connections(arg(3));
+    return connections(arg(3), argc > 4 && std::string(argv[4]) == "hold");
+  if (mode == "tls-connections" && argc == 7)
+    return tls_connections(arg(3), argv[4], argv[5], argv[6]);
   if (mode == "handshake-deadline")
     return handshake_deadline(arg(3));
   if (mode == "half-open" || mode == "garbage" || mode == "idle")

@@ -167,15 +167,18 @@ class two_processes : public ::testing::Test {
 
   /// Starts `uma serve` on this test's sockets and reads its announcements; with
   /// `memory_limit_kib`, under `ulimit -v` of that many KiB. With `tcp`, the extra arguments
-  /// include --port and the TCP port is read from the third line.
+  /// include --port and the TCP port is read from the third line. With `log_too`, its stderr
+  /// (the log: sessions, refusals, reloads) comes on the same pipe as its stdout.
   void serve_in_child(std::vector<std::string> extra = {}, std::uint64_t memory_limit_kib = 0,
-                      bool tcp = false) {
+                      bool tcp = false, bool log_too = false) {
     std::vector<std::string> argv{cli_path(), "serve", "--socket",  socket(),
                                   "--for",    "60",    "--backend", backend_name()};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    if (memory_limit_kib != 0)
-      argv.insert(argv.begin(), {"/bin/sh", "-c",
-                                 memory_limit_prefix(memory_limit_kib) + " && exec \"$0\" \"$@\""});
+    if (memory_limit_kib != 0 || log_too)
+      argv.insert(argv.begin(),
+                  {"/bin/sh", "-c",
+                   (memory_limit_kib != 0 ? memory_limit_prefix(memory_limit_kib) + " && " : "") +
+                       "exec \"$0\" \"$@\"" + (log_too ? " 2>&1" : "")});
     server_ = std::make_unique<child_process>(argv);
     const auto line = server_->read_line(20s);
     ASSERT_TRUE(line) << "uma serve printed no line";
@@ -191,6 +194,23 @@ class two_processes : public ::testing::Test {
     ASSERT_EQ(tcp_line->rfind(prefix, 0), 0u) << *tcp_line;
     port_ = static_cast<std::uint16_t>(std::stoul(tcp_line->substr(prefix.size())));
   }
+
+  /// The next line of the serving child's output that starts with `prefix` (others skipped);
+  /// empty when none comes within 20 s.
+  std::string await_server_line(const std::string& prefix) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      const auto line = server_->read_line(std::max(left, std::chrono::milliseconds(1)));
+      if (line && line->rfind(prefix, 0) == 0)
+        return *line;
+    }
+    return {};
+  }
+
+  /// `uma serve` over TCP with mutual TLS (below, after the test certificates).
+  std::string serve_tls_in_child();
 
   std::unique_ptr<remote_client> connect(std::chrono::milliseconds timeout = 10s) {
     return std::make_unique<remote_client>(endpoint(), remote_client_options{.timeout = timeout});
@@ -489,9 +509,9 @@ TEST_F(two_processes, UmaServeListensOnNoTcpPortUnlessTold) {
 
 // -- TLS ----------------------------------------------------------------------------------------
 
-/// Makes a throw-away CA with a server certificate (for 127.0.0.1), a tenant's and the
-/// operator's client certificates, and a second CA with a rogue certificate, in `dir` (openssl
-/// CLI, RSA 2048, valid one day).
+/// Makes a throw-away CA with a server certificate (for 127.0.0.1), two tenants' ("client",
+/// "tenant") and the operator's client certificates, and a second CA with a rogue certificate
+/// and a second server certificate, in `dir` (openssl CLI, RSA 2048, valid one day).
 void make_test_certificates(const std::string& dir) {
   const std::string script =
       "set -e; cd '" + dir +
@@ -499,7 +519,8 @@ void make_test_certificates(const std::string& dir) {
       ">san.ext; "
       "for ca in ca rogueca; do q openssl req -x509 -newkey rsa:2048 -nodes -keyout $ca.key "
       "-out $ca.pem -days 1 -subj \"/CN=uma test $ca\"; done; "
-      "for n in server:ca client:ca operator:ca rogue:rogueca; do c=${n%:*}; ca=${n#*:}; "
+      "for n in server:ca client:ca tenant:ca operator:ca rogue:rogueca server2:rogueca; do "
+      "c=${n%:*}; ca=${n#*:}; "
       "q openssl req -newkey rsa:2048 -nodes -keyout $c.key -out $c.csr -subj \"/CN=uma $c\"; "
       "q openssl x509 -req -in $c.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -out $c.pem "
       "-days 1 -extfile san.ext; done; echo made";
@@ -522,6 +543,10 @@ TEST_F(two_processes, TlsRoundTripWorksAndPeersWithoutAValidCertificateAreRefuse
   };
   {
     remote_client c(tcp, with("client"));
+    // 3 MiB in one message cross uma's TLS front over several rounds (it moves at most 1 MiB
+    // each way per connection and round) and reach the gateway's checks whole.
+    UMA_EXPECT_ERROR(static_cast<void>(c.allocate(4096, std::string(3u << 20, 'x'))),
+                     errc::invalid_argument, "label");
     const auto h = c.allocate(1 << 16, "over tls");
     static_cast<void>(c.advise({h}, advice::set_read_mostly));
     EXPECT_TRUE(c.attributes(h).read_mostly);
@@ -546,9 +571,10 @@ TEST_F(two_processes, TlsRoundTripWorksAndPeersWithoutAValidCertificateAreRefuse
     EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << out;
     EXPECT_EQ(out.find("sessions:"), std::string::npos) << out;
   }
-  // F7 over TCP: 32 connections that never start TLS, while a client with a certificate is
-  // served; the handshake deadline (5 s) closes every one of them.
-  child_process half_open({attacker_path(), tcp, "handshake-deadline", "32"});
+  // F7 over TCP: 32 connections that never start TLS (from 127.0.0.2, the cap per address),
+  // while a client with a certificate is served; the handshake deadline (5 s) closes every one.
+  child_process half_open(
+      {attacker_path(), "--from", "127.0.0.2", tcp, "handshake-deadline", "32"});
   const auto connected = half_open.read_line(20s);
   ASSERT_TRUE(connected && *connected == "connected 32") << (connected ? *connected : "no line");
   {
@@ -560,6 +586,121 @@ TEST_F(two_processes, TlsRoundTripWorksAndPeersWithoutAValidCertificateAreRefuse
   ASSERT_TRUE(verdict);
   EXPECT_EQ(verdict->rfind("closed by the server: 32 after", 0), 0u) << *verdict;
   EXPECT_EQ(listening_ports(server_->pid()), std::set<unsigned>{port_});
+  EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
+}
+
+/// Client options with `who`'s certificate trusting `ca` (files of the test's directory).
+remote_client_options tls_client(const std::string& dir, const std::string& who,
+                                 const std::string& ca = "ca") {
+  return {.timeout = 10s,
+          .tls = {dir + "/" + who + ".pem", dir + "/" + who + ".key", dir + "/" + ca + ".pem"}};
+}
+
+/// Makes the test certificates and starts `uma serve` over TCP with the server's (and the
+/// first CA); returns its address.
+std::string two_processes::serve_tls_in_child() {
+  make_test_certificates(dir_);
+  serve_in_child({"--port", "0", "--tls-cert", dir_ + "/server.pem", "--tls-key",
+                  dir_ + "/server.key", "--tls-ca", dir_ + "/ca.pem"},
+                 0, true);
+  return "127.0.0.1:" + std::to_string(port_);
+}
+
+TEST_F(two_processes, TcpConnectionsPastTheCapPerCertificateOrPerAddressAreRefused) {
+  const auto tcp = serve_tls_in_child();
+  // 17 connections with one certificate, each making a call: the 17th is closed when its
+  // handshake ends (16 per identity by default).
+  child_process same_cert({attacker_path(), tcp, "tls-connections", "17", dir_ + "/client.pem",
+                           dir_ + "/client.key", dir_ + "/ca.pem"});
+  const auto identity = same_cert.read_line(60s);
+  ASSERT_TRUE(identity);
+  EXPECT_EQ(*identity, "served: 16, refused: 1");
+  // 40 raw connections from 127.0.0.2: the 33rd on are closed at accept (32 per address).
+  child_process same_address(
+      {attacker_path(), "--from", "127.0.0.2", tcp, "connections", "40", "hold"});
+  const auto address = same_address.read_line(20s);
+  ASSERT_TRUE(address);
+  EXPECT_EQ(*address, "closed by the server: 8");
+  {  // Both attackers hold their connections: another certificate is served all the same.
+    remote_client honest(tcp, tls_client(dir_, "tenant"));
+    const auto h = honest.allocate(4096, "during the attacks");
+    EXPECT_LT(honest_p99(honest, h), 50.0);
+    EXPECT_EQ(honest.release(h), 4096u);
+  }
+  // Connections that end give their slot back: the certificate is served again.
+  same_cert.signal(SIGKILL);
+  ASSERT_TRUE(same_cert.wait(10s));
+  remote_client again(tcp, tls_client(dir_, "client"));
+  EXPECT_EQ(again.release(again.allocate(4096, "after the attack")), 4096u);
+  EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
+}
+
+TEST_F(two_processes, SighupReloadsCheckedTlsFilesForNewConnectionsAndKeepsThemOnABadSet) {
+  make_test_certificates(dir_);
+  const auto live = [&](const std::string& name) { return dir_ + "/live-" + name; };
+  const auto install = [&](const std::string& cert, const std::string& key, const std::string& ca) {
+    for (const auto& [from, to] : {std::pair{cert, "cert.pem"}, {key, "key.pem"}, {ca, "ca.pem"}})
+      std::filesystem::copy_file(dir_ + "/" + from, live(to),
+                                 std::filesystem::copy_options::overwrite_existing);
+  };
+  install("server.pem", "server.key", "ca.pem");  // set A: the first CA
+  serve_in_child({"--port", "0", "--tls-cert", live("cert.pem"), "--tls-key", live("key.pem"),
+                  "--tls-ca", live("ca.pem")},
+                 0, true, true);
+  const auto tcp = "127.0.0.1:" + std::to_string(port_);
+  remote_client before(tcp, tls_client(dir_, "client"));
+  const auto h = before.allocate(4096, "before the reload");
+  // The line the server logs for a SIGHUP (read from its output, bounded).
+  const auto hang_up = [&] {
+    server_->signal(SIGHUP);
+    return await_server_line("uma serve: SIGHUP: ");
+  };
+  // Set B: a server certificate of the second CA, and that CA for clients.
+  install("server2.pem", "server2.key", "rogueca.pem");
+  const auto reloaded = hang_up();
+  EXPECT_NE(reloaded.find("reloaded the TLS files"), std::string::npos) << reloaded;
+  {
+    remote_client after(tcp, tls_client(dir_, "rogue", "rogueca"));
+    EXPECT_EQ(after.release(after.allocate(4096, "after the reload")), 4096u);
+  }
+  UMA_EXPECT_ERROR(remote_client(tcp, tls_client(dir_, "client")), errc::backend_error,
+                   "cannot reach the uma server");
+  EXPECT_EQ(before.release(h), 4096u);  // the connection opened under A goes on
+  // A garbage certificate, then a key of another certificate: refused, B stays in force.
+  std::ofstream(live("cert.pem"), std::ios::trunc) << "not a certificate\n";
+  const auto garbage = hang_up();
+  EXPECT_NE(garbage.find("refused to reload the TLS files: --tls-cert " + live("cert.pem") +
+                         ": no PEM certificate there; the previous ones stay in force"),
+            std::string::npos)
+      << garbage;
+  install("server2.pem", "server.key", "rogueca.pem");
+  const auto mismatched = hang_up();
+  EXPECT_NE(mismatched.find("refused to reload the TLS files: --tls-key " + live("key.pem") +
+                            " is not the key of --tls-cert"),
+            std::string::npos)
+      << mismatched;
+  remote_client still(tcp, tls_client(dir_, "rogue", "rogueca"));
+  EXPECT_EQ(still.release(still.allocate(4096, "after the refusals")), 4096u);
+  EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
+}
+
+TEST_F(two_processes, ATlsClientKilledWhileRepliesAreInFlightLeavesTheServerServing) {
+  const auto tcp = serve_tls_in_child();
+  // Killed mid-flood, the client's connection resets while replies are still being written to
+  // it: the TLS front's write fails (EPIPE), and must not end the process (SIGPIPE). Three
+  // times: whether a write comes after the reset depends on the timing of each.
+  for (int round = 0; round < 3; ++round) {
+    child_process flood({attacker_path(), "--tls", dir_ + "/client.pem", dir_ + "/client.key",
+                         dir_ + "/ca.pem", tcp, "regions-flood", "256", "1000000"});
+    const auto leases = flood.read_line(20s);
+    ASSERT_TRUE(leases && *leases == "leases: 256") << (leases ? *leases : "no line");
+    const auto flooding = flood.read_line(20s);
+    ASSERT_TRUE(flooding && *flooding == "flooding") << (flooding ? *flooding : "no line");
+    flood.signal(SIGKILL);
+    ASSERT_TRUE(flood.wait(10s));
+  }
+  remote_client after(tcp, tls_client(dir_, "tenant"));
+  EXPECT_EQ(after.release(after.allocate(4096, "after the kill")), 4096u);
   EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
 }
 

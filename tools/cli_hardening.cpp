@@ -28,6 +28,10 @@ hardening_options parse_hardening(const options& o) {
       h.tenant_quota_bytes = number(flag, value, 1, UINT64_MAX);
     else if (flag == "--idle-timeout")
       h.idle_timeout = std::chrono::seconds(number(flag, value, 0, 604800));
+    else if (flag == "--max-connections-per-identity")
+      h.max_connections_per_identity = static_cast<std::uint32_t>(number(flag, value, 1, 65536));
+    else if (flag == "--max-connections-per-address")
+      h.max_connections_per_address = static_cast<std::uint32_t>(number(flag, value, 1, 65536));
     else if (flag == "--operator-cn" && !value.empty() && value.size() <= 64)
       h.operator_names.push_back(value);
     else if (flag == "--tls-cert" && !value.empty())

@@ -1,7 +1,7 @@
 #pragma once
 
 // The hardening flags of `uma serve` and the clients (--tenant-quota, --idle-timeout,
-// --operator-cn, --tls-*), read from `options::hardening`.
+// --operator-cn, --max-connections-per-*, --tls-*), read from `options::hardening`.
 
 #include <chrono>
 #include <cstdint>
@@ -15,10 +15,12 @@ namespace uma::cli {
 
 /// What the hardening flags asked for, defaults filled in.
 struct hardening_options {
-  std::uint64_t tenant_quota_bytes = 0;       ///< --tenant-quota; 0: a quarter of the quota
-  std::chrono::seconds idle_timeout{300};     ///< --idle-timeout; 0: never
-  std::vector<std::string> operator_names{};  ///< --operator-cn, in order
-  tls_options tls{};                          ///< --tls-cert, --tls-key, --tls-ca
+  std::uint64_t tenant_quota_bytes = 0;             ///< --tenant-quota; 0: a quarter of the quota
+  std::chrono::seconds idle_timeout{300};           ///< --idle-timeout; 0: never
+  std::vector<std::string> operator_names{};        ///< --operator-cn, in order
+  std::uint32_t max_connections_per_identity = 16;  ///< --max-connections-per-identity
+  std::uint32_t max_connections_per_address = 32;   ///< --max-connections-per-address
+  tls_options tls{};                                ///< --tls-cert, --tls-key, --tls-ca
   bool insecure_metrics = false;  ///< --insecure-metrics: --metrics off loopback, plain HTTP
 };
 

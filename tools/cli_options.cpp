@@ -198,6 +198,10 @@ void command_line::add_hardening(CLI::App& s, command c) {
   pass("--tenant-quota", "BYTES",
        "bytes (regions plus labels) one tenant may hold (default: a quarter of the quota)");
   pass("--idle-timeout", "SECONDS", "end sessions and drop connections idle this long (300)");
+  pass("--max-connections-per-identity", "N",
+       "connections one uid (socket) or certificate name (TCP) may hold open, 1 to 65536 (16)");
+  pass("--max-connections-per-address", "N",
+       "TCP connections one remote address may hold open, 1 to 65536 (32)");
   s.add_flag_callback(
       "--insecure-metrics", [this] { o.hardening.emplace_back("--insecure-metrics", ""); },
       "allow --metrics off loopback (plain HTTP, no authentication)");

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,13 +27,14 @@ namespace uma::cli {
 
 namespace {
 
-/// Blocks SIGINT and SIGTERM in this thread and so in every thread started after it (CAF's):
-/// they are then only ever taken by the sigtimedwait of the serving loop.
-[[nodiscard]] sigset_t block_stop_signals() {
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread and so in every thread started after it
+/// (CAF's, gRPC's): they are then only ever taken by the sigtimedwait of the serving loop.
+[[nodiscard]] sigset_t block_serve_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   return set;
 }
@@ -128,6 +130,8 @@ void make_socket_folder(const std::string& path, unsigned socket_mode) {
   w.operator_secret = g.operator_secret;
   w.limits.idle_timeout = h.idle_timeout.count() == 0 ? std::chrono::hours(24 * 365)
                                                       : std::chrono::milliseconds(h.idle_timeout);
+  w.limits.max_connections_per_identity = h.max_connections_per_identity;
+  w.limits.max_connections_per_address = h.max_connections_per_address;
   w.log = log_line;
   auto server = std::make_unique<wire_server>(sys, gateway, w);
   const auto backend_text =
@@ -141,21 +145,43 @@ void make_socket_folder(const std::string& path, unsigned socket_mode) {
   return server;
 }
 
+/// SIGHUP: the TLS files are read and checked again; new TLS connections use them when they
+/// pass, and nothing changes when they do not (the old set stays in force). Logged either way.
+void reload_tls(wire_server& wire, const hardening_options& h) {
+  if (wire.tcp_port() == 0) {
+    log_line("SIGHUP: no TCP listener, no TLS files to reload");
+    return;
+  }
+  try {
+    wire.reload_tls();
+    log_line("SIGHUP: reloaded the TLS files (" + h.tls.certificate + ", " + h.tls.key + ", " +
+             h.tls.ca_file + "); new connections use them");
+  } catch (const error& e) {
+    log_line(std::string("SIGHUP: refused to reload the TLS files: ") + e.what() +
+             "; the previous ones stay in force");
+  }
+}
+
 /// Serves until a stop signal, the --for deadline, or the supervisor or the gateway going down
-/// (then `failed`). Asks the gateway for its stats once a second, which also ends idle sessions.
+/// (then `failed`); SIGHUP calls `on_hangup`. Asks the gateway for its stats once a second,
+/// which also ends idle sessions.
 [[nodiscard]] std::string serve_until_stopped(const options& o, caf::actor_system& sys,
                                               caf::scoped_actor& self,
                                               const remote_allocator_actor& gateway,
-                                              const sigset_t& stop_signals, bool& failed) {
+                                              const sigset_t& signals,
+                                              const std::function<void()>& on_hangup,
+                                              bool& failed) {
   const auto start = std::chrono::steady_clock::now();
   auto next_tick = start;
   std::string why;
   while (why.empty()) {
     timespec tick{0, 100'000'000};
-    const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
     const auto now = std::chrono::steady_clock::now();
     if (sig == SIGINT || sig == SIGTERM)
       return sig == SIGINT ? "SIGINT" : "SIGTERM";
+    if (sig == SIGHUP)
+      on_hangup();
     if (o.serve_seconds != 0 && now - start >= std::chrono::seconds(o.serve_seconds))
       return "--for " + std::to_string(o.serve_seconds) + " s";
     if (now >= next_tick) {
@@ -203,7 +229,7 @@ void log_final_stats(caf::scoped_actor& self, caf::actor_system& sys,
 }  // namespace
 
 int run_serve(const options& o) {
-  const sigset_t stop_signals = block_stop_signals();
+  const sigset_t signals = block_serve_signals();
   const auto hardening = parse_hardening(o);
   const auto backend = serve_backend(o);
   if (const auto warning = check_bind_policy(o, hardening); !warning.empty())
@@ -237,7 +263,8 @@ int run_serve(const options& o) {
   }
 
   bool failed = false;
-  const auto why = serve_until_stopped(o, sys, self, gateway, stop_signals, failed);
+  const auto why = serve_until_stopped(
+      o, sys, self, gateway, signals, [&] { reload_tls(*wire, hardening); }, failed);
   if (failed)
     log_line("stopping: " + why);
   else

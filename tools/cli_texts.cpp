@@ -71,7 +71,9 @@ connection is a tenant's or a file cannot be written.
     {command::serve, "a supervised allocator behind a Unix socket (and a /metrics endpoint)",
      "uma serve [--socket PATH] [--socket-mode 0600|0660] [--operator-socket PATH]\n"
      "                 [--port P [--bind ADDRESS] --tls-cert PATH --tls-key PATH --tls-ca PATH\n"
-     "                  [--operator-cn NAME]...] [--metrics HOST:PORT [--metrics-labels]]\n"
+     "                  [--operator-cn NAME]... [--max-connections-per-address N]]\n"
+     "                 [--max-connections-per-identity N] [--metrics HOST:PORT "
+     "[--metrics-labels]]\n"
      "                 [--for SECONDS] [--quota BYTES] [--backend auto|cuda|host]\n"
      "                 [--inject-fault SPEC]...",
      R"(
@@ -80,6 +82,9 @@ client of actors/wire/remote.proto) allocate, prefetch, advise, discard and rele
 id; a client's regions are leases of its session, released when it says so or when its
 connection drops. A client is known by its connection: its uid on the socket (mode 0600 by
 default), the operator on the operator socket, its certificate over TCP (mutual TLS only).
+Connections are capped per identity (uid or certificate name) and, on TCP, per address; the
+next one is closed at once. SIGHUP reads the TLS files again: new connections use them once
+they pass every check; a bad set is logged and the old one stays in force.
 Prints `uma serve: listening on unix:PATH ...` and the operator socket once serving (and the
 TCP and metrics addresses when asked), then runs until SIGINT or SIGTERM (or --for), stops the
 allocator and exits 0 (1 when the supervisor gave up). The metrics endpoint answers GET

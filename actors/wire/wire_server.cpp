@@ -4,6 +4,10 @@
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/server_posix.h>
 
+#include <algorithm>
+
+#include <uma/actors/detail/remote_checks.hpp>
+#include <uma/actors/wire/detail/tls_front.hpp>
 #include <uma/actors/wire/detail/unix_listener.hpp>
 #include <uma/actors/wire/detail/wire_service.hpp>
 #include <uma/actors/wire/detail/wire_tls.hpp>
@@ -30,12 +34,14 @@ void check(const wire_server_config& c) {
   if (l.max_message_bytes < 1024 || l.max_message_bytes > (64u << 20) ||
       l.memory_bytes < (1u << 20) || l.max_streams_per_connection == 0 || l.max_in_flight == 0 ||
       l.max_in_flight_per_identity == 0 || l.region_page_size == 0 ||
-      l.max_connections_per_identity == 0)
+      l.max_connections_per_identity == 0 || l.max_connections_per_address == 0 ||
+      l.max_tcp_connections == 0 || l.handshake_timeout.count() <= 0)
     raise(errc::invalid_argument, "wire server: a limit is zero or out of range");
 }
 
 /// gRPC's own bounds: one byte budget for all connections, message sizes, streams per
-/// connection, handshake deadline, keepalive and idle limits.
+/// connection, keepalive and idle limits. (gRPC does no handshake: every connection reaches it
+/// as a socket uma accepted, TLS ended by uma's front, which has the handshake deadline.)
 void apply_limits(grpc::ServerBuilder& b, grpc::ResourceQuota& quota, const wire_limits& l) {
   quota.Resize(l.memory_bytes);
   b.SetResourceQuota(quota);
@@ -43,7 +49,6 @@ void apply_limits(grpc::ServerBuilder& b, grpc::ResourceQuota& quota, const wire
   b.SetMaxSendMessageSize(static_cast<int>(l.max_message_bytes));
   b.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                        static_cast<int>(l.max_streams_per_connection));
-  b.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, ms(l.handshake_timeout));
   b.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ms(l.idle_timeout));
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(l.keepalive_time));
   b.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(l.keepalive_timeout));
@@ -53,13 +58,9 @@ void apply_limits(grpc::ServerBuilder& b, grpc::ResourceQuota& quota, const wire
   b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
 }
 
-[[nodiscard]] std::shared_ptr<grpc::ServerCredentials> mutual_tls(const tls_options& tls) {
-  const auto pem = detail::load_pem_credentials(tls);
-  grpc::SslServerCredentialsOptions opts(
-      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  opts.pem_root_certs = pem.ca;
-  opts.pem_key_cert_pairs.push_back({pem.key, pem.certificate});
-  return grpc::SslServerCredentials(opts);
+/// The TLS context of `tls`, every file read and checked now.
+[[nodiscard]] std::shared_ptr<SSL_CTX> server_context(const tls_options& tls) {
+  return detail::make_server_context(detail::load_pem_credentials(tls), tls);
 }
 
 }  // namespace
@@ -72,25 +73,44 @@ struct wire_server::impl {
   std::unique_ptr<grpc::Server> server;
   std::atomic<std::uint64_t> refused_connections{0};
   std::vector<std::unique_ptr<detail::unix_listener>> listeners;
-  int tcp_port = 0;
+  std::unique_ptr<detail::tls_front> tls;
 
   impl(caf::actor_system& sys, remote_allocator_actor gateway, wire_server_config c)
       : config(std::move(c)), service(sys, std::move(gateway), config, table) {}
 
-  void start() {
+  void start(std::shared_ptr<SSL_CTX> tls_context) {
     grpc::ServerBuilder builder;
     apply_limits(builder, quota, config.limits);
     builder.RegisterService(&service);
-    if (config.tcp)
-      builder.AddListeningPort(config.tcp_bind + ":" + std::to_string(config.tcp_port),
-                               mutual_tls(config.tls), &tcp_port);
     server = builder.BuildAndStart();
-    if (!server || (config.tcp && tcp_port == 0))
-      raise(errc::backend_error, "cannot listen on " + config.tcp_bind + ":" +
-                                     std::to_string(config.tcp_port) +
-                                     " (in use, or not an address of this host)");
+    if (!server)
+      raise(errc::backend_error, "wire server: gRPC could not start a server");
+    if (tls_context)
+      listen_tcp(std::move(tls_context));
     listen_unix(config.socket_path, config.socket_mode, false);
     listen_unix(config.operator_socket_path, 0600, true);
+  }
+
+  /// TCP through uma's TLS front: the certificate's common name is the identity (control
+  /// characters escaped), a name of `operator_names` the operator.
+  void listen_tcp(std::shared_ptr<SSL_CTX> ctx) {
+    const auto& l = config.limits;
+    detail::tls_front::hooks hooks{
+        .identify =
+            [this](const std::string& cn) {
+              const bool op =
+                  std::ranges::find(config.operator_names, cn) != config.operator_names.end();
+              // Escaped: the name goes into log lines and tables as the tenant.
+              return detail::peer_identity{op ? "operator" : "cert " + detail::escape_control(cn),
+                                           op};
+            },
+        .hand_over = [this](int fd) { grpc::AddInsecureChannelFromFd(server.get(), fd); },
+        .log = config.log};
+    tls = std::make_unique<detail::tls_front>(
+        config.tcp_bind, config.tcp_port, std::move(ctx),
+        detail::tls_front_limits{l.max_connections_per_address, l.max_connections_per_identity,
+                                 l.max_tcp_connections, l.handshake_timeout},
+        table, std::move(hooks), refused_connections);
   }
 
   void listen_unix(const std::string& path, mode_t mode, bool is_operator) {
@@ -104,6 +124,7 @@ struct wire_server::impl {
 
   ~impl() {
     listeners.clear();  // no new connections
+    tls.reset();
     if (server) {
       // Cancels the calls still open (the session streams: their sessions end) and waits for
       // the handlers; replies the gateway still owes come within the call timeout.
@@ -116,16 +137,22 @@ struct wire_server::impl {
 wire_server::wire_server(caf::actor_system& sys, remote_allocator_actor gateway,
                          wire_server_config config) {
   check(config);
-  if (config.tcp)
-    static_cast<void>(detail::load_pem_credentials(config.tls));  // refused before anything binds
+  // Refused before anything binds.
+  auto tls_context = config.tcp ? server_context(config.tls) : nullptr;
   impl_ = std::make_unique<impl>(sys, std::move(gateway), std::move(config));
-  impl_->start();
+  impl_->start(std::move(tls_context));
 }
 
 wire_server::~wire_server() = default;
 
+void wire_server::reload_tls() {
+  if (!impl_->tls)
+    raise(errc::invalid_argument, "wire server: no TCP listener, so no TLS files to reload");
+  impl_->tls->use(server_context(impl_->config.tls));
+}
+
 std::uint16_t wire_server::tcp_port() const noexcept {
-  return static_cast<std::uint16_t>(impl_->tcp_port);
+  return impl_->tls ? impl_->tls->port() : 0;
 }
 
 std::uint64_t wire_server::refused_calls() const noexcept {

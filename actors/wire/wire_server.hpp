@@ -25,14 +25,23 @@ struct wire_limits {
   std::size_t max_message_bytes = 4u << 20;
   /// Concurrent calls (HTTP/2 streams) on one connection.
   std::uint32_t max_streams_per_connection = 16;
-  /// Unix-socket connections one uid may hold open.
+  /// Connections one identity may hold open: a uid on the Unix sockets, a certificate's name on
+  /// TCP (counted when its TLS handshake ends; the next one is closed then).
   std::uint32_t max_connections_per_identity = 16;
+  /// TCP connections one remote address may hold open, handshakes included (counted at accept;
+  /// the next one is closed before a byte of TLS).
+  std::uint32_t max_connections_per_address = 32;
+  /// TCP connections of every address together (each holds its TLS state and 32 KiB of buffers
+  /// in uma's front, outside gRPC's resource quota).
+  std::uint32_t max_tcp_connections = 1024;
   /// Calls of every kind (stats and regions included) in flight on the server, and per identity.
   std::uint32_t max_in_flight = 256;
   std::uint32_t max_in_flight_per_identity = 64;
   /// Rows of the region table in one reply.
   std::uint32_t region_page_size = 256;
-  /// A TCP connection must finish TLS and HTTP/2's preface within this.
+  /// A TCP connection must finish its TLS handshake within this (uma's front). A connection
+  /// handed to gRPC as a socket (Unix, or TLS after the handshake) that sends nothing is closed
+  /// by the idle timeout.
   std::chrono::milliseconds handshake_timeout{5000};
   /// A connection without calls for this long is closed; sessions need their stream open, so an
   /// open session keeps its connection.
@@ -72,25 +81,33 @@ struct wire_server_config {
 
 /// The remote interface served over gRPC (actors/wire/remote.proto) in front of a gateway
 /// (actors/remote_gateway.hpp): identity from the connection, bounds of gRPC's own (resource
-/// quota, message size, streams, handshake, keepalive, idle) and the server's (connections per
-/// uid, calls in flight, region pages). Handlers never block a CAF worker and never park a
-/// thread per call: each call is a CAF request whose reply finishes the gRPC call.
+/// quota, message size, streams, keepalive, idle) and the server's (connections per identity and
+/// per address, the TLS handshake deadline, calls in flight, region pages). Handlers never block a
+/// CAF worker and never park a thread per call: each call is a CAF request whose reply finishes the
+/// gRPC call.
 class wire_server {
  public:
-  /// Validates the configuration (TLS files read, parsed and matched once, here), binds every
-  /// listener and starts serving. Throws `error(invalid_argument)` naming the option or file,
-  /// `error(backend_error)` naming the address when a listener cannot bind.
+  /// Validates the configuration (TLS files read, parsed and matched here, and again only by
+  /// `reload_tls`), binds every listener and starts serving. Throws `error(invalid_argument)`
+  /// naming the option or file, `error(backend_error)` naming the address when a listener cannot
+  /// bind.
   wire_server(caf::actor_system& sys, remote_allocator_actor gateway, wire_server_config config);
   wire_server(const wire_server&) = delete;
   wire_server& operator=(const wire_server&) = delete;
   /// Ends every session stream and stops listening (bounded), removing the socket files.
   ~wire_server();
 
+  /// Reads the TLS files of the configuration again and checks them as at start; when they pass,
+  /// TLS handshakes from now on use them (connections already open keep theirs). Throws
+  /// `error(invalid_argument)` naming the file and what is wrong, with nothing changed, and the
+  /// same when the server has no TCP listener.
+  void reload_tls();
   /// The TCP port bound (0 without TCP).
   [[nodiscard]] std::uint16_t tcp_port() const noexcept;
   /// Calls refused because a bound was reached, since start (every kind).
   [[nodiscard]] std::uint64_t refused_calls() const noexcept;
-  /// Unix-socket connections refused (cap per uid) since start.
+  /// Connections refused since start: past a cap per identity (uid or certificate) or per
+  /// address, or a certificate without a name.
   [[nodiscard]] std::uint64_t refused_connections() const noexcept;
 
  private:

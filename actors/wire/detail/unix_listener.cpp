@@ -14,7 +14,7 @@
 
 namespace uma::detail {
 
-void peer_table::add(int fd, ino_t inode, peer_identity who, uid_t uid) {
+void peer_table::add(int fd, ino_t inode, peer_identity who, std::optional<uid_t> uid) {
   std::lock_guard lock(mutex_);
   entries_.insert_or_assign(fd, entry{inode, std::move(who), uid});
 }

@@ -24,13 +24,15 @@ struct peer_identity {
   bool is_operator = false;
 };
 
-/// The identities of the Unix-socket connections handed to gRPC, by fd. An entry is valid only
-/// while its fd still names the same socket (checked by inode), so a number the kernel reuses
+/// The identities of the connections handed to gRPC as plain sockets (Unix-socket connections,
+/// and TLS connections once uma's front has ended their handshake), by gRPC's fd. An entry is valid
+/// only while its fd still names the same socket (checked by inode), so a number the kernel reuses
 /// for a later connection never lends the old identity.
 class peer_table {
  public:
-  /// Records `fd` (a connected socket of inode `inode`) as `who`'s.
-  void add(int fd, ino_t inode, peer_identity who, uid_t uid);
+  /// Records `fd` (a connected socket of inode `inode`) as `who`'s; `uid` for a Unix-socket
+  /// connection (counted by `live_of`), none for a TLS one (the front counts those).
+  void add(int fd, ino_t inode, peer_identity who, std::optional<uid_t> uid);
   /// The identity of `fd` if it is still the socket recorded.
   [[nodiscard]] std::optional<peer_identity> find(int fd) const;
   /// Live connections of `uid` (dead entries are dropped on the way).
@@ -40,7 +42,7 @@ class peer_table {
   struct entry {
     ino_t inode = 0;
     peer_identity who;
-    uid_t uid = 0;
+    std::optional<uid_t> uid;
   };
   mutable std::mutex mutex_;
   std::map<int, entry> entries_;

@@ -19,23 +19,16 @@ wire_service::wire_service(caf::actor_system& sys, remote_allocator_actor gatewa
       in_flight_(config.limits.max_in_flight, config.limits.max_in_flight_per_identity) {}
 
 std::optional<peer_identity> wire_service::identify(ctx* c) const {
+  // Every connection gRPC serves was handed to it as a socket by uma (a Unix-socket one, or a
+  // TLS one after uma's front ended its handshake): its peer is "fd:N".
   const auto peer = c->peer();
-  if (peer.starts_with("fd:")) {
-    int fd = -1;
-    const auto [end, ec] = std::from_chars(peer.data() + 3, peer.data() + peer.size(), fd);
-    if (ec != std::errc{} || end != peer.data() + peer.size())
-      return std::nullopt;
-    return table_.find(fd);
-  }
-  const auto auth = c->auth_context();
-  if (!auth || !auth->IsPeerAuthenticated())
+  if (!peer.starts_with("fd:"))
     return std::nullopt;
-  const auto names = auth->FindPropertyValues("x509_common_name");
-  if (names.empty())
+  int fd = -1;
+  const auto [end, ec] = std::from_chars(peer.data() + 3, peer.data() + peer.size(), fd);
+  if (ec != std::errc{} || end != peer.data() + peer.size())
     return std::nullopt;
-  const std::string cn(names.front().data(), names.front().size());
-  const bool op = std::ranges::find(config_.operator_names, cn) != config_.operator_names.end();
-  return peer_identity{op ? "operator" : "cert " + cn, op};
+  return table_.find(fd);
 }
 
 template <class Body>

@@ -65,8 +65,8 @@ class wire_service final : public wire::v1::Remote::CallbackService {
                          wire::v1::CountReply* out) override;
 
  private:
-  /// The caller of `c`: from the peer table for Unix-socket connections, from the client
-  /// certificate for TCP. Nullopt when neither names one.
+  /// The caller of `c`, from the peer table (Unix-socket connections by their uid, TLS ones by
+  /// their certificate). Nullopt when the table names none.
   [[nodiscard]] std::optional<peer_identity> identify(ctx* c) const;
   /// Runs `body` for a call of an identified caller within the in-flight caps; a `uma::error`
   /// it throws fails the call.
