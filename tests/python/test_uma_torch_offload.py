@@ -1,0 +1,313 @@
+"""uma_torch.offload() against the stand-in torch (fakes/torch: modules with hooks, an AdamW, a
+backward replayed from the forward's calls, streams and events that log) and the stand-in plan
+calls (fakes/uma_fake_plans.py over the real libuma_c.so): which plans the hooks issue, in which
+order, on which stream; undo; the refusals."""
+
+import textwrap
+import unittest
+
+from support import library_path, run_fresh
+
+PRELUDE = """
+    import json, os, sys
+    import uma_c, uma_torch, uma_fake_plans
+    import torch
+    path = os.environ["UMA_LIBRARY"]
+
+    class Block(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.fc = torch.nn.Linear(n, n)
+            self.proj = torch.nn.Linear(n, n, bias=False)
+
+        def forward(self, x):
+            return self.proj(self.fc(x))
+
+    class Model(torch.nn.Module):
+        # embed, three blocks in a ModuleList, a head tied to embed: blocks embed, blocks.0-2,
+        # head (its one parameter is embed's weight).
+        def __init__(self, layers=3, n=64, device="cuda"):
+            super().__init__()
+            self.embed = torch.nn.Linear(n, n, bias=False, device=device)
+            self.blocks = torch.nn.ModuleList([Block(n) for _ in range(layers)])
+            self.head = torch.nn.Linear(n, n, bias=False, device=device)
+            self.head.weight = self.embed.weight
+
+        def forward(self, x):
+            x = self.embed(x)
+            for block in self.blocks:
+                x = block(x)
+            return self.head(x)
+
+    def names(model, opt):
+        # address -> name of every parameter, gradient and optimizer state now alive
+        out = {}
+        for name, p in model.named_parameters():
+            out[p.data_ptr()] = name
+            if p.grad is not None:
+                out[p.grad.data_ptr()] = "grad:" + name
+            for key, value in opt.state.get(p, {}).items():
+                out[value.data_ptr()] = f"{key}:{name}"
+        return out
+
+    def trace(log, table, start=0):
+        # the plan calls and optimizer steps of log[start:], by name
+        out = []
+        for entry in log[start:]:
+            if entry[0] in ("will_access", "done_with", "dead"):
+                mode = [entry[2]["mode"], entry[2]["policy"]] if entry[0] == "will_access" else []
+                out.append([entry[0]] + mode + [sorted(table.get(p, hex(p)) for p, _ in entry[1])])
+            elif entry[0] == "optimizer.step":
+                out.append(["step", sorted(table.get(p, hex(p)) for p in entry[1])])
+        return out
+
+    def step(model, opt):
+        model(None)
+        torch.autograd.run_backward()
+        opt.step()
+"""
+
+BLOCK = {"embed": ["embed.weight"],
+         "b0": ["blocks.0.fc.bias", "blocks.0.fc.weight", "blocks.0.proj.weight"],
+         "b1": ["blocks.1.fc.bias", "blocks.1.fc.weight", "blocks.1.proj.weight"],
+         "b2": ["blocks.2.fc.bias", "blocks.2.fc.weight", "blocks.2.proj.weight"]}
+
+
+def fresh(code):
+    library_path()
+    return run_fresh(textwrap.dedent(PRELUDE) + textwrap.dedent(code), fakes=True)[0]
+
+
+def reads(block):
+    return ["will_access", "read", "auto", BLOCK[block]]
+
+
+def done(block):
+    return ["done_with", BLOCK[block]]
+
+
+class OffloadPlansTest(unittest.TestCase):
+    def test_forward_plans_each_block_and_sends_the_next_one_ahead_on_the_side_stream(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            opt = torch.optim.AdamW(model.parameters())
+            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20)
+            start = len(torch.cuda.log)
+            model(None)
+            log = torch.cuda.log[start:]
+            plans = [e for e in log if e[0] == "will_access"]
+            # Stream order: before each plan the side stream waits for an event just recorded
+            # on the compute stream (0); after it, an event on the side stream that the compute
+            # stream waits for before the block runs.
+            ordered = []
+            for i, e in enumerate(log):
+                if e[0] == "will_access":
+                    side = e[2]["stream"]
+                    before, after = log[i - 2:i], log[i + 1]
+                    waited = [w for w in log[i:] if w[0] == "wait_event" and w[1] == 0
+                              and w[2] == after[2]]
+                    ordered.append(before[0][:2] == ("record", 0) and before[1][:2] ==
+                                   ("wait_event", side) and before[0][2] == before[1][2]
+                                   and after[:2] == ("record", side) and len(waited) == 1)
+            print(json.dumps(dict(trace=trace(torch.cuda.log, names(model, opt), start),
+                                  ordered=ordered, side=plans[0][2]["stream"],
+                                  cycle=[plans[0][2]["cycle_bytes"], plans[0][2]["cycle_plans"]],
+                                  holds=sum(fake.holds.values()), stats=handle.stats)))
+            """)
+        self.assertEqual(result["trace"], [
+            reads("embed"), reads("b0"), done("embed"),  # b0 sent ahead while embed runs
+            reads("b1"), done("b0"), reads("b2"), done("b1"),
+            reads("embed"), done("b2"), done("embed")])  # the head: the tied embed weight
+        self.assertEqual(result["ordered"], [True] * 5)
+        self.assertNotEqual(result["side"], 0, "the moves go on a side stream, not the compute one")
+        params = (64 * 64 + 3 * (64 * 64 + 64) + 3 * 64 * 64) * 4  # embed, 3 fc, 3 proj
+        self.assertEqual(result["cycle"], [2 * params, 10], "parameters and gradients, 2 x 5 plans")
+        self.assertEqual(result["holds"], 0, "every plan ended after its block")
+        self.assertEqual(result["stats"]["ahead"], 4)
+
+    def test_backward_runs_in_reverse_with_gradients_planned_and_the_step_in_chunks(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            opt = torch.optim.AdamW(model.parameters())
+            # a chunk holds about one block's parameters and gradients
+            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, chunk_bytes=70000)
+            model(None)
+            start = len(torch.cuda.log)
+            torch.autograd.run_backward()
+            backward_end = len(torch.cuda.log)
+            opt.step()
+            first = trace(torch.cuda.log, names(model, opt), start)
+            opt.zero_grad()
+            second_start = len(torch.cuda.log)
+            step(model, opt)
+            table = names(model, opt)
+            second = trace(torch.cuda.log, table, second_start)
+            syncs = [e for e in torch.cuda.log[backward_end:second_start]
+                     if e[0] == "event.synchronize"]
+            print(json.dumps(dict(first=first, second=second, syncs=len(syncs),
+                                  backward=trace(torch.cuda.log, table, start)[:1],
+                                  holds=sum(fake.holds.values()), stats=handle.stats)))
+            """)
+        first = result["first"]
+        backward = [e for e in first if e[0] != "step"][:8]
+        self.assertEqual(backward[0], reads("embed"), "the head's backward first")
+        self.assertEqual(backward[1], reads("b2"), "b2's plan sent ahead, reverse order")
+        self.assertEqual(backward[2], done("embed"))
+        self.assertEqual(backward[3][:3], ["will_access", "write", "auto"],
+                         "the gradient the head made is planned at the next block")
+        self.assertEqual(backward[3][3], ["grad:embed.weight"])
+        steps = [e[1] for e in first if e[0] == "step"]
+        stepped = sorted(name for chunk in steps for name in chunk)
+        everything = sorted(n for block in BLOCK.values() for n in block)
+        self.assertEqual(stepped, everything, "every parameter stepped once, in chunks")
+        self.assertEqual(len(steps), 4)
+        for chunk in steps:  # each chunk planned before it steps: parameters written, grads read
+            index = first.index(["step", chunk])
+            planned = [e for e in first[:index] if e[0] == "will_access"]
+            self.assertIn(["will_access", "write", "auto", chunk], planned)
+            self.assertIn(["will_access", "read", "auto", ["grad:" + n for n in chunk]], planned)
+        dead = sorted(n for e in first if e[0] == "dead" for n in e[1])
+        self.assertEqual(dead, sorted("grad:" + n for n in everything),
+                         "every gradient is dead after the step")
+        self.assertEqual(result["syncs"], 4, "each chunk's step finished before its dead")
+        # The second step also plans the optimizer state (made by the first), remote-mapped.
+        state = [e for e in result["second"] if e[0] == "will_access" and e[2] == "remote_map"]
+        self.assertEqual(sorted(n for e in state for n in e[3]),
+                         sorted(f"{k}:{n}" for n in everything for k in ("exp_avg", "exp_avg_sq")))
+        self.assertTrue(all(e[1] == "write" for e in state))
+        self.assertEqual(result["holds"], 0)
+
+    def test_undo_removes_every_hook_and_plan_and_restores_the_budget(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            opt = torch.optim.AdamW(model.parameters())
+            plain_step = opt.step
+            with uma_torch.offload(model, opt, budget_bytes=1 << 20, lookahead=2) as handle:
+                hooks = model.hook_count()
+                replaced = "step" in vars(opt)
+                model.embed(None)  # embed planned and ended; b0 and b1 sent ahead: held
+                held = sum(fake.holds.values())
+            after = len(torch.cuda.log)
+            step(model, opt)
+            plans_after = [e[0] for e in torch.cuda.log[after:]
+                           if e[0] in ("will_access", "done_with", "dead")]
+            again = uma_torch.offload(model, opt, budget_bytes=1 << 20)
+            again.undo(); again.undo()
+            budgets = [e for e in torch.cuda.log if e[0] == "set_device_budget"]
+            print(json.dumps(dict(
+                hooks=hooks, after_hooks=model.hook_count(), replaced=replaced,
+                restored="step" not in vars(opt) and opt.step == plain_step, held=held,
+                holds=sum(fake.holds.values()), budgets=[b[2] for b in budgets],
+                plans_after=plans_after,
+                memory=fake.memory)))
+            """)
+        self.assertEqual(result["hooks"], 5 * 4 + 10, "4 per block, 1 per parameter")
+        self.assertTrue(result["replaced"])
+        self.assertEqual(result["held"], 6, "two blocks sent ahead (3 ranges each)")
+        self.assertEqual(result["after_hooks"], 0)
+        self.assertTrue(result["restored"])
+        self.assertEqual(result["holds"], 0, "undo ended the plans it held")
+        self.assertEqual(result["plans_after"], [], "no plan once undone")
+        self.assertEqual(result["budgets"], [1 << 20, result["memory"], 1 << 20, result["memory"]],
+                         "the budget set, then back to none (the device's memory)")
+
+    def test_a_block_the_budget_cannot_hold_is_refused_clearly_and_ahead_plans_give_way(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            one_block = 64 * 64 * 4 * 2 + 256
+            handle = uma_torch.offload(model, None, budget_bytes=one_block + 4096)
+            model.embed(None)
+            model.blocks[0](None)  # b1 cannot be sent ahead while b0 is held
+            refused_ahead = handle.stats["refused_ahead"]
+            handle.undo()
+            small = uma_torch.offload(model, None, budget_bytes=20000)
+            try:
+                model(None)
+                outcome = "ran"
+            except MemoryError as error:
+                outcome = [type(error).__name__, error.status_name, "budget" in str(error)]
+            print(json.dumps(dict(refused_ahead=refused_ahead, outcome=outcome)))
+            """)
+        self.assertGreaterEqual(result["refused_ahead"], 1)
+        self.assertEqual(result["outcome"], ["UmaMemoryError", "UMA_ERR_QUOTA_EXCEEDED", True])
+
+
+class OffloadRefusalTest(unittest.TestCase):
+    def test_without_install_offload_refuses_and_says_what_to_do(self):
+        result = fresh("""
+            model = Model()  # PyTorch's own allocator (the stand-in's native memory)
+            try:
+                uma_torch.offload(model, budget_bytes=1 << 20)
+                outcome = "offloaded"
+            except uma_torch.OffloadError as error:
+                outcome = str(error)
+            print(json.dumps(dict(outcome=outcome, hooks=model.hook_count())))
+            """)
+        self.assertIn("call uma_torch.install() first", result["outcome"])
+        self.assertEqual(result["hooks"], 0)
+
+    def test_a_model_allocated_by_another_allocator_is_refused_and_nothing_stays_changed(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            model = Model()  # on the device before uma was installed
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            try:
+                uma_torch.offload(model, budget_bytes=1 << 20)
+                outcome = "offloaded"
+            except uma_torch.OffloadError as error:
+                outcome = str(error)
+            budgets = [e[2] for e in torch.cuda.log if e[0] == "set_device_budget"]
+            print(json.dumps(dict(outcome=outcome, hooks=model.hook_count(), budgets=budgets,
+                                  memory=fake.memory)))
+            """)
+        self.assertIn("parameter 'embed.weight' is not in memory uma handed out",
+                      result["outcome"])
+        self.assertIn("another allocator", result["outcome"])
+        self.assertEqual(result["hooks"], 0)
+        self.assertEqual(result["budgets"], [1 << 20, result["memory"]], "the budget went back")
+
+    def test_bad_budgets_policies_devices_and_a_second_offload_are_refused(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            outcomes = []
+            for kwargs in (dict(budget_bytes=0), dict(budget_bytes="2G"), dict(),
+                           dict(budget_bytes=1 << 50), dict(budget_bytes=1, policy="fast"),
+                           dict(budget_bytes=1, policy={"moments": "migrate"}),
+                           dict(budget_bytes=1, policy={"gradients": "discard"}),
+                           dict(budget_bytes=1, lookahead=-1)):
+                try:
+                    uma_torch.offload(model, **kwargs)
+                    outcomes.append("offloaded")
+                except (TypeError, ValueError, uma_c.UmaError) as error:
+                    outcomes.append(type(error).__name__)
+            unchanged = model.hook_count() == 0 and not fake.budgets
+            cpu = Model(device="cpu")
+            try:
+                uma_torch.offload(cpu, budget_bytes=1 << 20)
+            except uma_torch.OffloadError as error:
+                outcomes.append("on cpu" in str(error))
+            handle = uma_torch.offload(model, budget_bytes=1 << 20)
+            try:
+                uma_torch.offload(model, budget_bytes=1 << 20)
+            except uma_torch.OffloadError as error:
+                outcomes.append("offloaded already" in str(error))
+            print(json.dumps(dict(outcomes=outcomes, unchanged=unchanged)))
+            """)
+        self.assertEqual(result["outcomes"], [
+            "ValueError", "TypeError", "TypeError", "UmaError", "ValueError", "ValueError",
+            "ValueError", "ValueError", True, True])
+        self.assertTrue(result["unchanged"], "no hook and no budget after the refusals")
+
+
+if __name__ == "__main__":
+    unittest.main()
