@@ -5,6 +5,7 @@ plan is and why.
 """
 
 import threading
+import types
 
 import uma_c
 
@@ -164,6 +165,11 @@ class _Hold:
         self.lists, self.event, self.grads, self.done = [], None, [], None
 
 
+def _chunked_step(optimizer, closure=None, **kwargs):
+    """optimizer.step while offloaded: Offload._step of the optimizer's offload."""
+    return optimizer._uma_offload._step(closure, **kwargs)
+
+
 class Offload:
     """What offload() returns: the hooks in force. undo() (or leaving the with block) removes
     them; `stats` counts the plans issued, the ones sent ahead, and refusals."""
@@ -180,7 +186,7 @@ class Offload:
         self.trace, self.phase = [], "idle"
         self.held, self.ahead = {}, {}  # block -> [_Hold]; (phase, index) -> _Hold
         self.pending_grads, self.planned_grads, self.seen_state = [], set(), set()
-        self.handles, self.step_replaced = [], False
+        self.handles, self.step_replaced, self.stepping = [], False, False
         self.stats = {"plans": 0, "ahead": 0, "refused_ahead": 0, "refused_gradients": 0,
                       "dead_bytes": 0, "step_chunks": 0}
         unique = {id(p): p for p in model.parameters()}.values()
@@ -211,11 +217,15 @@ class Offload:
         if self.optimizer is not None:
             self.original_step = self.optimizer.step
             self.had_own_step = "step" in vars(self.optimizer)
-            self.optimizer.step = self._step
+            # A method of the optimizer (not of this object): an LR scheduler made later wraps
+            # optimizer.step by rebinding its __func__ to the optimizer, and must reach _step.
+            self.step_method = types.MethodType(_chunked_step, self.optimizer)
+            self.optimizer._uma_offload = self
+            self.optimizer.step = self.step_method
             self.step_replaced = True
 
     def _forward_pre(self, index):
-        if self.phase == "backward":  # recomputation (checkpointing) inside the backward pass
+        if self.phase == "backward" and self._holding():  # recomputation (checkpointing)
             return self._enter(("backward", index), index, self._backward_order())
         if self.phase != "forward" or (index in self.trace and not self._holding()):
             self._new_pass()
@@ -229,8 +239,20 @@ class Offload:
                 self.order = self.trace + [i for i in self.order if i not in self.trace]
             self._release_ahead("forward")
             self.phase = "backward"
+            engine = getattr(getattr(self.torch.autograd, "Variable", None), "_execution_engine",
+                             None)
+            if engine is not None and hasattr(engine, "queue_callback"):
+                engine.queue_callback(self._backward_done)  # runs when this backward ends
         self._flush_grads()
         self._enter(("backward", index), index, self._backward_order(), with_grads=True)
+
+    def _backward_done(self):
+        """The backward pass ended (gradient accumulation: a forward may come before the
+        step): plans sent ahead for it end, the gradients it made are planned."""
+        if self.phase == "backward":
+            self._release_ahead("backward")
+            self._flush_grads()
+            self.phase = "idle"
 
     def _backward_order(self):
         return self.order[::-1]
@@ -363,12 +385,23 @@ class Offload:
         return [(chunk, "write", "parameters"), ([p.grad for p in chunk], "read", "gradients"),
                 (state, "write", "optimizer_state")]
 
-    def _step(self, closure=None):
+    def _step(self, closure=None, **kwargs):
         """optimizer.step, chunk by chunk: each chunk's parameters, gradients and state planned
-        (the next chunk's sent ahead), the original step run on that chunk alone, then its
-        plan ended (gradients dead). A closure re-evaluates the model: then one plain step."""
+        (the next chunk's sent ahead), the original step run on that chunk alone (with the
+        keyword arguments given, e.g. GradScaler's), then its plan ended (gradients dead). A
+        closure re-evaluates the model: then one plain step."""
+        if self.stepping:  # the original step reached this again (a wrapper made since)
+            return type(self.optimizer).step(self.optimizer, closure, **kwargs)
         if closure is not None or not self.active:
-            return self.original_step(closure) if closure is not None else self.original_step()
+            return self.original_step(closure, **kwargs) if closure is not None else \
+                self.original_step(**kwargs)
+        self.stepping = True
+        try:
+            return self._chunked(kwargs)
+        finally:
+            self.stepping = False
+
+    def _chunked(self, kwargs):
         self._release_ahead(None)
         self._flush_grads()
         self.phase = "step"
@@ -378,18 +411,11 @@ class Offload:
         previous, result = None, None
         try:
             for k, chunk in enumerate(chunks):
-                hold = self.ahead.pop(("step", k), None) or self._issue(self._step_groups(chunk))
-                self.ordering.wait(hold.event)
-                if k + 1 < len(chunks) and self.lookahead:
-                    try:
-                        self.ahead[("step", k + 1)] = self._issue(self._step_groups(chunks[k + 1]))
-                        self.stats["ahead"] += 1
-                    except uma_c.UmaMemoryError:
-                        self.stats["refused_ahead"] += 1
+                hold = self._step_plan(k, chunks)
                 members = {id(p) for p in chunk}
                 for group, params in zip(groups, saved):
                     group["params"] = [p for p in params if id(p) in members]
-                result = self.original_step()
+                result = self.original_step(**kwargs)
                 self._new_state(chunk)
                 hold.done = self.ordering.mark()
                 if previous is not None:
@@ -404,6 +430,18 @@ class Offload:
             self._release_ahead(None)
             self.phase, self.planned_grads = "idle", set()
         return result
+
+    def _step_plan(self, k, chunks):
+        """Chunk k's plan in force (sent ahead, or issued now), the next chunk's sent ahead."""
+        hold = self.ahead.pop(("step", k), None) or self._issue(self._step_groups(chunks[k]))
+        self.ordering.wait(hold.event)
+        if k + 1 < len(chunks) and self.lookahead:
+            try:
+                self.ahead[("step", k + 1)] = self._issue(self._step_groups(chunks[k + 1]))
+                self.stats["ahead"] += 1
+            except uma_c.UmaMemoryError:
+                self.stats["refused_ahead"] += 1
+        return hold
 
     def _end_step(self, hold):
         if self.grads_dead and hold.grads:
@@ -433,10 +471,13 @@ class Offload:
             handle.remove()
         self.handles = []
         if self.step_replaced:
-            if self.had_own_step:
-                self.optimizer.step = self.original_step
-            else:
-                del self.optimizer.step
+            # Only where optimizer.step is still ours: something that wrapped it since (an LR
+            # scheduler) keeps its wrapper, which now reaches the original step (inactive).
+            if vars(self.optimizer).get("step") == self.step_method:
+                if self.had_own_step:
+                    self.optimizer.step = self.original_step
+                else:
+                    del self.optimizer.step
             self.step_replaced = False
         try:
             self._release_ahead(None)

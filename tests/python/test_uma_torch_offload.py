@@ -239,6 +239,60 @@ class OffloadPlansTest(unittest.TestCase):
         self.assertGreaterEqual(result["refused_ahead"], 1)
         self.assertEqual(result["outcome"], ["UmaMemoryError", "UMA_ERR_QUOTA_EXCEEDED", True])
 
+    def test_gradient_accumulation_plans_the_second_pass_forward_and_its_gradients_written(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            opt = torch.optim.AdamW(model.parameters())
+            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20)
+            model(None)
+            torch.autograd.run_backward()
+            held_after_backward = sum(fake.holds.values())
+            start = len(torch.cuda.log)
+            model(None)  # a second micro-batch before the step
+            forward_end = len(torch.cuda.log)
+            torch.autograd.run_backward()
+            table = names(model, opt)
+            print(json.dumps(dict(held=held_after_backward,
+                                  forward=trace(torch.cuda.log, table, start)[:3],
+                                  backward=trace(torch.cuda.log, table, forward_end))))
+            """)
+        self.assertEqual(result["held"], 0, "the end of the backward pass ended its plans")
+        self.assertEqual(result["forward"], [reads("embed"), reads("b0"), done("embed")])
+        b2 = ["will_access", "write", "auto", ["grad:" + n for n in BLOCK["b2"]]]
+        self.assertIn(b2, result["backward"], "existing gradients are written by accumulation")
+
+    def test_a_step_wrapper_made_after_offload_still_steps_in_chunks_and_survives_undo(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            opt = torch.optim.AdamW(model.parameters())
+            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, chunk_bytes=70000)
+            func = opt.step.__func__  # what torch.optim.lr_scheduler does to optimizer.step
+            calls = []
+            def wrapper(*args, **kwargs):
+                calls.append(1)
+                return func.__get__(opt, type(opt))(*args, **kwargs)
+            opt.step = wrapper
+            def steps():
+                start = len(torch.cuda.log)
+                step(model, opt)
+                opt.zero_grad()
+                return len([e for e in torch.cuda.log[start:] if e[0] == "optimizer.step"])
+            chunked = steps()
+            handle.undo()
+            plain = steps()
+            print(json.dumps(dict(chunked=chunked, plain=plain, calls=len(calls),
+                                  kept=opt.step is wrapper, holds=sum(fake.holds.values()))))
+            """)
+        self.assertEqual(result["chunked"], 4, "through the wrapper, still in chunks")
+        self.assertEqual(result["plain"], 1, "after undo the wrapper reaches the plain step")
+        self.assertEqual(result["calls"], 2)
+        self.assertTrue(result["kept"], "undo left the wrapper made after it in place")
+        self.assertEqual(result["holds"], 0)
+
 
 class OffloadRefusalTest(unittest.TestCase):
     def test_without_install_offload_refuses_and_says_what_to_do(self):

@@ -40,3 +40,20 @@ def run_backward():
     roots.clear()
     for call in reversed(calls):
         _backward(call)
+    engine = Variable._execution_engine
+    while engine.callbacks:
+        engine.callbacks.pop(0)()
+
+
+class _Engine:
+    """Variable._execution_engine: queue_callback(fn) runs fn when the backward pass ends."""
+
+    def __init__(self):
+        self.callbacks = []
+
+    def queue_callback(self, callback):
+        self.callbacks.append(callback)
+
+
+class Variable:
+    _execution_engine = _Engine()
