@@ -10,12 +10,17 @@ import types
 import uma_c
 
 KINDS = ("parameters", "gradients", "optimizer_state")
-# Why these (docs/frameworks.md): the optimizer state is read and written once per step, so the
-# GPU updates it across the link (remote_map) instead of migrating it in and back out through
-# the driver's slow device-to-host path; parameters and gradients are left to uma's auto policy
-# (what fits stays resident, what streams through the budget is mapped); gradients are dead
-# after the step, so nothing of theirs ever moves back.
-DEFAULT_POLICIES = {"parameters": "auto", "gradients": "auto", "optimizer_state": "remote_map"}
+# policy="auto" (docs/frameworks.md "Offload", why): the optimizer state is read and written once
+# a step, so the GPU updates it across the link (remote_map) instead of migrating it in and
+# back out through the driver's slow device-to-host path; gradients stay on the device from the
+# backward pass that makes them to the step that reads them; the parameters are partitioned
+# once ("partition"): as many as fit beside the gradients stay resident (migrate, never
+# evicted), the rest are mapped (remote_map) and read and updated across the link. Nothing is
+# ever migrated back. policy="dynamic" leaves parameters and gradients to uma's own auto policy.
+AUTO_POLICIES = {"parameters": "partition", "gradients": "migrate",
+                 "optimizer_state": "remote_map"}
+DYNAMIC_POLICIES = {"parameters": "auto", "gradients": "auto", "optimizer_state": "remote_map"}
+PAGE = 4096
 
 _active_lock = threading.Lock()
 _active = {}  # id(model) -> Offload while it is in force
@@ -27,23 +32,28 @@ class OffloadError(RuntimeError):
 
 
 def _policies(policy):
-    if isinstance(policy, str):
-        policies = dict(DEFAULT_POLICIES, parameters=policy, gradients=policy)
-        if policy == "auto":
-            policies["optimizer_state"] = DEFAULT_POLICIES["optimizer_state"]
+    """{kind: policy}: "auto" (AUTO_POLICIES), "dynamic" (DYNAMIC_POLICIES), one of uma's
+    policies for parameters and gradients, or a dict by kind over AUTO_POLICIES."""
+    if policy == "auto":
+        policies = dict(AUTO_POLICIES)
+    elif policy == "dynamic":
+        policies = dict(DYNAMIC_POLICIES)
+    elif isinstance(policy, str):
+        policies = dict(AUTO_POLICIES, parameters=policy, gradients=policy)
     elif isinstance(policy, dict):
         unknown = sorted(set(policy) - set(KINDS))
         if unknown:
             raise ValueError(f"uma_torch.offload: unknown kind(s) {', '.join(unknown)} in "
                              f"policy; known: {', '.join(KINDS)}")
-        policies = dict(DEFAULT_POLICIES, **policy)
+        policies = dict(AUTO_POLICIES, **policy)
     else:
         raise TypeError(f"uma_torch.offload: policy must be a str or a dict by kind, not "
                         f"{type(policy).__name__}")
     for kind, name in policies.items():
-        if name not in uma_c.RESIDENCY_POLICIES:
+        known = list(uma_c.RESIDENCY_POLICIES) + (["partition"] if kind == "parameters" else [])
+        if name not in known:
             raise ValueError(f"uma_torch.offload: policy {name!r} for {kind} is not one of "
-                             f"{', '.join(uma_c.RESIDENCY_POLICIES)}")
+                             f"{', '.join(known)} (or \"auto\", \"dynamic\" for all kinds)")
     if policies["gradients"] == "discard":
         raise ValueError("uma_torch.offload: gradients cannot use 'discard' (an eviction before "
                          "the optimizer step would drop them); they are dead after the step")
@@ -188,12 +198,35 @@ class Offload:
         self.pending_grads, self.planned_grads, self.seen_state = [], set(), set()
         self.handles, self.step_replaced, self.stepping = [], False, False
         self.stats = {"plans": 0, "ahead": 0, "refused_ahead": 0, "refused_gradients": 0,
-                      "dead_bytes": 0, "step_chunks": 0}
+                      "dead_bytes": 0, "step_chunks": 0, "resident_parameter_bytes": None}
         unique = {id(p): p for p in model.parameters()}.values()
         params = sum(p.numel() * p.element_size() for p in unique)
         trainable = sum(p.numel() * p.element_size() for p in unique if p.requires_grad)
         self.cycle = {"cycle_bytes": params + trainable, "cycle_plans": 2 * len(self.blocks)}
+        self.resident, self.grads_fit = None, False
+        if self.policies["parameters"] == "partition":
+            self.resident, self.grads_fit = self._partition(settings["budget"], list(unique),
+                                                            trainable)
+        # Dead gradients are dropped pages the next backward pass faults in again: worth it
+        # only where they may have been evicted (and would move back), not where they stay.
+        self.grads_dead = self.grads_dead and not self.grads_fit
         self.active = True
+
+    def _partition(self, budget, params, grad_bytes):
+        """(ids of the parameters that stay resident, whether the gradients fit): in the
+        blocks' order, as many parameters as fit in the budget beside every gradient, with a
+        page of rounding at each end of every range."""
+        room = budget - grad_bytes - 2 * PAGE * 2 * len(params)
+        resident, used, seen = set(), 0, set()
+        for _, _, block in self.blocks:
+            for param in block:
+                nbytes = param.numel() * param.element_size()
+                if id(param) not in seen and used + nbytes <= room:
+                    resident.add(id(param))
+                    used += nbytes
+                seen.add(id(param))
+        self.stats["resident_parameter_bytes"] = used
+        return resident, room >= 0
 
     # --- hooks ----------------------------------------------------------------------------
 
@@ -268,15 +301,14 @@ class Offload:
 
     # --- plans ----------------------------------------------------------------------------
 
-    def _will_access(self, hold, ranges, mode, kind):
+    def _will_access(self, hold, ranges, mode, policy, grads):
         if not ranges:
             return
-        policy = self.policies[kind]
         cycle = self.cycle if policy == "auto" else {}
         self.allocator.will_access(ranges, device=self.device, mode=mode, policy=policy,
                                    **self.ordering.plan_options(), **cycle)
         hold.lists.append(ranges)
-        if kind == "gradients":
+        if grads:
             hold.grads.append(ranges)
         self.stats["plans"] += 1
 
@@ -287,12 +319,22 @@ class Offload:
         self.ordering.before_plan()
         try:
             for tensors, mode, kind in groups:
-                self._will_access(hold, ranges_of(tensors), mode, kind)
+                for part, policy in self._split(tensors, kind):
+                    self._will_access(hold, ranges_of(part), mode, policy, kind == "gradients")
         except Exception:
             self._end(hold)
             raise
         hold.event = self.ordering.after_plan()
         return hold
+
+    def _split(self, tensors, kind):
+        """[(tensors, policy)]: the parameters by the partition (resident ones migrate, the
+        others remote_map), any other kind whole with its policy."""
+        if kind != "parameters" or self.resident is None:
+            return [(tensors, self.policies[kind])]
+        tensors = list(tensors)
+        return [([t for t in tensors if id(t) in self.resident], "migrate"),
+                ([t for t in tensors if id(t) not in self.resident], "remote_map")]
 
     def _block_groups(self, index, with_grads):
         params = self.blocks[index][2]
@@ -572,6 +614,7 @@ def _settings(torch, allocator, model, tensors, budget_bytes, policy, device, lo
                            f"{report['device_count']})")
     previous = report["devices"][device]
     return {"device": device, "lookahead": lookahead, "policies": policies,
+            "budget": budget_bytes,
             "chunk_bytes": _positive("chunk_bytes", chunk_bytes or max(1, budget_bytes // 4)),
             "grads_dead_after_step": bool(grads_dead_after_step),
             "side_stream": bool(side_stream) and hasattr(torch.cuda, "Stream"),

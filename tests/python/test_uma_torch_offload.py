@@ -78,8 +78,8 @@ def fresh(code):
     return run_fresh(textwrap.dedent(PRELUDE) + textwrap.dedent(code), fakes=True)[0]
 
 
-def reads(block):
-    return ["will_access", "read", "auto", BLOCK[block]]
+def reads(block, policy="migrate"):
+    return ["will_access", "read", policy, BLOCK[block]]
 
 
 def done(block):
@@ -122,8 +122,7 @@ class OffloadPlansTest(unittest.TestCase):
             reads("embed"), done("b2"), done("embed")])  # the head: the tied embed weight
         self.assertEqual(result["ordered"], [True] * 5)
         self.assertNotEqual(result["side"], 0, "the moves go on a side stream, not the compute one")
-        params = (64 * 64 + 3 * (64 * 64 + 64) + 3 * 64 * 64) * 4  # embed, 3 fc, 3 proj
-        self.assertEqual(result["cycle"], [2 * params, 10], "parameters and gradients, 2 x 5 plans")
+        self.assertEqual(result["cycle"], [0, 0], "no cycle hint: the policies are uma's own")
         self.assertEqual(result["holds"], 0, "every plan ended after its block")
         self.assertEqual(result["stats"]["ahead"], 4)
 
@@ -134,7 +133,8 @@ class OffloadPlansTest(unittest.TestCase):
             model = Model()
             opt = torch.optim.AdamW(model.parameters())
             # a chunk holds about one block's parameters and gradients
-            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, chunk_bytes=70000)
+            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, chunk_bytes=70000,
+                                       policy="dynamic")  # uma's auto for parameters, grads
             model(None)
             start = len(torch.cuda.log)
             torch.autograd.run_backward()
@@ -148,14 +148,17 @@ class OffloadPlansTest(unittest.TestCase):
             second = trace(torch.cuda.log, table, second_start)
             syncs = [e for e in torch.cuda.log[backward_end:second_start]
                      if e[0] == "event.synchronize"]
+            cycle = [e[2] for e in torch.cuda.log if e[0] == "will_access"][0]
             print(json.dumps(dict(first=first, second=second, syncs=len(syncs),
-                                  backward=trace(torch.cuda.log, table, start)[:1],
+                                  cycle=[cycle["cycle_bytes"], cycle["cycle_plans"]],
                                   holds=sum(fake.holds.values()), stats=handle.stats)))
             """)
+        params = (64 * 64 + 3 * (64 * 64 + 64) + 3 * 64 * 64) * 4  # embed, 3 fc, 3 proj
+        self.assertEqual(result["cycle"], [2 * params, 10], "parameters and gradients, 2 x 5 plans")
         first = result["first"]
         backward = [e for e in first if e[0] != "step"][:8]
-        self.assertEqual(backward[0], reads("embed"), "the head's backward first")
-        self.assertEqual(backward[1], reads("b2"), "b2's plan sent ahead, reverse order")
+        self.assertEqual(backward[0], reads("embed", "auto"), "the head's backward first")
+        self.assertEqual(backward[1], reads("b2", "auto"), "b2's plan sent ahead, reverse order")
         self.assertEqual(backward[2], done("embed"))
         self.assertEqual(backward[3][:3], ["will_access", "write", "auto"],
                          "the gradient the head made is planned at the next block")
@@ -223,12 +226,13 @@ class OffloadPlansTest(unittest.TestCase):
             uma_torch.install(backend="host", quota_bytes=64 << 20)
             model = Model()
             one_block = 64 * 64 * 4 * 2 + 256
-            handle = uma_torch.offload(model, None, budget_bytes=one_block + 4096)
+            handle = uma_torch.offload(model, None, budget_bytes=one_block + 4096,
+                                       policy="migrate")
             model.embed(None)
             model.blocks[0](None)  # b1 cannot be sent ahead while b0 is held
             refused_ahead = handle.stats["refused_ahead"]
             handle.undo()
-            small = uma_torch.offload(model, None, budget_bytes=20000)
+            small = uma_torch.offload(model, None, budget_bytes=20000, policy="migrate")
             try:
                 model(None)
                 outcome = "ran"
@@ -260,7 +264,7 @@ class OffloadPlansTest(unittest.TestCase):
             """)
         self.assertEqual(result["held"], 0, "the end of the backward pass ended its plans")
         self.assertEqual(result["forward"], [reads("embed"), reads("b0"), done("embed")])
-        b2 = ["will_access", "write", "auto", ["grad:" + n for n in BLOCK["b2"]]]
+        b2 = ["will_access", "write", "migrate", ["grad:" + n for n in BLOCK["b2"]]]
         self.assertIn(b2, result["backward"], "existing gradients are written by accumulation")
 
     def test_a_step_wrapper_made_after_offload_still_steps_in_chunks_and_survives_undo(self):
@@ -292,6 +296,42 @@ class OffloadPlansTest(unittest.TestCase):
         self.assertEqual(result["calls"], 2)
         self.assertTrue(result["kept"], "undo left the wrapper made after it in place")
         self.assertEqual(result["holds"], 0)
+
+    def test_auto_keeps_what_fits_beside_the_gradients_resident_and_maps_the_rest(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            opt = torch.optim.AdamW(model.parameters())
+            grads = sum(p.numel() * 4 for p in model.parameters())
+            margin = 2 * 4096 * 2 * 10  # a page each end of each of the 10 parameters
+            handle = uma_torch.offload(model, opt, budget_bytes=grads + margin + 40000)
+            start = len(torch.cuda.log)
+            step(model, opt)
+            opt.zero_grad()
+            step(model, opt)
+            log = trace(torch.cuda.log, names(model, opt), start)
+            tight = uma_torch.offload(Model(), None, budget_bytes=grads // 2)
+            print(json.dumps(dict(
+                forward=log[:6], dead=[e for e in log if e[0] == "dead"],
+                state=sorted({e[2] for e in log if e[0] == "will_access"
+                              and any(n.startswith("exp_avg") for n in e[3])}),
+                resident=handle.stats["resident_parameter_bytes"], peak=fake.peak,
+                budget=grads + margin + 40000, tight=[tight.grads_dead, len(tight.resident)])))
+            """)
+        # embed (16384 bytes), then b0's bias and fc weight fit in 40000; b0's proj does not,
+        # nor anything after but the small biases.
+        self.assertEqual(result["resident"], 16384 + 256 + 16384 + 256 + 256)
+        self.assertEqual(result["forward"][:4], [
+            ["will_access", "read", "migrate", ["embed.weight"]],
+            ["will_access", "read", "migrate", ["blocks.0.fc.bias", "blocks.0.fc.weight"]],
+            ["will_access", "read", "remote_map", ["blocks.0.proj.weight"]],
+            ["done_with", ["embed.weight"]]])
+        self.assertEqual(result["dead"], [], "gradients that stay resident are not dropped")
+        self.assertEqual(result["state"], ["remote_map"])
+        self.assertLessEqual(result["peak"], result["budget"])
+        self.assertEqual(result["tight"], [True, 0],
+                         "gradients beyond the budget: every parameter mapped, gradients dead")
 
 
 class OffloadRefusalTest(unittest.TestCase):
