@@ -210,6 +210,10 @@ class Offload:
         # Dead gradients are dropped pages the next backward pass faults in again: worth it
         # only where they may have been evicted (and would move back), not where they stay.
         self.grads_dead = self.grads_dead and not self.grads_fit
+        # The partition fits whole: nothing moves after the first step, so the plans are made
+        # once and held (no per-block hooks): see _install_static.
+        self.static = self.resident is not None and self.grads_fit and \
+            self.policies["optimizer_state"] == "remote_map"
         self.active = True
 
     def _partition(self, budget, params, grad_bytes):
@@ -231,22 +235,11 @@ class Offload:
     # --- hooks ----------------------------------------------------------------------------
 
     def install_hooks(self):
-        for index, (_, module, params) in enumerate(self.blocks):
-            self.handles.append(module.register_forward_pre_hook(
-                lambda m, args, i=index: self._forward_pre(i)))
-            self.handles.append(module.register_forward_hook(
-                lambda m, args, out, i=index: self._leave(i)))
-            self.handles.append(module.register_full_backward_pre_hook(
-                lambda m, grad_out, i=index: self._backward_pre(i)))
-            self.handles.append(module.register_full_backward_hook(
-                lambda m, grad_in, grad_out, i=index: self._leave(i)))
-        seen = set()
-        for param in self.model.parameters():
-            if param.requires_grad and id(param) not in seen and \
-                    hasattr(param, "register_post_accumulate_grad_hook"):
-                seen.add(id(param))
-                self.handles.append(param.register_post_accumulate_grad_hook(
-                    self.pending_grads.append))
+        if self.static:
+            self._install_static()
+        else:
+            self._install_block_hooks()
+        self._install_grad_hooks()
         if self.optimizer is not None:
             self.original_step = self.optimizer.step
             self.had_own_step = "step" in vars(self.optimizer)
@@ -256,6 +249,46 @@ class Offload:
             self.optimizer._uma_offload = self
             self.optimizer.step = self.step_method
             self.step_replaced = True
+
+    def _install_static(self):
+        """Every parameter planned once and held until undo: the resident part placed
+        (migrate), the rest mapped (remote_map), written by the step (mode write). The hold is
+        self.held["static"]."""
+        params = list({id(p): p for p in self.model.parameters()}.values())
+        hold = self._issue([(params, "write", "parameters")])
+        self.ordering.wait(hold.event)
+        self.held["static"] = [hold]
+
+    def _install_block_hooks(self):
+        for index, (_, module, params) in enumerate(self.blocks):
+            self.handles.append(module.register_forward_pre_hook(
+                lambda m, args, i=index: self._forward_pre(i)))
+            self.handles.append(module.register_forward_hook(
+                lambda m, args, out, i=index: self._leave(i)))
+            self.handles.append(module.register_full_backward_pre_hook(
+                lambda m, grad_out, i=index: self._backward_pre(i)))
+            self.handles.append(module.register_full_backward_hook(
+                lambda m, grad_in, grad_out, i=index: self._leave(i)))
+
+    def _install_grad_hooks(self):
+        seen = set()
+        for param in self.model.parameters():
+            if param.requires_grad and id(param) not in seen and \
+                    hasattr(param, "register_post_accumulate_grad_hook"):
+                seen.add(id(param))
+                self.handles.append(param.register_post_accumulate_grad_hook(self._grad_ready))
+
+    def _grad_ready(self, param):
+        self.pending_grads.append(param)
+        if self.static and self.phase != "backward":  # the first gradient of a backward pass
+            self.phase = "backward"
+            self._queue_backward_done()
+
+    def _queue_backward_done(self):
+        engine = getattr(getattr(self.torch.autograd, "Variable", None), "_execution_engine",
+                         None)
+        if engine is not None and hasattr(engine, "queue_callback"):
+            engine.queue_callback(self._backward_done)  # runs when this backward pass ends
 
     def _forward_pre(self, index):
         if self.phase == "backward" and self._holding():  # recomputation (checkpointing)
@@ -272,10 +305,7 @@ class Offload:
                 self.order = self.trace + [i for i in self.order if i not in self.trace]
             self._release_ahead("forward")
             self.phase = "backward"
-            engine = getattr(getattr(self.torch.autograd, "Variable", None), "_execution_engine",
-                             None)
-            if engine is not None and hasattr(engine, "queue_callback"):
-                engine.queue_callback(self._backward_done)  # runs when this backward ends
+            self._queue_backward_done()
         self._flush_grads()
         self._enter(("backward", index), index, self._backward_order(), with_grads=True)
 
@@ -286,6 +316,17 @@ class Offload:
             self._release_ahead("backward")
             self._flush_grads()
             self.phase = "idle"
+
+    def _flush_held_grads(self):
+        """Static plans: the gradients made since the last flush planned (write, on the
+        device where they were made) and held until the step has read them."""
+        grads = [p.grad for p in self.pending_grads if p.grad is not None
+                 and p.grad.data_ptr() not in self.planned_grads]
+        self.pending_grads.clear()
+        if grads:
+            self.planned_grads.update(g.data_ptr() for g in grads)
+            self.held.setdefault("gradients", []).append(
+                self._issue([(grads, "write", "gradients")]))
 
     def _backward_order(self):
         return self.order[::-1]
@@ -384,6 +425,8 @@ class Offload:
     def _flush_grads(self):
         """Plans the gradients made since the last flush (charged to the account, evictable):
         they were written on the device before any plan could name them."""
+        if self.static:
+            return self._flush_held_grads()
         grads = [p.grad for p in self.pending_grads if p.grad is not None
                  and p.grad.data_ptr() not in self.planned_grads]
         self.pending_grads.clear()
@@ -439,9 +482,32 @@ class Offload:
                 self.original_step(**kwargs)
         self.stepping = True
         try:
-            return self._chunked(kwargs)
+            return self._static_step(kwargs) if self.static else self._chunked(kwargs)
         finally:
             self.stepping = False
+
+    def _static_step(self, kwargs):
+        """Static plans: the step runs whole (everything it touches is resident or mapped and
+        held); then the state it made (the first step) goes to the host and is mapped and
+        held, and the gradients' plans end."""
+        self._flush_grads()
+        try:
+            result = self.original_step(**kwargs)
+            self.stats["step_chunks"] += 1
+            params = [p for group in self.optimizer.param_groups for p in group["params"]]
+            fresh = [t for p in params for t in self._state_tensors(p)
+                     if t.data_ptr() not in self.seen_state]
+            if fresh:
+                self._new_state(params)
+                self.seen_state.update(t.data_ptr() for t in fresh)
+                hold = self._issue([(fresh, "write", "optimizer_state")])
+                self.ordering.wait(hold.event)
+                self.held["static"].append(hold)
+        finally:
+            for hold in self.held.pop("gradients", []):
+                self._end(hold)
+            self.phase, self.planned_grads = "idle", set()
+        return result
 
     def _chunked(self, kwargs):
         self._release_ahead(None)

@@ -93,7 +93,7 @@ class OffloadPlansTest(unittest.TestCase):
             uma_torch.install(backend="host", quota_bytes=64 << 20)
             model = Model()
             opt = torch.optim.AdamW(model.parameters())
-            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20)
+            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, policy="migrate")
             start = len(torch.cuda.log)
             model(None)
             log = torch.cuda.log[start:]
@@ -191,7 +191,8 @@ class OffloadPlansTest(unittest.TestCase):
             model = Model()
             opt = torch.optim.AdamW(model.parameters())
             plain_step = opt.step
-            with uma_torch.offload(model, opt, budget_bytes=1 << 20, lookahead=2) as handle:
+            with uma_torch.offload(model, opt, budget_bytes=1 << 20, lookahead=2,
+                                   policy="migrate") as handle:
                 hooks = model.hook_count()
                 replaced = "step" in vars(opt)
                 model.embed(None)  # embed planned and ended; b0 and b1 sent ahead: held
@@ -249,7 +250,7 @@ class OffloadPlansTest(unittest.TestCase):
             uma_torch.install(backend="host", quota_bytes=64 << 20)
             model = Model()
             opt = torch.optim.AdamW(model.parameters())
-            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20)
+            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, policy="migrate")
             model(None)
             torch.autograd.run_backward()
             held_after_backward = sum(fake.holds.values())
@@ -273,7 +274,8 @@ class OffloadPlansTest(unittest.TestCase):
             uma_torch.install(backend="host", quota_bytes=64 << 20)
             model = Model()
             opt = torch.optim.AdamW(model.parameters())
-            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, chunk_bytes=70000)
+            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, chunk_bytes=70000,
+                                       policy="migrate")
             func = opt.step.__func__  # what torch.optim.lr_scheduler does to optimizer.step
             calls = []
             def wrapper(*args, **kwargs):
@@ -297,41 +299,63 @@ class OffloadPlansTest(unittest.TestCase):
         self.assertTrue(result["kept"], "undo left the wrapper made after it in place")
         self.assertEqual(result["holds"], 0)
 
-    def test_auto_keeps_what_fits_beside_the_gradients_resident_and_maps_the_rest(self):
+    def test_auto_plans_once_what_fits_beside_the_gradients_resident_and_maps_the_rest(self):
         result = fresh("""
             fake = uma_fake_plans.install(path, torch.cuda.log)
             uma_torch.install(backend="host", quota_bytes=64 << 20)
             model = Model()
             opt = torch.optim.AdamW(model.parameters())
             grads = sum(p.numel() * 4 for p in model.parameters())
-            margin = 2 * 4096 * 2 * 10  # a page each end of each of the 10 parameters
-            handle = uma_torch.offload(model, opt, budget_bytes=grads + margin + 40000)
+            margin = 2 * 4096 * 2 * 10  # a page each end of each of the 10 parameters and grads
             start = len(torch.cuda.log)
-            step(model, opt)
+            handle = uma_torch.offload(model, opt, budget_bytes=grads + margin + 40000)
+            marks = [len(torch.cuda.log)]
+            model(None)
+            marks.append(len(torch.cuda.log))
+            torch.autograd.run_backward()
+            marks.append(len(torch.cuda.log))
+            opt.step()
+            table = names(model, opt)
+            marks.append(len(torch.cuda.log))
             opt.zero_grad()
             step(model, opt)
-            log = trace(torch.cuda.log, names(model, opt), start)
+            table.update(names(model, opt))
+            marks.append(len(torch.cuda.log))
+            parts = [trace(torch.cuda.log[:b], table, a) for a, b in zip([start] + marks, marks)]
+            holds, hooks = sum(fake.holds.values()), model.hook_count()
+            handle.undo()
             tight = uma_torch.offload(Model(), None, budget_bytes=grads // 2)
             print(json.dumps(dict(
-                forward=log[:6], dead=[e for e in log if e[0] == "dead"],
-                state=sorted({e[2] for e in log if e[0] == "will_access"
-                              and any(n.startswith("exp_avg") for n in e[3])}),
+                parts=parts, hooks=hooks, holds=holds, after=sum(fake.holds.values()),
                 resident=handle.stats["resident_parameter_bytes"], peak=fake.peak,
-                budget=grads + margin + 40000, tight=[tight.grads_dead, len(tight.resident)])))
+                budget=grads + margin + 40000,
+                tight=[tight.static, tight.grads_dead, len(tight.resident)])))
             """)
-        # embed (16384 bytes), then b0's bias and fc weight fit in 40000; b0's proj does not,
-        # nor anything after but the small biases.
-        self.assertEqual(result["resident"], 16384 + 256 + 16384 + 256 + 256)
-        self.assertEqual(result["forward"][:4], [
-            ["will_access", "read", "migrate", ["embed.weight"]],
-            ["will_access", "read", "migrate", ["blocks.0.fc.bias", "blocks.0.fc.weight"]],
-            ["will_access", "read", "remote_map", ["blocks.0.proj.weight"]],
-            ["done_with", ["embed.weight"]]])
-        self.assertEqual(result["dead"], [], "gradients that stay resident are not dropped")
-        self.assertEqual(result["state"], ["remote_map"])
+        setup, forward, backward, first, second = result["parts"]
+        everything = sorted(n for block in BLOCK.values() for n in block)
+        # In the blocks' order: embed (16384 bytes), b0's fc weight and bias fit in 40000; b0's
+        # proj does not, nor anything after but the small biases.
+        resident = ["blocks.0.fc.bias", "blocks.0.fc.weight", "blocks.1.fc.bias",
+                    "blocks.2.fc.bias", "embed.weight"]
+        self.assertEqual(result["resident"], 16384 + 16384 + 3 * 256)
+        self.assertEqual(setup, [
+            ["will_access", "write", "migrate", resident],
+            ["will_access", "write", "remote_map", sorted(set(everything) - set(resident))]])
+        self.assertEqual(forward, [], "nothing to plan per block: everything is in place")
+        grads = ["will_access", "write", "migrate", ["grad:" + n for n in everything]]
+        self.assertEqual(backward, [grads], "the gradients, once, when the backward pass ends")
+        state = sorted(f"{k}:{n}" for n in everything for k in ("exp_avg", "exp_avg_sq"))
+        self.assertEqual(first, [["step", everything],
+                                 ["will_access", "write", "remote_map", state],
+                                 ["done_with", grads[3]]], "the step whole; its state mapped")
+        self.assertEqual(second, [grads, ["step", everything], ["done_with", grads[3]]])
+        self.assertEqual(result["hooks"], 10, "only the gradients' hooks")
+        self.assertEqual(result["holds"], 10 + 20, "parameters and state held until undo")
+        self.assertEqual(result["after"], 0)
         self.assertLessEqual(result["peak"], result["budget"])
-        self.assertEqual(result["tight"], [True, 0],
-                         "gradients beyond the budget: every parameter mapped, gradients dead")
+        self.assertEqual(result["tight"], [False, True, 0],
+                         "gradients beyond the budget: block hooks, every parameter mapped, "
+                         "gradients dead after the step")
 
 
 class OffloadRefusalTest(unittest.TestCase):
