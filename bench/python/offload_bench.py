@@ -86,7 +86,7 @@ def build(torch, args):
             for block in self.blocks:
                 x = block(x)
             logits = self.head(self.ln_f(x))
-            return F.cross_entropy(logits[:, :-1].reshape(-1, args.vocab).float(),
+            return F.cross_entropy(logits[:, :-1].reshape(-1, args.vocab),  # fp32 by autocast
                                    tokens[:, 1:].reshape(-1))
 
     torch.manual_seed(args.seed)
@@ -292,7 +292,7 @@ def child(args):
                   residency_warmup=delta(middle, before, LEDGER),
                   device=torch.cuda.get_device_name(0), torch=torch.__version__)
     if handle is not None:
-        result["offload_stats"] = dict(handle.stats)
+        result["offload_stats"] = dict(handle.stats, static=handle.static)
         handle.undo()
     if uma_torch is not None:
         result["uma_stats"] = uma_torch.stats()
