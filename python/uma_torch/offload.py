@@ -316,6 +316,10 @@ class Offload:
             self._release_ahead("backward")
             self._flush_grads()
             self.phase = "idle"
+            if self.optimizer is None:  # no step will end the gradients' plans: end them now
+                for hold in self.held.pop("gradients", []):
+                    self._end(hold)
+                self.planned_grads = set()
 
     def _flush_held_grads(self):
         """Static plans: the gradients made since the last flush planned (write, on the

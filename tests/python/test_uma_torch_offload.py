@@ -357,6 +357,22 @@ class OffloadPlansTest(unittest.TestCase):
                          "gradients beyond the budget: block hooks, every parameter mapped, "
                          "gradients dead after the step")
 
+    def test_static_plans_without_an_optimizer_end_each_backward_passs_gradient_plans(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            handle = uma_torch.offload(model, None, budget_bytes=1 << 20)
+            held = []
+            for _ in range(2):
+                model(None)
+                torch.autograd.run_backward()
+                held.append(sum(fake.holds.values()))
+            print(json.dumps(dict(static=handle.static, held=held)))
+            """)
+        self.assertTrue(result["static"])
+        self.assertEqual(result["held"], [10, 10], "only the parameters' static plans stay held")
+
 
 class OffloadRefusalTest(unittest.TestCase):
     def test_without_install_offload_refuses_and_says_what_to_do(self):
