@@ -21,6 +21,7 @@ AUTO_POLICIES = {"parameters": "partition", "gradients": "migrate",
                  "optimizer_state": "remote_map"}
 DYNAMIC_POLICIES = {"parameters": "auto", "gradients": "auto", "optimizer_state": "remote_map"}
 PAGE = 4096
+SMALL = 64 << 10  # parameters below this are kept resident first (see _partition)
 
 _active_lock = threading.Lock()
 _active = {}  # id(model) -> Offload while it is in force
@@ -217,18 +218,20 @@ class Offload:
         self.active = True
 
     def _partition(self, budget, params, grad_bytes):
-        """(ids of the parameters that stay resident, whether the gradients fit): in the
-        blocks' order, as many parameters as fit in the budget beside every gradient, with a
-        page of rounding at each end of every range."""
+        """(ids of the parameters that stay resident, whether the gradients fit): as many
+        parameters as fit in the budget beside every gradient, with a page of rounding at each
+        end of every range; the small ones first (biases, norms: read in both passes, and
+        sharing pages with each other, which had better share one policy), then the blocks'
+        order."""
         room = budget - grad_bytes - 2 * PAGE * 2 * len(params)
-        resident, used, seen = set(), 0, set()
-        for _, _, block in self.blocks:
-            for param in block:
-                nbytes = param.numel() * param.element_size()
-                if id(param) not in seen and used + nbytes <= room:
-                    resident.add(id(param))
-                    used += nbytes
-                seen.add(id(param))
+        ordered = list({id(p): p for _, _, block in self.blocks for p in block}.values())
+        ordered.sort(key=lambda p: p.numel() * p.element_size() >= SMALL)  # stable: block order
+        resident, used = set(), 0
+        for param in ordered:
+            nbytes = param.numel() * param.element_size()
+            if used + nbytes <= room:
+                resident.add(id(param))
+                used += nbytes
         self.stats["resident_parameter_bytes"] = used
         return resident, room >= 0
 

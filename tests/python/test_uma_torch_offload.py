@@ -357,6 +357,20 @@ class OffloadPlansTest(unittest.TestCase):
                          "gradients beyond the budget: block hooks, every parameter mapped, "
                          "gradients dead after the step")
 
+    def test_the_partition_keeps_the_small_parameters_resident_first(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model(n=160)  # weights of 100 KiB, biases of 640 bytes
+            total = sum(p.numel() * 4 for p in model.parameters())
+            margin = 2 * 4096 * 2 * 10
+            handle = uma_torch.offload(model, None, budget_bytes=total + margin + 120000)
+            print(json.dumps(sorted(n for n, p in model.named_parameters()
+                                    if id(p) in handle.resident)))
+            """)
+        self.assertEqual(result, ["blocks.0.fc.bias", "blocks.1.fc.bias", "blocks.2.fc.bias",
+                                  "embed.weight"], "the biases first, then the blocks' order")
+
     def test_static_plans_without_an_optimizer_end_each_backward_passs_gradient_plans(self):
         result = fresh("""
             fake = uma_fake_plans.install(path, torch.cuda.log)
