@@ -388,6 +388,51 @@ class OffloadPlansTest(unittest.TestCase):
         self.assertEqual(result["held"], [10, 10], "only the parameters' static plans stay held")
 
 
+class OffloadWithTheLibrarysPlansTest(unittest.TestCase):
+    """Against libuma_c.so's own plan calls (host backend, its emulated device), where it has
+    them; skipped before."""
+
+    def test_static_and_block_plans_keep_the_budget_and_undo_ends_every_plan(self):
+        result = fresh("""
+            if not uma_c.binding.has_plans(uma_c.library(path)[1]):
+                print(json.dumps(dict(skip=True))); sys.exit(0)
+            uma_torch.install(backend="host", quota_bytes=256 << 20)
+            out = {}
+            for policy in ("auto", "dynamic", "migrate"):
+                model = Model(layers=6, n=256)
+                opt = torch.optim.AdamW(model.parameters())
+                state = 16 * sum(p.numel() for p in model.parameters())
+                handle = uma_torch.offload(model, opt, budget_bytes=state // 3, policy=policy,
+                                           chunk_bytes=state // 12)
+                step(model, opt)
+                opt.zero_grad()
+                warm = uma_torch.residency()
+                for _ in range(2):
+                    step(model, opt)
+                    opt.zero_grad()
+                report = uma_torch.residency()
+                handle.undo()
+                out[policy] = dict(
+                    static=handle.static, budget=state // 3,
+                    device=report["devices"][0],
+                    moved_after_warmup=report["to_device_bytes"] - warm["to_device_bytes"]
+                    + report["to_host_bytes"] - warm["to_host_bytes"],
+                    held_after=uma_torch.residency()["devices"][0]["held_bytes"])
+            print(json.dumps(out))
+            """)
+        if result.get("skip"):
+            self.skipTest("this libuma_c.so has no plan calls yet (issue 25)")
+        for policy, run in result.items():
+            self.assertEqual(run["device"]["budget_bytes"], run["budget"], policy)
+            self.assertLessEqual(run["device"]["peak_bytes"], run["budget"], policy)
+            self.assertEqual(run["held_after"], 0, f"{policy}: undo ended every plan")
+        self.assertTrue(result["auto"]["static"])
+        self.assertEqual(result["auto"]["moved_after_warmup"], 0,
+                         "static plans: nothing moves after the first step")
+        self.assertGreater(result["migrate"]["moved_after_warmup"], 0,
+                           "a third of the state streams through the budget under migrate")
+
+
 class OffloadRefusalTest(unittest.TestCase):
     def test_without_install_offload_refuses_and_says_what_to_do(self):
         result = fresh("""
