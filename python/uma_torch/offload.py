@@ -199,7 +199,8 @@ class Offload:
         self.pending_grads, self.planned_grads, self.seen_state = [], set(), set()
         self.handles, self.step_replaced, self.stepping = [], False, False
         self.stats = {"plans": 0, "ahead": 0, "refused_ahead": 0, "refused_gradients": 0,
-                      "dead_bytes": 0, "step_chunks": 0, "resident_parameter_bytes": None}
+                      "dead_bytes": 0, "dead_refused": 0, "step_chunks": 0,
+                      "resident_parameter_bytes": None}
         unique = {id(p): p for p in model.parameters()}.values()
         params = sum(p.numel() * p.element_size() for p in unique)
         trainable = sum(p.numel() * p.element_size() for p in unique if p.requires_grad)
@@ -421,9 +422,25 @@ class Offload:
             self.allocator.done_with(ranges)
         if dead:
             for ranges in hold.grads:
-                self.stats["dead_bytes"] += sum(n for _, n in ranges)
-                self.allocator.dead(ranges)
+                self._dead(ranges)
         hold.lists, hold.grads = [], []
+
+    def _dead(self, ranges):
+        """Declares the ranges dead; one refused (a page it shares with data a plan still
+        holds: a small gradient beside a parameter in one slab) is left as it is and counted:
+        dead saves moves, the step must not fail for it."""
+        try:
+            self.allocator.dead(ranges)
+            self.stats["dead_bytes"] += sum(n for _, n in ranges)
+            return
+        except uma_c.UmaError as error:
+            if error.status_name != "UMA_ERR_INVALID_ARGUMENT" or len(ranges) == 1:
+                if error.status_name != "UMA_ERR_INVALID_ARGUMENT":
+                    raise
+                self.stats["dead_refused"] += 1
+                return
+        for one in ranges:
+            self._dead([one])
 
     def _release_ahead(self, phase):
         for key in [k for k in self.ahead if phase is None or k[0] == phase]:

@@ -357,6 +357,26 @@ class OffloadPlansTest(unittest.TestCase):
                          "gradients beyond the budget: block hooks, every parameter mapped, "
                          "gradients dead after the step")
 
+    def test_a_dead_gradient_refused_for_a_page_still_held_does_not_fail_the_step(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            opt = torch.optim.AdamW(model.parameters())
+            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, policy="migrate")
+            model(None)
+            torch.autograd.run_backward()
+            grad = model.blocks[1].fc.bias.grad
+            other = uma_c.Allocator.default(path)  # someone else's plan holds one gradient
+            other.will_access([(grad.data_ptr(), grad.numel() * 4)])
+            opt.step()
+            print(json.dumps(dict(stats=handle.stats,
+                                  grads=sum(p.numel() * 4 for p in model.parameters()))))
+            """)
+        self.assertEqual(result["stats"]["dead_refused"], 1)
+        self.assertEqual(result["stats"]["dead_bytes"], result["grads"] - 256,
+                         "every other gradient is dead")
+
     def test_the_partition_keeps_the_small_parameters_resident_first(self):
         result = fresh("""
             fake = uma_fake_plans.install(path, torch.cuda.log)
