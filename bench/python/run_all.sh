@@ -2,6 +2,7 @@
 # The framework benchmarks of issue 13 on the GPU machine, in one go; output under $OUT.
 #
 #   OUT=/path UMA_BUNDLE=.gpu bash bench/python/run_all.sh [torch_step] [torch_alloc] [cupy] [big]
+#                                                          [offload_smoke] [offload]
 #
 # Libraries: UMA_BUNDLE (a ../shared/tools/gpu-bundle folder: the three .so in bin/, their
 # dependencies in lib/), or UMA_BENCH_LIB_DIR holding libuma_c.so, libuma_naive_managed.so and
@@ -11,6 +12,9 @@
 #   torch_step   PyTorch GPT-2 step: native, naive_managed, naive_cache, uma   (~2-3 min)
 #   torch_alloc  64 KiB torch.empty + del from Python: native, uma, baselines  (~1 min)
 #   cupy         CuPy workload: CuPy's pool vs uma                             (~1 min)
+#   offload_smoke  offload_bench.py --smoke: a tiny model, 2 steps, every row   (~1 min)
+#   offload      uma_torch.offload at 2x and 3x the budget against native and a pinned-host
+#                offload, GPT-2 24 x 1024, 3 interleaved rounds (issue 25)      (~5 min)
 #   big          torch_step with 24 layers x 1024                              (~3 min)
 #                (more memory: naive_cache's power-of-two bins may pass ../shared/GPU.md's
 #                16 GiB total; run it only where the issue's larger figure is wanted)
@@ -64,12 +68,15 @@ for part in "${parts[@]}"; do
     torch_alloc) run torch_alloc torch_alloc.py ;;
     cupy) run cupy cupy_workload.py ;;
     big) run torch_step_big torch_step.py --layers 24 --width 1024 --heads 16 --steps 10 ;;
+    offload_smoke) run offload_smoke offload_bench.py --smoke ;;
+    offload) run offload offload_bench.py ;;
     dry)
       run dry_torch_step torch_step.py --dry-run
       run dry_torch_alloc torch_alloc.py --dry-run
       run dry_cupy cupy_workload.py --dry-run
+      run dry_offload offload_bench.py --dry-run --repeat 1
       ;;
-    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big dry)"; rc=2 ;;
+    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big offload_smoke offload dry)"; rc=2 ;;
   esac
 done
 exit $rc

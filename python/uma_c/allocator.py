@@ -5,6 +5,7 @@ import threading
 
 from . import binding
 from .errors import error_for
+from .plans import PlanCalls
 
 _libraries = {}
 _libraries_lock = threading.Lock()
@@ -100,10 +101,12 @@ def _advice(advice):
     return _enum_value("advice", advice, binding.ADVICE)
 
 
-class Allocator:
+class Allocator(PlanCalls):
     """One uma allocator (`uma_allocator*`). Made by create() (its own, destroyed by close())
     or default() (the process-wide one PyTorch's hooks use, never destroyed from Python).
-    Every method raises UmaError (UmaMemoryError for memory statuses) on a failing status."""
+    Every method raises UmaError (UmaMemoryError for memory statuses) on a failing status.
+    The residency plans (set_device_budget, will_access, done_with, dead, sequence, residency)
+    come from uma_c.plans.PlanCalls."""
 
     def __init__(self, lib, handle, path, owned):
         self._lib = lib

@@ -33,6 +33,10 @@ STATUS = {name: value for value, name in STATUS_NAMES.items()}
 
 BACKENDS = {"auto": 0, "host": 1, "cuda": 2}
 POLICIES = {"direct": 0, "pool": 1}
+ACCESS_MODES = {"read": 0, "write": 1}  # uma_access_mode
+RESIDENCY_POLICIES = {"migrate": 0, "read_mostly": 1, "remote_map": 2, "discard": 3,
+                      "auto": 4}  # uma_residency_policy
+MAX_REPORTED_DEVICES = 16  # uma_residency_report.devices
 ADVICE = {
     "set_read_mostly": 1,
     "unset_read_mostly": 2,
@@ -114,8 +118,79 @@ class StopReport(ctypes.Structure):
     ]
 
 
+class Range(ctypes.Structure):
+    """struct uma_range: bytes at ptr inside memory uma handed out."""
+
+    _fields_ = [("ptr", ctypes.c_void_p), ("bytes", ctypes.c_size_t)]
+
+
+class PlanOptions(ctypes.Structure):
+    """struct uma_plan_options (uma_plan_options_init sets the defaults)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("device", ctypes.c_int),
+        ("mode", ctypes.c_int),
+        ("policy", ctypes.c_int),
+        ("has_stream", ctypes.c_int),
+        ("stream", ctypes.c_void_p),
+        ("wait_complete", ctypes.c_int),
+        ("cycle_bytes", ctypes.c_uint64),
+        ("cycle_plans", ctypes.c_uint32),
+        ("tenant", ctypes.c_char_p),
+    ]
+
+
+class PlanResult(ctypes.Structure):
+    """struct uma_plan_result: the moves a plan queued."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("to_device_bytes", ctypes.c_uint64),
+        ("to_host_bytes", ctypes.c_uint64),
+        ("dropped_bytes", ctypes.c_uint64),
+        ("discarded_bytes", ctypes.c_uint64),
+        ("mapped_bytes", ctypes.c_uint64),
+        ("placements", ctypes.c_uint32),
+        ("evictions", ctypes.c_uint32),
+    ]
+
+
+class DeviceResidency(ctypes.Structure):
+    """struct uma_device_residency."""
+
+    _fields_ = [(name, ctypes.c_uint64) for name in
+                ("memory_bytes", "budget_bytes", "resident_bytes", "peak_bytes", "held_bytes")]
+
+
+class ResidencyReport(ctypes.Structure):
+    """struct uma_residency_report (a struct that can grow: struct_size first)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("device_count", ctypes.c_uint32),
+        ("devices", DeviceResidency * MAX_REPORTED_DEVICES),
+        ("to_device_bytes", ctypes.c_uint64),
+        ("to_host_bytes", ctypes.c_uint64),
+        ("dropped_bytes", ctypes.c_uint64),
+        ("discarded_bytes", ctypes.c_uint64),
+        ("placements", ctypes.c_uint64),
+        ("evictions", ctypes.c_uint64),
+        ("refetches", ctypes.c_uint64),
+        ("driver_counters_on", ctypes.c_int),
+        ("driver_to_device_bytes", ctypes.c_uint64),
+        ("driver_to_host_bytes", ctypes.c_uint64),
+        ("driver_page_faults", ctypes.c_uint64),
+        ("unplanned_bytes", ctypes.c_uint64),
+    ]
+
+
 STATS_FIELDS = tuple(name for name, _ in Stats._fields_ if name != "struct_size")
 STOP_REPORT_FIELDS = tuple(name for name, _ in StopReport._fields_ if name != "struct_size")
+PLAN_RESULT_FIELDS = tuple(name for name, _ in PlanResult._fields_ if name != "struct_size")
+DEVICE_RESIDENCY_FIELDS = tuple(name for name, _ in DeviceResidency._fields_)
+RESIDENCY_FIELDS = tuple(name for name, _ in ResidencyReport._fields_
+                         if name not in ("struct_size", "device_count", "devices"))
 
 _vp = ctypes.c_void_p
 _st = ctypes.c_int  # uma_status
@@ -141,6 +216,29 @@ PROTOTYPES = {
     "uma_torch_malloc": (_vp, [ctypes.c_ssize_t, ctypes.c_int, _vp]),
     "uma_torch_free": (None, [_vp, ctypes.c_ssize_t, ctypes.c_int, _vp]),
     "uma_torch_empty_cache": (None, []),
+}
+
+_ranges = ctypes.POINTER(Range)
+_result = ctypes.POINTER(PlanResult)
+# The plan calls of issue 25 (additions to ABI v1): declared where the library has them, so a
+# library built before them still loads; calling one it lacks raises UMA_ERR_NOT_SUPPORTED
+# (see plan_function).
+PLAN_PROTOTYPES = {
+    "uma_plan_options_init": (None, [ctypes.POINTER(PlanOptions)]),
+    "uma_set_device_budget": (_st, [_vp, ctypes.c_int, ctypes.c_uint64]),
+    "uma_will_access": (_st, [_vp, _ranges, ctypes.c_size_t, ctypes.POINTER(PlanOptions),
+                              _result]),
+    "uma_done_with": (_st, [_vp, _ranges, ctypes.c_size_t]),
+    "uma_dead": (_st, [_vp, _ranges, ctypes.c_size_t, _result]),
+    "uma_sequence_create": (_st, [_vp, ctypes.c_size_t, ctypes.POINTER(_vp)]),
+    "uma_sequence_add_step": (_st, [_vp, _ranges, ctypes.c_size_t,
+                                    ctypes.POINTER(PlanOptions)]),
+    "uma_sequence_begin": (_st, [_vp, ctypes.c_size_t, _result]),
+    "uma_sequence_finish": (_st, [_vp]),
+    "uma_sequence_destroy": (_st, [_vp]),
+    "uma_get_residency": (_st, [_vp, ctypes.POINTER(ResidencyReport)]),
+    "uma_residency_json": (_st, [_vp, ctypes.c_char_p, ctypes.c_size_t,
+                                 ctypes.POINTER(ctypes.c_size_t)]),
 }
 
 
@@ -202,8 +300,14 @@ def load(path):
     if missing:
         raise LibraryNotFound(f"uma: {path} lacks {', '.join(missing)}: not a uma C ABI "
                               f"v{ABI_VERSION} library")
-    for name, (restype, argtypes) in PROTOTYPES.items():
-        function = getattr(lib, name)
-        function.restype = restype
-        function.argtypes = argtypes
+    for name, (restype, argtypes) in list(PROTOTYPES.items()) + list(PLAN_PROTOTYPES.items()):
+        if name in PROTOTYPES or hasattr(lib, name):
+            function = getattr(lib, name)
+            function.restype = restype
+            function.argtypes = argtypes
     return lib
+
+
+def has_plans(lib):
+    """Whether the loaded library has every plan call (PLAN_PROTOTYPES)."""
+    return all(hasattr(lib, name) for name in PLAN_PROTOTYPES)

@@ -20,9 +20,10 @@ import uma_c
 from uma_c.adapter import allocator_functions
 from uma_c import UmaError, UmaMemoryError
 
-__all__ = ["InstallError", "UmaError", "UmaMemoryError", "allocator", "install", "is_installed",
-           "memory_pool",
-           "prefetch", "quota", "set_quota", "stats", "stats_json", "trim", "uninstall"]
+__all__ = ["InstallError", "UmaError", "UmaMemoryError", "allocator", "dead", "done_with",
+           "install", "is_installed", "memory_pool", "prefetch", "quota", "residency",
+           "set_device_budget", "set_quota", "stats", "stats_json", "trim", "uninstall",
+           "will_access"]
 
 _lock = threading.Lock()
 _state = {}  # "allocator", "options", "previous", "path" while installed
@@ -158,3 +159,54 @@ def prefetch(array, device=None, stream=None):
         ptr = getattr(stream, "ptr", stream)
         allocator().prefetch(mem.ptr, mem.size, target,
                              cupy.cuda.get_current_stream().ptr if ptr is None else ptr)
+
+
+def _array_ranges(arrays):
+    """(address, bytes) of each array's own elements (a view: the part it spans), skipping
+    empty ones; a single array may be given alone."""
+    if hasattr(arrays, "data") and hasattr(arrays, "nbytes"):
+        arrays = [arrays]
+    ranges = [(a.data.ptr, a.nbytes) for a in arrays if a.nbytes]
+    if not ranges:
+        raise ValueError("uma_cupy: the plan names no array with memory")
+    return ranges
+
+
+def set_device_budget(device, budget_bytes):
+    """uma keeps at most `budget_bytes` placed by plans on `device` (docs/residency.md)."""
+    allocator().set_device_budget(device, budget_bytes)
+
+
+def will_access(arrays, device=None, mode="read", policy="auto", stream=None,
+                wait_complete=False, cycle_bytes=0, cycle_plans=0, tenant=None):
+    """Plans the arrays (one or a list) for use on `device` (None: the first array's) with
+    `mode` ("read"/"write") and `policy` ("auto", "migrate", "read_mostly", "remote_map",
+    "discard"), the moves ordered on `stream` (None: CuPy's current stream) and held until
+    done_with. Returns the moves queued (a dict). Over the budget: UmaMemoryError."""
+    import cupy
+    ranges = _array_ranges(arrays)
+    if device is None:
+        first = arrays if hasattr(arrays, "device") else list(arrays)[0]
+        device = first.device.id
+    ptr = getattr(stream, "ptr", stream)
+    return allocator().will_access(
+        ranges, device=device, mode=mode, policy=policy,
+        stream=cupy.cuda.get_current_stream().ptr if ptr is None else ptr,
+        wait_complete=wait_complete, cycle_bytes=cycle_bytes, cycle_plans=cycle_plans,
+        tenant=tenant)
+
+
+def done_with(arrays):
+    """Ends one hold of each array's plan: evictable again."""
+    allocator().done_with(_array_ranges(arrays))
+
+
+def dead(arrays):
+    """The arrays' contents are not needed (not held by a plan): dropped, nothing moves back.
+    Returns the moves (a dict)."""
+    return allocator().dead(_array_ranges(arrays))
+
+
+def residency():
+    """uma's residency report as a dict (uma_c.Allocator.residency)."""
+    return allocator().residency()

@@ -5,6 +5,8 @@
     x = torch.empty(1 << 20, device="cuda")   # uma-owned managed memory
     uma_torch.prefetch(x, device=0)
     print(uma_torch.stats())
+    with uma_torch.offload(model, optimizer, budget_bytes=2 << 30):  # state beyond the budget
+        train(model, optimizer)
 
 install() loads libuma_c.so (UMA_LIBRARY, else beside the package or on LD_LIBRARY_PATH),
 configures uma's process-wide default allocator and hands PyTorch the library's
@@ -19,9 +21,11 @@ import uma_c
 from uma_c.adapter import allocator_functions
 from uma_c import DEVICE_HOST, UmaError, UmaMemoryError
 
-__all__ = ["InstallError", "UmaError", "UmaMemoryError", "advise", "allocator", "discard",
-           "install", "is_installed", "library_path", "prefetch", "quota", "set_quota", "stats",
-           "stats_json", "trim"]
+from .offload import Offload, OffloadError, offload
+
+__all__ = ["InstallError", "Offload", "OffloadError", "UmaError", "UmaMemoryError", "advise",
+           "allocator", "discard", "install", "is_installed", "library_path", "offload",
+           "prefetch", "quota", "residency", "set_quota", "stats", "stats_json", "trim"]
 
 MALLOC_SYMBOL = "uma_torch_malloc"
 FREE_SYMBOL = "uma_torch_free"
@@ -119,6 +123,12 @@ def library_path():
 
 
 stats, stats_json, quota, set_quota, trim = allocator_functions(allocator)
+
+
+def residency():
+    """uma's residency report (uma_get_residency) as a dict: per device its memory, budget,
+    resident, peak and held bytes; uma's moves; the driver's counters."""
+    return allocator().residency()
 
 
 def _storage_range(tensor):

@@ -99,6 +99,61 @@ out["freed"] = uma_cupy.stats()["cache_in_use_bytes"] == before
 print(json.dumps(out))
 """
 
+OFFLOAD_CHILD = """
+import json, sys
+import torch, uma_torch
+uma_torch.install(@LIBRARY@, quota_bytes=@QUOTA@)
+if not torch.cuda.is_available():
+    print(json.dumps(dict(skip="no usable CUDA device"))); sys.exit(0)
+if not uma_torch.allocator().has_plans():
+    print(json.dumps(dict(skip="this libuma_c.so has no plan calls"))); sys.exit(0)
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Linear(256, 512)
+        self.blocks = torch.nn.ModuleList([torch.nn.Sequential(
+            torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.LayerNorm(512))
+            for _ in range(8)])
+        self.head = torch.nn.Linear(512, 1)
+
+    def forward(self, x):
+        x = self.embed(x)
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x).square().mean()
+
+def train(policy, budget_of):
+    torch.manual_seed(0)
+    model = Net().cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    state = 16 * sum(p.numel() for p in model.parameters())
+    handle = None if policy is None else uma_torch.offload(model, opt,
+                                                            budget_bytes=budget_of(state),
+                                                            policy=policy)
+    generator = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(5):
+        x = torch.randn(64, 256, generator=generator).cuda()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss))
+    out = dict(losses=losses)
+    if handle is not None:
+        report = uma_torch.residency()["devices"][0]
+        out.update(static=handle.static, budget=report["budget_bytes"], peak=report["peak_bytes"],
+                   wanted=budget_of(state), stats=handle.stats)
+        handle.undo()
+        out["held_after"] = uma_torch.residency()["devices"][0]["held_bytes"]
+    return out
+
+print(json.dumps(dict(reference=train(None, None), auto=train("auto", lambda s: s // 3),
+                      dynamic=train("dynamic", lambda s: s // 3))))
+"""
+
 
 def run_and_check_common(test, framework, child):
     """Runs `child` in a fresh process and checks what both frameworks' children report: the
@@ -124,6 +179,25 @@ class TorchOnGpuTest(unittest.TestCase):
         # PyTorch raise, or a tensor over the quota would have a null data pointer.
         self.assertTrue(result["quota"].startswith("raised"), result["quota"])
         self.assertEqual(result["unknown"], "UMA_ERR_UNKNOWN_POINTER")
+
+
+class TorchOffloadOnGpuTest(unittest.TestCase):
+    def test_offload_trains_as_in_memory_within_the_budget_and_undo_ends_every_plan(self):
+        needs("torch")
+        result, _ = run_fresh(child_code(OFFLOAD_CHILD), timeout=300)
+        if "skip" in result:
+            self.skipTest(result["skip"])
+        reference = result["reference"]["losses"]
+        for policy in ("auto", "dynamic"):
+            run = result[policy]
+            for got, want in zip(run["losses"], reference):
+                self.assertAlmostEqual(got, want, delta=1e-4 * max(1.0, abs(want)),
+                                       msg=f"{policy}: {run['losses']} vs {reference}")
+            self.assertEqual(run["budget"], run["wanted"], policy)
+            self.assertLessEqual(run["peak"], run["budget"], f"{policy}: {run['stats']}")
+            self.assertEqual(run["held_after"], 0, f"{policy}: undo ended every plan")
+        self.assertTrue(result["auto"]["static"], "the gradients fit in a third: static plans")
+        self.assertFalse(result["dynamic"]["static"])
 
 
 class CupyOnGpuTest(unittest.TestCase):

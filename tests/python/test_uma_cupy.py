@@ -105,6 +105,44 @@ class UmaCupyTest(unittest.TestCase):
         self.assertFalse(result["installed"])
         self.assertTrue(result["untouched"])
 
+    def test_plans_name_each_arrays_range_on_cupys_current_stream(self):
+        result = fresh("""
+            import cupy, uma_fake_plans
+            fake = uma_fake_plans.install(os.environ["UMA_LIBRARY"])
+            uma_cupy.install(backend="host", quota_bytes=64 << 20, pool=False)
+            cupy.cuda.current_stream = cupy.cuda.Stream(0xABC0)
+            a, b = cupy.ones(1024), cupy.ones(4096)
+            uma_cupy.set_device_budget(0, 1 << 20)
+            moved = uma_cupy.will_access([a, b], mode="write", policy="migrate")
+            plan = fake.log[-1]
+            uma_cupy.done_with([a, b])
+            dead = uma_cupy.dead(b)
+            outcomes = []
+            fake.foreign.append((0x7E5700000000, 0x7E5700010000))
+            class Foreign:
+                nbytes = 64
+                device = cupy.Device(0)
+                data = type("P", (), {"ptr": 0x7E5700000000})()
+            try:
+                uma_cupy.will_access(Foreign())
+            except uma_c.UmaError as error:
+                outcomes.append(error.status_name)
+            try:
+                uma_cupy.will_access([cupy.ones(0)])
+            except ValueError as error:
+                outcomes.append("no array" in str(error))
+            print(json.dumps(dict(
+                ranges=plan[1] == [(a.data.ptr, 8192), (b.data.ptr, 32768)],
+                options=[plan[2][k] for k in ("device", "mode", "policy", "stream")],
+                moved=moved["to_device_bytes"], dead=dead["discarded_bytes"],
+                outcomes=outcomes)))
+            """)
+        self.assertTrue(result["ranges"], "each array's own range, in order")
+        self.assertEqual(result["options"], [0, "write", "migrate", 0xABC0])
+        self.assertEqual(result["moved"], 8192 + 32768)
+        self.assertEqual(result["dead"], 32768)
+        self.assertEqual(result["outcomes"], ["UMA_ERR_UNKNOWN_POINTER", True])
+
 
 if __name__ == "__main__":
     unittest.main()

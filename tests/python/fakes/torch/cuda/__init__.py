@@ -1,8 +1,14 @@
-"""torch.cuda stand-in: is_initialized(), empty_cache() and the memory submodule."""
+"""torch.cuda stand-in: is_initialized(), empty_cache(), the memory submodule, and streams and
+events that log what is asked of them to `log` (with the fake plan library's calls, when a test
+shares the list) so that a test can check the order."""
 
+import itertools
 import os
 
 from . import memory  # noqa: F401
+
+log = []
+_ids = itertools.count(1)
 
 
 def is_initialized():
@@ -17,10 +23,39 @@ def empty_cache():
 
 
 class Stream:
-    """A stream handle: the legacy default stream (0)."""
+    """A stream handle: the legacy default stream (0) is the current one; Stream(device) makes
+    a side stream with an address of its own."""
 
-    cuda_stream = 0
+    def __init__(self, device=None, ptr=None):
+        self.cuda_stream = ptr if ptr is not None else 0x5000 + next(_ids)
+
+    def wait_event(self, event):
+        log.append(("wait_event", self.cuda_stream, event.id))
+
+    def synchronize(self):
+        log.append(("stream.synchronize", self.cuda_stream))
+
+
+class Event:
+    def __init__(self):
+        self.id = next(_ids)
+
+    def record(self, stream=None):
+        log.append(("record", (stream or _default).cuda_stream, self.id))
+
+    def synchronize(self):
+        log.append(("event.synchronize", self.id))
+
+    def query(self):
+        return True
+
+
+_default = Stream(ptr=0)
 
 
 def current_stream(device=None):
-    return Stream()
+    return _default
+
+
+def synchronize(device=None):
+    log.append(("synchronize",))
