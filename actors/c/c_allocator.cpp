@@ -29,6 +29,7 @@ uma::allocator_config allocator_config_of(const uma_config& c,
   }
   out.backend = std::move(backend);
   out.quota_bytes = c.quota_bytes;
+  out.driver_counters = c.driver_counters != 0;
   out.policy =
       c.policy == UMA_POLICY_POOL ? uma::allocation_policy::pool : uma::allocation_policy::direct;
   // Only this allocator's own slabs and large blocks can be pinned, and no caller can give one

@@ -52,6 +52,13 @@ void config_from_environment(uma_config& config) {
     config.quota_bytes = number("UMA_QUOTA_BYTES", v);
   if (const char* v = env("UMA_DEVICE_BUDGET_BYTES"))
     config.device_budget_bytes = number("UMA_DEVICE_BUDGET_BYTES", v);
+  if (const char* v = env("UMA_DRIVER_COUNTERS")) {
+    const auto on = number("UMA_DRIVER_COUNTERS", v);
+    if (on > 1)
+      throw status_error(UMA_ERR_INVALID_ARGUMENT,
+                         "UMA_DRIVER_COUNTERS=" + std::to_string(on) + " is not 0 or 1");
+    config.driver_counters = static_cast<std::uint32_t>(on);
+  }
   if (const char* v = env("UMA_CACHE_MAX_BYTES"))
     config.cache_max_bytes = number("UMA_CACHE_MAX_BYTES", v);
   if (const char* v = env("UMA_SCHEDULER_THREADS")) {
@@ -86,6 +93,10 @@ void validate(const uma_config& config) {
     throw status_error(UMA_ERR_INVALID_ARGUMENT,
                        "uma_config: scheduler_threads " + std::to_string(config.scheduler_threads) +
                            " is over the limit of " + std::to_string(max_scheduler_threads));
+  if (config.driver_counters > 1)
+    throw status_error(
+        UMA_ERR_INVALID_ARGUMENT,
+        "uma_config: driver_counters " + std::to_string(config.driver_counters) + " is not 0 or 1");
   if (config.host_devices > static_cast<std::uint32_t>(uma::emulated_devices::max_count))
     throw status_error(UMA_ERR_INVALID_ARGUMENT,
                        "uma_config: host_devices " + std::to_string(config.host_devices) +

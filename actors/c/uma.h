@@ -94,6 +94,9 @@ typedef struct uma_config {
    * them; docs/c_abi.md): */
   uint32_t host_devices;      /* devices the host backend emulates, 0 to 64; init: 1 */
   uint64_t host_device_bytes; /* memory of each emulated device; 0: half of physical memory */
+  /* Added with range plans: */
+  uint32_t driver_counters; /* 1: the driver's unified-memory counters (CUPTI) feed the
+                               residency report's driver figures; 0 (init): off */
 } uma_config;
 
 /* An allocator's counters (see docs/cli.md for each figure). */

@@ -60,6 +60,7 @@ class Config(ctypes.Structure):
         ("scheduler_threads", ctypes.c_uint32),
         ("host_devices", ctypes.c_uint32),
         ("host_device_bytes", ctypes.c_uint64),
+        ("driver_counters", ctypes.c_uint32),
     ]
 
 
