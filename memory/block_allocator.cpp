@@ -95,7 +95,7 @@ block* block_allocator::take(std::size_t bytes, int device, void* stream, bool r
     if (closed_.load(std::memory_order_relaxed) || !control_->alive())
       stopped(control_->generation());
     if (auto* b = own.pop(cls, device, stream, classes_)) {
-      hand_out(own, *b, bytes, device, stream, raw);
+      hand_out(own, *b, bytes, device, stream, raw, index_of(own));
       ++own.hits;
       return b;
     }
@@ -114,7 +114,9 @@ block* block_allocator::steal(const detail::block_shard& own, std::uint32_t cls,
     if (closed_.load(std::memory_order_relaxed))
       stopped(control_->generation());
     if (auto* b = sh.pop(cls, device, stream, classes_)) {
-      hand_out(sh, *b, bytes, device, stream, raw);
+      // It moves to the taker's shard: else a thread whose shard is empty would take (and give
+      // back) every block through another's lock, after looking into all of them.
+      hand_out(sh, *b, bytes, device, stream, raw, index_of(own));
       ++sh.hits;
       return b;
     }
@@ -123,7 +125,7 @@ block* block_allocator::steal(const detail::block_shard& own, std::uint32_t cls,
 }
 
 void block_allocator::hand_out(detail::block_shard& sh, block& b, std::size_t bytes, int device,
-                               void* stream, bool raw) {
+                               void* stream, bool raw, std::uint32_t home) {
   auto* s = b.rec.parent;
   if (raw) {
     try {
@@ -137,11 +139,11 @@ void block_allocator::hand_out(detail::block_shard& sh, block& b, std::size_t by
   sh.in_use += static_cast<std::int64_t>(s->block_bytes());
   sh.requested += static_cast<std::int64_t>(bytes);
   ++sh.blocks;
-  s->out.fetch_add(1, std::memory_order_relaxed);
+  b.shard = home;
+  s->count_out(home, 1);
   b.clean = b.event_recorded = false;
   b.raw.store(raw, std::memory_order_relaxed);
   b.device = device;
-  b.shard = static_cast<std::uint32_t>(&sh - shards_.data());
   b.stream = stream;
   b.requested = bytes;
   b.rec.refs.store(1, std::memory_order_relaxed);  // the caller's ref (raw: held for the caller)
@@ -156,7 +158,7 @@ block* block_allocator::grow(detail::block_shard& own, std::uint32_t cls, std::s
   {
     std::lock_guard lock(own.mutex);  // another thread may have carved this class meanwhile
     if (auto* b = own.pop(cls, device, stream, classes_)) {
-      hand_out(own, *b, bytes, device, stream, raw);
+      hand_out(own, *b, bytes, device, stream, raw, index_of(own));
       ++own.hits;
       return b;
     }
@@ -184,7 +186,7 @@ block* block_allocator::grow(detail::block_shard& own, std::uint32_t cls, std::s
     }
     own.free += static_cast<std::int64_t>(s->bytes());
     first = &s->at(0);
-    hand_out(own, *first, bytes, device, stream, raw);
+    hand_out(own, *first, bytes, device, stream, raw, index_of(own));
     ++own.misses;
   }
   // Wakes the actor, which puts the slab in its table before its next message.
@@ -258,9 +260,10 @@ block_allocator::pushed block_allocator::push(detail::block_shard& sh, block& b)
   sh.in_use -= static_cast<std::int64_t>(s->block_bytes());
   sh.requested -= static_cast<std::int64_t>(b.requested);
   --sh.blocks;
-  const bool last = s->out.fetch_sub(1, std::memory_order_acq_rel) == 1;
   if (s->let_go_done)
-    return last ? pushed::slab_gone_last : pushed::slab_gone;
+    return s->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1 ? pushed::slab_gone_last
+                                                                     : pushed::slab_gone;
+  s->count_out(b.shard, -1);
   sh.list(b, s->size_class(), classes_);
   sh.free += static_cast<std::int64_t>(s->block_bytes());
   sh.events += b.event_recorded ? 1 : 0;
@@ -324,8 +327,7 @@ std::vector<slab*> block_allocator::unlink_idle(std::vector<block*>& free_blocks
     for (auto& p : sh.pools)
       for (auto* head : p.heads)
         for (auto* b = head; b != nullptr; b = b->next)
-          if (b->rec.parent->out.load(std::memory_order_relaxed) == 0 &&
-              detail::ready_elsewhere(*b, sh.events))
+          if (b->rec.parent->out() == 0 && detail::ready_elsewhere(*b, sh.events))
             ++ready[b->rec.parent];
   std::erase_if(ready, [](const auto& kv) { return kv.second != kv.first->count(); });
   for (auto& sh : shards_)
@@ -385,7 +387,7 @@ std::uint64_t block_allocator::trim() {
 void block_allocator::prepare_stop() noexcept {
   std::lock_guard lock(mutex_);
   for (auto* s : slabs_)
-    if (s->out.load(std::memory_order_acquire) == 0)
+    if (s->out() == 0)
       s->unpin();
 }
 
@@ -453,12 +455,13 @@ void block_allocator::close() noexcept {
     for (std::uint32_t i = 0; i < s->count(); ++i)
       if (auto& b = s->at(i); b.raw && b.out.exchange(false, std::memory_order_acq_rel)) {
         b.raw = false;  // given up: its memory was leaked or freed with its slab
-        s->out.fetch_sub(1, std::memory_order_relaxed);
+        s->count_out(b.shard, -1);
         counts.in_use -= static_cast<std::int64_t>(s->block_bytes());
         counts.requested -= static_cast<std::int64_t>(b.requested);
         --counts.blocks;
       }
-    if (s->out == 0)
+    s->remaining.store(s->out(), std::memory_order_release);
+    if (s->remaining.load(std::memory_order_relaxed) == 0)
       delete s;  // else the last block coming back deletes it (put_back)
   }
 }

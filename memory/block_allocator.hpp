@@ -142,11 +142,14 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   /// A block's record with the caller's count taken.
   [[nodiscard]] detail::region* take_ref(std::size_t bytes, int device, stream_view stream);
   [[nodiscard]] std::uint32_t class_of(std::size_t bytes) const noexcept;
-  static constexpr std::size_t shard_count = 16;
+  static constexpr std::size_t shard_count = detail::block_shards;
   using shard_locks = std::array<std::unique_lock<detail::spin_mutex>, shard_count>;
 
   /// The calling thread's shard.
   [[nodiscard]] detail::block_shard& own_shard() noexcept;
+  [[nodiscard]] std::uint32_t index_of(const detail::block_shard& sh) const noexcept {
+    return static_cast<std::uint32_t>(&sh - shards_.data());
+  }
   /// Every shard locked, in index order (after `mutex_`, if that is taken too).
   [[nodiscard]] shard_locks lock_shards() const;
   [[nodiscard]] detail::block* take(std::size_t bytes, int device, void* stream, bool raw);
@@ -156,9 +159,9 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   [[nodiscard]] detail::block* grow(detail::block_shard& own, std::uint32_t cls, std::size_t bytes,
                                     int device, void* stream, bool raw);
   [[nodiscard]] detail::slab* carve(std::uint32_t cls);
-  /// Hands free block `b` out of shard `sh` (its lock held).
+  /// Hands free block `b` out of shard `sh` (its lock held); it comes back to shard `home`.
   void hand_out(detail::block_shard& sh, detail::block& b, std::size_t bytes, int device,
-                void* stream, bool raw);
+                void* stream, bool raw, std::uint32_t home);
   /// What `push` did with a block that came back.
   enum class pushed : std::uint8_t { listed, slab_gone, slab_gone_last };
   /// Takes a block that was out off the counters and onto shard `sh`'s free list (its lock

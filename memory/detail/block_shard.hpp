@@ -10,6 +10,9 @@ namespace uma::detail {
 
 struct block;
 
+/// The block allocator's shards (threads spread over them round robin).
+inline constexpr std::size_t block_shards = 16;
+
 /// One shard of the block allocator's free lists: per (device, stream), one list per size
 /// class, and the counters of what went through it. A thread takes blocks from its own shard
 /// (threads are spread over them round robin) and looks into the others only when its own has

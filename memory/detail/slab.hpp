@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include <uma/memory/detail/block_shard.hpp>
 #include <uma/memory/memory_resource.hpp>
 #include <uma/memory/pin.hpp>
 
@@ -90,8 +92,21 @@ class slab {
   /// goes back to `stack` and the region record, which no table holds, is deleted.
   static void abandon(slab* s, memory_resource& stack) noexcept;
 
-  /// Blocks out (changed under the lock of the shard handing out or taking back a block).
-  std::atomic<std::uint32_t> out{0};
+  /// Blocks out: the sum of one counter per shard of the allocator (a block counts in its
+  /// home shard's), each on a cache line of its own, so threads handing out blocks of one slab
+  /// do not all write one line. Exact under every shard's lock.
+  [[nodiscard]] std::int64_t out() const noexcept {
+    std::int64_t n = 0;
+    for (const auto& c : out_by_shard_)
+      n += c.n.load(std::memory_order_acquire);
+    return n;
+  }
+  void count_out(std::uint32_t shard, int delta) noexcept {
+    out_by_shard_[shard].n.fetch_add(delta, std::memory_order_acq_rel);
+  }
+  /// Once let go: the blocks still out, set with `let_go_done` (under every shard's lock); the
+  /// block coming back last deletes the slab.
+  std::atomic<std::int64_t> remaining{0};
   /// The allocator let go (set under every shard's lock; read under one).
   bool let_go_done = false;
 
@@ -102,6 +117,10 @@ class slab {
   const std::size_t block_bytes_;
   const std::uint32_t count_;
   const std::uint32_t class_;
+  struct alignas(64) out_count {
+    std::atomic<std::int32_t> n{0};
+  };
+  std::array<out_count, block_shards> out_by_shard_{};
   std::deque<block> blocks_;  // index = id - first_id; records never move
   std::optional<Pin<std::byte>> pin_;
 };

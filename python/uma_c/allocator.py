@@ -12,10 +12,10 @@ _libraries_lock = threading.Lock()
 
 # Keyword arguments of make_config and the uma_config field each one sets.
 CONFIG_FIELDS = ("backend", "policy", "quota_bytes", "device_budget_bytes", "cache_max_bytes",
-                 "scheduler_threads", "host_devices", "host_device_bytes")
+                 "scheduler_threads", "host_devices", "host_device_bytes", "driver_counters")
 _UINT_LIMITS = {"quota_bytes": 2**64 - 1, "device_budget_bytes": 2**64 - 1,
                 "cache_max_bytes": 2**64 - 1, "scheduler_threads": 2**32 - 1,
-                "host_devices": 2**32 - 1, "host_device_bytes": 2**64 - 1}
+                "host_devices": 2**32 - 1, "host_device_bytes": 2**64 - 1, "driver_counters": 1}
 
 
 def library(path=None):

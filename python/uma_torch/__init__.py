@@ -65,7 +65,7 @@ def _refuse_if_cuda_initialised(torch):
 def install(library=None, **options):
     """Makes uma PyTorch's CUDA allocator for this process. `options` configure uma's default
     allocator (uma_c.CONFIG_FIELDS: backend, policy, quota_bytes, device_budget_bytes,
-    cache_max_bytes, scheduler_threads, host_devices, host_device_bytes); none given: its
+    cache_max_bytes, scheduler_threads, host_devices, host_device_bytes, driver_counters); none given: its
     defaults and the UMA_* environment.
     Returns the uma_c.Allocator. A second call with the same options returns it again.
     Raises InstallError (nothing changed), uma_c.LibraryNotFound, UmaError, TypeError or
