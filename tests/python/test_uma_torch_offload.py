@@ -357,6 +357,38 @@ class OffloadPlansTest(unittest.TestCase):
                          "gradients beyond the budget: block hooks, every parameter mapped, "
                          "gradients dead after the step")
 
+    def test_when_the_budget_holds_everything_the_optimizer_state_stays_on_the_device(self):
+        result = fresh("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            opt = torch.optim.AdamW(model.parameters())
+            params = sum(p.numel() * 4 for p in model.parameters())
+            budget = 4 * params + 2 * 4096 * 2 * 30  # parameters, gradients, two moments
+            handle = uma_torch.offload(model, opt, budget_bytes=budget)
+            step(model, opt)
+            table = names(model, opt)
+            start = len(torch.cuda.log)
+            opt.zero_grad()
+            step(model, opt)
+            table.update(names(model, opt))
+            second = trace(torch.cuda.log[start:], table, start)
+            first = trace(torch.cuda.log[:start], table, 0)
+            fits, peak = handle.state_resident, fake.peak
+            handle.undo()
+            print(json.dumps(dict(first=first, second=second, fits=fits, peak=peak,
+                                  budget=budget, after=sum(fake.holds.values()))))
+            """)
+        everything = sorted(n for block in BLOCK.values() for n in block)
+        state = sorted(f"{k}:{n}" for n in everything for k in ("exp_avg", "exp_avg_sq"))
+        self.assertTrue(result["fits"])
+        self.assertIn(["will_access", "write", "migrate", state], result["first"],
+                      "the state is planned resident, not mapped")
+        self.assertNotIn("remote_map", [e[2] for e in result["first"] if len(e) > 2])
+        self.assertNotIn("will_access", [e[0] for e in result["second"] if e[2:3] != ["migrate"]])
+        self.assertLessEqual(result["peak"], result["budget"])
+        self.assertEqual(result["after"], 0)
+
     def test_a_dead_gradient_refused_for_a_page_still_held_does_not_fail_the_step(self):
         result = fresh("""
             fake = uma_fake_plans.install(path, torch.cuda.log)
