@@ -271,8 +271,10 @@ def child(args):
         result["moved_bytes_per_step"] = {"to_device": optimizer.moved_bytes,
                                           "to_host": optimizer.moved_bytes}
     else:
+        # --fused: one kernel reads and writes each moment once (foreach: several passes,
+        # each across the link where the moments are mapped); the native row uses it too.
         optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS,
-                                      weight_decay=WD)
+                                      weight_decay=WD, fused=True if args.fused else None)
     handle = None
     if row in ("uma_2x", "uma_3x", "uma_fit"):
         handle = uma_torch.offload(model, optimizer, budget_bytes=budget, policy=args.policy,
@@ -401,6 +403,8 @@ def arguments():
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policy", default="auto", help="offload's policy (default auto)")
+    parser.add_argument("--fused", action="store_true",
+                        help="torch.optim.AdamW(fused=True) for the native and uma rows")
     parser.add_argument("--lookahead", type=int, default=1)
     parser.add_argument("--link-mib", type=int, default=1024)
     parser.add_argument("--pinned-chunk-mib", type=int, default=64)
