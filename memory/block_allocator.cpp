@@ -243,15 +243,27 @@ void block_allocator::put_back(block& b) noexcept {
   auto& home = shards_[b.shard];
   std::unique_lock lock(home.mutex);
   auto* s = b.rec.parent;
+  // A block of a slab let go is not listed: its event is this thread's to destroy. It is taken
+  // before push counts the block back, since once counted another thread's last block may
+  // delete the slab (this block with it); the control block held keeps the backend, and the
+  // allocator is held too: that slab may have held its last other ref, and `lock` is its.
+  std::shared_ptr<detail::control_block> control;
+  std::shared_ptr<block_allocator> keep;
+  void* event = nullptr;
+  if (s->let_go_done) {
+    control = b.rec.control;
+    keep = shared_from_this();  // alive: `s`, which refers to it, waits for this block
+    event = std::exchange(b.event, nullptr);
+  }
   const auto done = push(home, b);
   if (done == pushed::listed)
     return;
   const bool last = done == pushed::slab_gone_last;
   lock.unlock();
-  if (b.event != nullptr)
-    s->events().destroy_event(std::exchange(b.event, nullptr));
+  if (event != nullptr)
+    control->owning_backend().destroy_event(event);
   if (last)
-    delete s;  // may destroy this allocator (the slab held it): touch nothing after
+    delete s;  // `keep` holds this allocator until the return
 }
 
 block_allocator::pushed block_allocator::push(detail::block_shard& sh, block& b) noexcept {
