@@ -81,7 +81,12 @@ static void test_null_and_bad_arguments(void) {
   bad.host_devices = 65;
   CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_INVALID_ARGUMENT);
   CHECK(b == NULL && strstr(uma_last_error(), "host_devices 65") != NULL);
-  bad.host_devices = 1; /* the default: one emulated device takes the budget */
+  bad.host_devices = 1;
+  bad.driver_counters = 2; /* a switch: 0 or 1 */
+  CHECK_STATUS(uma_create(&bad, &b), UMA_ERR_INVALID_ARGUMENT);
+  CHECK(b == NULL && strstr(uma_last_error(), "driver_counters 2") != NULL);
+  bad.driver_counters = 1; /* on: the host backend has no driver counters, the report says why */
+  /* host_devices 1 is the default: one emulated device takes the budget */
   bad.host_device_bytes = 64u << 20;
   CHECK_STATUS(uma_create(&bad, &b), UMA_OK);
   void* on_device = NULL;
