@@ -1,11 +1,9 @@
-# FindCAF: wraps Debian's CAF 0.17 (libcaf-dev ships no CMake package) in imported targets.
-#   CAF::core, CAF::io          imported targets
-#   CAF::openssl                imported target (libcaf-openssl0.17), when found
+# FindCAF: wraps Debian's CAF 0.17 (libcaf-dev ships no CMake package) in an imported target.
+#   CAF::core                   imported target (uma uses CAF's core only: the remote interface
+#                               is served over gRPC, not CAF's io/BASP)
 #   CAF_FOUND, CAF_VERSION      result variables
 find_path(CAF_INCLUDE_DIR NAMES caf/all.hpp)
 find_library(CAF_CORE_LIBRARY NAMES caf_core)
-find_library(CAF_IO_LIBRARY NAMES caf_io)
-find_library(CAF_OPENSSL_LIBRARY NAMES caf_openssl)
 
 if(CAF_INCLUDE_DIR AND EXISTS "${CAF_INCLUDE_DIR}/caf/config.hpp")
   file(STRINGS "${CAF_INCLUDE_DIR}/caf/config.hpp" _caf_version_line
@@ -20,7 +18,7 @@ endif()
 
 include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(CAF
-  REQUIRED_VARS CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_INCLUDE_DIR
+  REQUIRED_VARS CAF_CORE_LIBRARY CAF_INCLUDE_DIR
   VERSION_VAR CAF_VERSION)
 
 if(CAF_FOUND)
@@ -32,17 +30,5 @@ if(CAF_FOUND)
       INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}"
       INTERFACE_LINK_LIBRARIES Threads::Threads)
   endif()
-  if(NOT TARGET CAF::io)
-    add_library(CAF::io SHARED IMPORTED)
-    set_target_properties(CAF::io PROPERTIES
-      IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
-      INTERFACE_LINK_LIBRARIES CAF::core)
-  endif()
-  if(CAF_OPENSSL_LIBRARY AND NOT TARGET CAF::openssl)
-    add_library(CAF::openssl SHARED IMPORTED)
-    set_target_properties(CAF::openssl PROPERTIES
-      IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
-      INTERFACE_LINK_LIBRARIES CAF::io)
-  endif()
 endif()
-mark_as_advanced(CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY)
+mark_as_advanced(CAF_INCLUDE_DIR CAF_CORE_LIBRARY)

@@ -32,15 +32,18 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 # Runtime libraries by their Debian 12 package names (what `ldd` shows the binaries load); listed
 # by hand rather than by dpkg-shlibdeps, which would make dpkg-dev a build dependency.
 set(uma_c_depends "libc6, libstdc++6, libgcc-s1, libcaf-core0.17 (>= 0.17.6), libboost-json1.81.0")
+# The tools add the remote interface's wire: gRPC (its core and gpr are libgrpc29's), protobuf,
+# OpenSSL, and the abseil gRPC's headers inline (tests/deb_packages.cmake checks this list).
 set(uma_tools_depends
-    "${uma_c_depends}, libcaf-io0.17 (>= 0.17.6), libcaf-openssl0.17 (>= 0.17.6), libssl3")
+    "${uma_c_depends}, libgrpc++1.51, libgrpc29, libprotobuf32, libssl3, libabsl20220623")
 set(uma_deb_version "${PROJECT_VERSION}")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libuma-dev)
 # What uma's headers include (CAF, Boost.Asio/Beast/System) and its exported targets link (CAF's
-# core, io and openssl modules, through FindCAF); libuma-c because umaTargets.cmake names uma::c.
+# core through FindCAF; uma::remote's gRPC, protobuf and OpenSSL, which umaConfig.cmake finds
+# with pkg-config and CMake's modules); libuma-c because umaTargets.cmake names uma::c.
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libuma-c (= ${uma_deb_version}), libcaf-dev (>= 0.17.6), \
-libboost1.81-dev")
+libboost1.81-dev, libgrpc++-dev, libprotobuf-dev, libssl-dev, pkg-config")
 set(CPACK_COMPONENT_DEV_DESCRIPTION "uma: headers, static libraries and CMake package
 uma keeps CUDA managed memory in one CAF actor. This package holds what a C++
 program needs to build against uma: the headers (<uma/...>), the static

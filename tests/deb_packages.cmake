@@ -58,6 +58,54 @@ foreach(package libuma-dev:${arch} libuma-c:${arch} uma-tools:${arch} python3-um
   run("dpkg -x ${name}" dpkg -x "${deb}" "${root}")
 endforeach()
 
+# Every library the packaged programs load directly comes from a package their Depends names
+# (uma-tools once still named CAF's io and openssl modules after the wire moved to gRPC).
+foreach(pair "uma-tools|${root}/usr/bin/uma" "libuma-c|${libdir}/libuma_c.so")
+  string(REPLACE "|" ";" pair "${pair}")
+  list(GET pair 0 name)
+  list(GET pair 1 binary)
+  run("dpkg-deb -f ${name} Depends" dpkg-deb -f "${debs}/${name}_${VERSION}_${arch}.deb" Depends)
+  string(REGEX REPLACE "[ \n]" "" depends ",${step_output},")
+  run("ldd ${binary}" ldd "${binary}")
+  set(loads "${step_output}")
+  run("readelf -d ${binary}" readelf -d "${binary}")
+  string(REGEX MATCHALL "Shared library: \\[[^]]+\\]" needed "${step_output}")
+  foreach(entry ${needed})
+    string(REGEX REPLACE "Shared library: \\[([^]]+)\\]" "\\1" lib "${entry}")
+    if(lib MATCHES "^(ld-linux|libuma)")
+      continue()
+    endif()
+    # The file the loader takes (ldd), and the package dpkg says owns it.
+    string(REGEX REPLACE "([][+.*()^$?|\\])" "\\\\\\1" lib_re "${lib}")
+    string(REGEX MATCH "${lib_re} => ([^ \n]+)" found "${loads}")
+    if(NOT CMAKE_MATCH_1)
+      message(FATAL_ERROR "${name}: ldd does not resolve ${lib} of ${binary}:\n${loads}")
+    endif()
+    # dpkg knows a file by the path its package shipped: /lib/... or /usr/lib/... (usrmerge).
+    set(loaded "${CMAKE_MATCH_1}")
+    file(REAL_PATH "${loaded}" path)
+    string(REGEX REPLACE "^/usr/lib/" "/lib/" short "${path}")
+    set(package "")
+    foreach(candidate "${loaded}" "${path}" "${short}")
+      execute_process(COMMAND dpkg -S "${candidate}" RESULT_VARIABLE rc OUTPUT_VARIABLE owner
+                      ERROR_QUIET)
+      if(rc EQUAL 0)
+        string(REGEX MATCH "^[^:]+" package "${owner}")
+        break()
+      endif()
+    endforeach()
+    if(NOT package)
+      message(FATAL_ERROR "${name}: no package holds ${lib} (${loaded}, ${path})")
+    endif()
+    string(FIND "${depends}" ",${package}(" with_version)
+    string(FIND "${depends}" ",${package}," bare)
+    if(with_version EQUAL -1 AND bare EQUAL -1)
+      message(FATAL_ERROR "${name}: ${binary} loads ${lib} from ${package}, which its Depends "
+                          "does not name: ${depends}")
+    endif()
+  endforeach()
+endforeach()
+
 # What the packages put where (docs/packaging.md), and no empty folder.
 foreach(file ${libdir}/cmake/uma/umaConfig.cmake ${root}/usr/include/uma/actors/client.hpp
              ${root}/usr/include/uma/c/uma.h ${libdir}/libuma_c.so ${root}/usr/bin/uma
