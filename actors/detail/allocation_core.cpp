@@ -203,12 +203,8 @@ void allocation_core::adopt_slabs(const std::vector<block_allocator::new_slab>& 
 }
 
 void allocation_core::drain_releases() {
-  // The ids first, then the new slabs: a growth queues its slab before the slab's id, so every
-  // slab whose id is taken here is adopted before the id is looked up (adopting first could
-  // miss a slab queued between the two, and its id, found in no table, would be dropped).
-  const auto ids = control_->take_releases();
   adopt_slabs(blocks_->take_new_slabs());
-  for (const auto id : ids) {
+  for (const auto id : control_->take_releases()) {
     auto* entry = table_.find(id);
     if (entry == nullptr) {
       release_block(id);
