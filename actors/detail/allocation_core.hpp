@@ -90,6 +90,10 @@ class allocation_core {
   /// through the stack on that lane (cudaFree synchronizes the device), advised blocks reset and
   /// given back to the block allocator.
   void drain_releases();
+  /// Adds the slabs the block allocator made since the last call to the table (drain_releases
+  /// does this too, but only runs while releases are queued): a plan by address range must
+  /// find a block of a slab made a moment ago.
+  void adopt_new_slabs() { adopt_slabs(blocks_->take_new_slabs()); }
   /// Sets the quota (0: only reads it); throws invalid_argument below the bytes held. Returns
   /// the quota in force.
   std::uint64_t set_quota(std::uint64_t bytes);

@@ -19,9 +19,12 @@ class release_ticker {
  public:
   release_ticker(control_block& control, allocation_core& core) : control_(control), core_(core) {}
 
-  /// Frees what the refs' last drops queued, if anything; true when a tick must be scheduled
-  /// (the ticking starts now, so further releases stop waking the actor).
+  /// Adds the slabs the block allocator made since (a plan by address range, a report, must
+  /// find a block of a slab made a moment ago, also while no release is queued) and frees what
+  /// the refs' last drops queued, if anything; true when a tick must be scheduled (the ticking
+  /// starts now, so further releases stop waking the actor).
   [[nodiscard]] bool drain() {
+    core_.adopt_new_slabs();
     if (!control_.has_releases())
       return false;
     core_.drain_releases();
