@@ -42,6 +42,9 @@ uma_residency_report report_of(const residency_report& r) noexcept {
   out.driver_to_host_bytes = r.driver_totals.to_host_bytes;
   out.driver_page_faults = r.driver_totals.cpu_page_faults + r.driver_totals.gpu_page_faults;
   out.unplanned_bytes = r.unplanned_bytes;
+  const auto& d = r.driver_totals;
+  out.driver_fault_to_device_bytes = d.to_device_bytes - d.prefetched_to_device_bytes;
+  out.driver_fault_to_host_bytes = d.to_host_bytes - d.prefetched_to_host_bytes;
   return out;
 }
 

@@ -302,6 +302,9 @@ typedef struct uma_residency_report {
   int driver_counters_on;
   uint64_t driver_to_device_bytes, driver_to_host_bytes, driver_page_faults;
   uint64_t unplanned_bytes; /* persistent memory outside every plan on the device side */
+  /* Of the driver's moves above, those no prefetch asked for (faults, its own eviction and
+     speculation): near zero for planned data. */
+  uint64_t driver_fault_to_device_bytes, driver_fault_to_host_bytes;
 } uma_residency_report;
 UMA_C_EXPORT uma_status uma_get_residency(uma_allocator* a, uma_residency_report* out);
 /* Same as uma_stats_json's convention: UMA_ERR_BUFFER_TOO_SMALL with *needed. */

@@ -253,7 +253,8 @@ def run_steps(torch, model, optimizer, data, args):
 
 
 LEDGER = ("to_device_bytes", "to_host_bytes", "dropped_bytes", "discarded_bytes",
-          "driver_to_device_bytes", "driver_to_host_bytes", "driver_page_faults")
+          "driver_to_device_bytes", "driver_to_host_bytes", "driver_page_faults",
+          "driver_fault_to_device_bytes", "driver_fault_to_host_bytes")
 
 
 def child(args):
@@ -329,7 +330,7 @@ def report(names, results):
     baseline = results.get("native", {}).get("step_ms")
     limits = floors(results, names)
     header = ["row", "step ms (median)", "x native", "x floor", "budget GiB", "peak GiB",
-              "moved in/out MB/step", "driver in/out MB", "loss max |diff|"]
+              "moved in/out MB/step", "driver faults in/out MB/step", "loss max |diff|"]
     native_losses = results.get("native", {}).get("losses")
     rows = []
     for name in names:
@@ -352,8 +353,9 @@ def report(names, results):
             common.fmt(budget / GiB if budget else None, 2),
             common.fmt(peak / GiB if peak is not None else None, 2),
             "-" if to_dev is None else f"{to_dev / 1e6:.0f}/{to_host / 1e6:.0f}",
-            "-" if "driver_to_device_bytes" not in moved else
-            f"{moved['driver_to_device_bytes'] / 1e6:.0f}/{moved['driver_to_host_bytes'] / 1e6:.0f}",
+            "-" if "driver_fault_to_device_bytes" not in moved else
+            f"{moved['driver_fault_to_device_bytes'] / 1e6:.0f}/"
+            f"{moved['driver_fault_to_host_bytes'] / 1e6:.0f}",
             common.fmt(diff, 4)])
     common.print_table(header, rows)
     common.print_rounds(names, results)
@@ -395,8 +397,9 @@ def _residency_line(res):
             f"GB, refetches {res['refetches']}, driver counters "
             f"{'on' if res['driver_counters_on'] else 'off'}: in/out "
             f"{res['driver_to_device_bytes'] / 1e9:.2f}/{res['driver_to_host_bytes'] / 1e9:.2f} "
-            f"GB, faults {res['driver_page_faults']}, unplanned {res['unplanned_bytes'] / GiB:.2f}"
-            " GiB")
+            f"GB (on its own: {res.get('driver_fault_to_device_bytes', 0) / 1e9:.2f}/"
+            f"{res.get('driver_fault_to_host_bytes', 0) / 1e9:.2f} GB), faults "
+            f"{res['driver_page_faults']}, unplanned {res['unplanned_bytes'] / GiB:.2f} GiB")
 
 
 def arguments():

@@ -183,6 +183,8 @@ class ResidencyReport(ctypes.Structure):
         ("driver_to_host_bytes", ctypes.c_uint64),
         ("driver_page_faults", ctypes.c_uint64),
         ("unplanned_bytes", ctypes.c_uint64),
+        ("driver_fault_to_device_bytes", ctypes.c_uint64),
+        ("driver_fault_to_host_bytes", ctypes.c_uint64),
     ]
 
 

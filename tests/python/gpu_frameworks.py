@@ -123,25 +123,26 @@ class Net(torch.nn.Module):
             x = x + block(x)
         return self.head(x).square().mean()
 
-def train(policy, budget_of):
+def train(policy, budget_of, **options):
     torch.manual_seed(0)
     model = Net().cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     state = 16 * sum(p.numel() for p in model.parameters())
     handle = None if policy is None else uma_torch.offload(model, opt,
                                                             budget_bytes=budget_of(state),
-                                                            policy=policy)
+                                                            policy=policy, **options)
     generator = torch.Generator().manual_seed(1)
-    losses = []
+    losses, grads_after_backward = [], 0
     for _ in range(5):
         x = torch.randn(64, 256, generator=generator).cuda()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(x)
         loss.backward()
+        grads_after_backward += sum(p.grad is not None for p in model.parameters())
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(float(loss))
-    out = dict(losses=losses)
+    out = dict(losses=losses, grads_after_backward=grads_after_backward)
     if handle is not None:
         report = uma_torch.residency()["devices"][0]
         out.update(static=handle.static, budget=report["budget_bytes"], peak=report["peak_bytes"],
@@ -151,7 +152,9 @@ def train(policy, budget_of):
     return out
 
 print(json.dumps(dict(reference=train(None, None), auto=train("auto", lambda s: s // 3),
-                      dynamic=train("dynamic", lambda s: s // 3))))
+                      dynamic=train("dynamic", lambda s: s // 3),
+                      backward=train("auto", lambda s: s // 3, step_in_backward=True,
+                                     chunk_bytes=1 << 20))))
 """
 
 
@@ -188,7 +191,7 @@ class TorchOffloadOnGpuTest(unittest.TestCase):
         if "skip" in result:
             self.skipTest(result["skip"])
         reference = result["reference"]["losses"]
-        for policy in ("auto", "dynamic"):
+        for policy in ("auto", "dynamic", "backward"):
             run = result[policy]
             for got, want in zip(run["losses"], reference):
                 self.assertAlmostEqual(got, want, delta=1e-4 * max(1.0, abs(want)),
@@ -198,6 +201,80 @@ class TorchOffloadOnGpuTest(unittest.TestCase):
             self.assertEqual(run["held_after"], 0, f"{policy}: undo ended every plan")
         self.assertTrue(result["auto"]["static"], "the gradients fit in a third: static plans")
         self.assertFalse(result["dynamic"]["static"])
+        backward = result["backward"]
+        self.assertGreater(backward["stats"]["step_chunks"], 5, "several chunks a step")
+        self.assertEqual(backward["grads_after_backward"], 0,
+                         "stepped in the backward pass: every gradient let go")
+        self.assertGreater(result["auto"]["grads_after_backward"], 0)
+
+
+CUPY_PLANS_CHILD = """
+import json, sys
+import uma_c, uma_cupy
+uma_cupy.install(@LIBRARY@, pool=False, quota_bytes=@QUOTA@, driver_counters=1)
+import cupy
+if cupy.cuda.runtime.getDeviceCount() == 0:
+    print(json.dumps(dict(skip="no usable CUDA device"))); sys.exit(0)
+if not uma_cupy.allocator().has_plans():
+    print(json.dumps(dict(skip="this libuma_c.so has no plan calls"))); sys.exit(0)
+MiB = 1 << 20
+arrays = [cupy.full(4 * MiB, float(i), dtype=cupy.float32) for i in range(6)]  # 16 MiB each
+for a in arrays:
+    uma_cupy.prefetch(a, uma_c.DEVICE_HOST)
+cupy.cuda.Device().synchronize()
+uma_cupy.set_device_budget(0, 40 * MiB)  # two arrays of six
+before = uma_cupy.residency()
+sums = []
+for rounds in range(2):
+    for i, a in enumerate(arrays):
+        uma_cupy.will_access(a, mode="write", policy="migrate")
+        a += 1.0
+        sums.append(float(a.sum()) == 4 * MiB * (i + 1.0 + rounds))
+        uma_cupy.done_with(a)
+cupy.cuda.Device().synchronize()
+after = uma_cupy.residency()
+uma_cupy.will_access(arrays[0], mode="write", policy="migrate")
+uma_cupy.done_with(arrays[0])
+dead = uma_cupy.dead(arrays[0])
+try:
+    uma_cupy.will_access([cupy.ndarray(1, dtype=cupy.float32,
+                          memptr=cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(
+                              0x7E5700000000, 4, None), 0))], device=0)
+    unknown = "accepted"
+except uma_cupy.UmaError as error:
+    unknown = error.status_name
+device = after["devices"][0]
+print(json.dumps(dict(
+    sums=sums, budget=device["budget_bytes"], peak=device["peak_bytes"],
+    to_device=after["to_device_bytes"] - before["to_device_bytes"],
+    to_host=after["to_host_bytes"] - before["to_host_bytes"],
+    driver_on=after["driver_counters_on"],
+    driver_to_device=after["driver_to_device_bytes"] - before["driver_to_device_bytes"],
+    fault_to_device=(after["driver_fault_to_device_bytes"]
+                     - before["driver_fault_to_device_bytes"]),
+    dead=dead, unknown=unknown)))
+"""
+
+
+class CupyPlansOnGpuTest(unittest.TestCase):
+    def test_plans_keep_arrays_beyond_the_budget_correct_and_the_driver_faults_little(self):
+        needs("cupy")
+        result, _ = run_fresh(child_code(CUPY_PLANS_CHILD), timeout=300)
+        if "skip" in result:
+            self.skipTest(result["skip"])
+        self.assertTrue(all(result["sums"]) and len(result["sums"]) == 12, result["sums"])
+        self.assertEqual(result["budget"], 40 * MiB)
+        self.assertLessEqual(result["peak"], result["budget"])
+        # 12 plans of 16 MiB with room for two: each placement moves the array in, evictions
+        # move the written ones out.
+        self.assertGreaterEqual(result["to_device"], 10 * 16 * MiB, result)
+        self.assertGreater(result["to_host"], 0, result)
+        self.assertTrue(result["driver_on"], "driver_counters=1 on the CUDA backend")
+        self.assertGreaterEqual(result["driver_to_device"], result["to_device"],
+                                "the driver saw uma's prefetches")
+        self.assertLessEqual(result["fault_to_device"], result["to_device"] // 100,
+                             "planned data: the driver moves (nearly) nothing on its own")
+        self.assertEqual(result["unknown"], "UMA_ERR_UNKNOWN_POINTER")
 
 
 class CupyOnGpuTest(unittest.TestCase):
