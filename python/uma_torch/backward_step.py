@@ -48,6 +48,10 @@ class BackwardStep:
         self.stats = {"backward_chunks": 0, "gradient_peak_bytes": 0,
                       "resident_state_bytes": 0, "mapped_state_bytes": 0}
         self.state_room = self._state_room()
+        # Only the optimizer's parameters are stepped and let go: another parameter's gradient
+        # stays where the backward pass left it.
+        self.stepped_by_optimizer = {id(p) for g in self.optimizer.param_groups
+                                     for p in g["params"]}
 
     def _state_room(self):
         """Bytes of optimizer state that may stay resident: the budget less the resident
@@ -62,7 +66,10 @@ class BackwardStep:
     def gradient_ready(self, param):
         """A parameter's gradient is accumulated: it joins the chunk; a full chunk is stepped.
         The first gradient of a backward pass that follows one not yet ended by
-        optimizer.step() is refused (gradient accumulation would step twice)."""
+        optimizer.step() is refused (gradient accumulation would step twice). A parameter the
+        optimizer does not step is left alone."""
+        if id(param) not in self.stepped_by_optimizer:
+            return
         if not self.backward_open:
             if self.owed:
                 raise StepInBackwardError(

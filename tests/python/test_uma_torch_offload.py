@@ -521,6 +521,30 @@ class StepInBackwardTest(unittest.TestCase):
         self.assertEqual(result["after"], 0)
         self.assertEqual(result["grads_after_undo"], 10, "undo: gradients stay for a plain step")
 
+    def test_a_parameter_the_optimizer_does_not_step_keeps_its_gradient(self):
+        result = fresh(textwrap.dedent("""
+            uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            frozen = dict(model.named_parameters())["blocks.1.proj.weight"]
+            opt = torch.optim.AdamW([p for p in model.parameters() if p is not frozen])
+            handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, step_in_backward=True,
+                                       chunk_bytes=33000)
+            start = len(torch.cuda.log)
+            model(None)
+            torch.autograd.run_backward()
+            stepped = sorted(p for e in torch.cuda.log[start:] if e[0] == "optimizer.step"
+                             for p in e[1])
+            kept = [n for n, p in model.named_parameters() if p.grad is not None]
+            opt.step()
+            handle.undo()
+            print(json.dumps(dict(kept=kept, frozen_stepped=frozen.data_ptr() in stepped,
+                                  stepped=len(stepped))))
+            """))
+        self.assertEqual(result["kept"], ["blocks.1.proj.weight"])
+        self.assertFalse(result["frozen_stepped"])
+        self.assertEqual(result["stepped"], 9)
+
     def test_what_stepping_in_backward_cannot_honour_is_refused_by_name(self):
         result = fresh(textwrap.dedent(self.RUN) + textwrap.dedent("""
             out = {}
