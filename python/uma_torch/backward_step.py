@@ -128,24 +128,33 @@ class BackwardStep:
         staged = []
         for param in chunk:
             state = self.optimizer.state.get(param)
-            if not state:
-                continue
-            for key, tensor in list(state.items()):
+            for key, tensor in list(state.items()) if state else []:
                 if self.torch.is_tensor(tensor) and tensor.data_ptr() in self.mapped:
-                    copy = self.torch.empty_like(tensor)
-                    copy.copy_(tensor, non_blocking=True)
-                    state[key] = copy
-                    staged.append((state, key, tensor, copy))
+                    staged.append((state, key, tensor, self.torch.empty_like(tensor)))
+        if staged:
+            self._copy([c for _, _, _, c in staged], [t for _, _, t, _ in staged])
+            for state, key, _, copy in staged:
+                state[key] = copy
         self.stats["staged_bytes"] = self.stats.get("staged_bytes", 0) + sum(
             c.numel() * c.element_size() for _, _, _, c in staged)
         return staged
 
-    @staticmethod
-    def _stage_out(staged):
+    def _stage_out(self, staged):
         """The updated copies written back to the mapped state, which takes its place again."""
-        for state, key, tensor, copy in staged:
-            tensor.copy_(copy, non_blocking=True)
+        if staged:
+            self._copy([t for _, _, t, _ in staged], [c for _, _, _, c in staged])
+        for state, key, tensor, _ in staged:
             state[key] = tensor
+
+    def _copy(self, destinations, sources):
+        """Copies by kernel (torch._foreach_copy_) where there is one: a kernel reads and writes
+        mapped memory at up to 40 GB/s each way at once on the H200, where cudaMemcpy (copy_)
+        shares ~52 GB/s between the two directions."""
+        if hasattr(self.torch, "_foreach_copy_"):
+            self.torch._foreach_copy_(destinations, sources)
+        else:
+            for destination, source in zip(destinations, sources):
+                destination.copy_(source, non_blocking=True)
 
     def _let_go(self, wait):
         """Drops the gradients of the chunks whose step is done (all of them with wait): their

@@ -98,6 +98,12 @@ def empty_like(tensor):
     return Tensor(tensor.numel(), tensor.device)
 
 
+def _foreach_copy_(destinations, sources):
+    """Logs each pair as copy_ does."""
+    for destination, source in zip(destinations, sources):
+        destination.copy_(source)
+
+
 def is_tensor(obj):
     return isinstance(obj, Tensor)
 
