@@ -356,12 +356,30 @@ static void test_free_on_another_device_and_too_many_threads(void) {
   CHECK_STATUS(uma_destroy(a), UMA_OK);
 }
 
+static void test_a_block_past_a_gibibyte_is_cached_too(void) {
+  /* By default the block allocator serves every size, as PyTorch's allocator caches every size
+     (a framework's largest buffers come back every step): the second one is a hit. */
+  uma_allocator* a = make_host((uint64_t)4 << 30, 0);
+  const size_t big = (size_t)5 << 28; /* 1.25 GiB */
+  void* p = NULL;
+  void* q = NULL;
+  CHECK_STATUS(uma_malloc(a, big, 0, NULL, &p), UMA_OK);
+  CHECK_STATUS(uma_free(a, p, big, 0, NULL), UMA_OK);
+  CHECK_STATUS(uma_malloc(a, big, 0, NULL, &q), UMA_OK);
+  uma_stats s = stats_of(a);
+  CHECK(q == p);
+  CHECK(s.cache_misses == 1 && s.cache_hits == 1 && s.cache_blocks_in_use == 1);
+  CHECK_STATUS(uma_free(a, q, big, 0, NULL), UMA_OK);
+  CHECK_STATUS(uma_destroy(a), UMA_OK);
+}
+
 int main(void) {
   test_null_and_bad_arguments();
   test_free_on_another_device_and_too_many_threads();
   test_pointers_the_allocator_did_not_hand_out();
   test_sizes_past_the_quota();
   test_stats_struct_and_json();
+  test_a_block_past_a_gibibyte_is_cached_too();
   test_range_operations();
   test_many_threads();
   test_destroy_with_blocks_out();
