@@ -1,14 +1,15 @@
 """offload(step_in_backward=True): the optimizer steps during the backward pass (issue 25).
 
 Each parameter's gradient, once accumulated, joins the current chunk; a chunk of chunk_bytes of
-parameters is stepped at once on a stream of its own, overlapping the backward pass of the
+parameters is stepped at once on one of two step streams, overlapping the backward pass of the
 earlier layers, and its gradients are then let go (p.grad = None, as PyTorch's own optimizer in
 backward does). So gradients are transient, like activations: each lives from its backward to
 its chunk's step, and the budget holds the parameters and the optimizer state. The room the
 parameters leave goes to the optimizer state of the parameters stepped last in the backward
 pass (the first layers: no backward work is left to hide their link traffic behind); the rest
-of the state stays on the host, mapped, and is read and written across the link by the step,
-while the backward pass runs. docs/frameworks.md "Stepping in the backward pass" says what a
+of the state stays on the host, mapped, and is read and written across the link by the step
+(a fused one) or staged through device buffers (a multi-kernel one), while the backward pass
+runs. docs/frameworks.md "Stepping in the backward pass" says what a
 training loop gives up for it (gradient accumulation, reading or clipping gradients between
 backward() and step()) and how those are refused.
 """
@@ -38,28 +39,38 @@ class BackwardStep:
         self.inflight_bytes = 0
         self.stepped = set()  # ids of the parameters stepped since the last optimizer.step()
         self.mapped = set()  # data_ptr of every mapped state tensor (staged for each step)
-        # Mapped state is copied into device buffers for its step and back after it (copy
-        # engines, one pass each way however many passes the optimizer's kernels make): for a
-        # multi-kernel step (foreach). A fused step reads and writes each element once, and
-        # does so faster across the link itself (H200: 72 ms a step against 90 staged).
+        # Mapped state is copied into device buffers for its step and back after it (one pass
+        # each way however many passes the optimizer's kernels make): for a multi-kernel step
+        # (foreach). A fused step reads and writes each element once, and does so faster
+        # across the link itself (H200: 72 ms a step against 90 staged).
         self.stage = not all(group.get("fused") for group in self.optimizer.param_groups)
         self.owed = False  # a backward pass stepped and optimizer.step() has not come since
         self.backward_open = False  # between a backward pass's first gradient and its end
         self.stats = {"backward_chunks": 0, "gradient_peak_bytes": 0,
                       "resident_state_bytes": 0, "mapped_state_bytes": 0}
-        self.state_room = self._state_room()
+        self.reserved, self.state_room = self._reserve_state()
         # Only the optimizer's parameters are stepped and let go: another parameter's gradient
         # stays where the backward pass left it.
         self.stepped_by_optimizer = {id(p) for g in self.optimizer.param_groups
                                      for p in g["params"]}
 
-    def _state_room(self):
-        """Bytes of optimizer state that may stay resident: the budget less the resident
-        parameters and a page of rounding at each end of every parameter's and state's range
-        (two tensors of state a parameter, as AdamW's moments)."""
+    def _reserve_state(self):
+        """(ids of the parameters whose optimizer state stays resident, the bytes of state that
+        may): the budget less the resident parameters and a page of rounding at each end of
+        every parameter's and state's range, given in the blocks' order (the first layers,
+        stepped last) to parameters whose state (estimated as AdamW's: two moments of the
+        parameter's size) fits in what is left."""
         offload = self.offload
         rounding = 2 * PAGE * 3 * offload.param_count
-        return max(0, offload.budget - offload.stats["resident_parameter_bytes"] - rounding)
+        room = max(0, offload.budget - offload.stats["resident_parameter_bytes"] - rounding)
+        reserved, left = set(), room
+        for _, _, params in offload.blocks:
+            for param in params:
+                nbytes = 2 * param.numel() * param.element_size()
+                if id(param) not in reserved and param.requires_grad and nbytes <= left:
+                    reserved.add(id(param))
+                    left -= nbytes
+        return reserved, room
 
     # --- the backward pass ----------------------------------------------------------------
 
@@ -169,7 +180,7 @@ class BackwardStep:
 
     def place_new_state(self, chunk, stream):
         """State the step just made on `stream` (the first step): resident while the room
-        lasts for the parameters it was kept for (Offload.state_reserved: the first layers),
+        lasts for the parameters it was kept for (_reserve_state: the first layers),
         else sent to the host once and mapped. The plans are held until undo."""
         offload = self.offload
         resident, mapped = [], []
@@ -179,7 +190,7 @@ class BackwardStep:
             if not tensors:
                 continue
             nbytes = sum(t.numel() * t.element_size() for t in tensors)
-            if id(param) in offload.state_reserved and nbytes <= self.state_room:
+            if id(param) in self.reserved and nbytes <= self.state_room:
                 self.state_room -= nbytes
                 resident += tensors
                 self.stats["resident_state_bytes"] += nbytes

@@ -224,10 +224,9 @@ class Offload:
         # once and held (no per-block hooks): see _install_static.
         self.static = self.resident is not None and self.grads_fit and \
             self.policies["optimizer_state"] == "remote_map"
-        self.backward_step, self.state_reserved = None, set()
+        self.backward_step = None
         if in_backward:
             self._check_step_in_backward(optimizer)
-            self.state_reserved = self._reserve_state(settings["budget"])
             self.backward_step = BackwardStep(self, settings["backward_chunk_bytes"])
         self.active = True
 
@@ -240,21 +239,6 @@ class Offload:
                 f"the budget ({self.stats['resident_parameter_bytes']} of "
                 f"{sum(p.numel() * p.element_size() for p in self.model.parameters())} bytes "
                 "fit) and policy \"auto\"; raise the budget or offload without it")
-
-    def _reserve_state(self, budget):
-        """ids of the parameters whose optimizer state stays resident when stepping in the
-        backward pass: the room the parameters leave, in the blocks' order (the first layers,
-        stepped last in the backward pass with no backward work left to hide their link
-        traffic behind), estimating AdamW's two moments of the parameter's size each."""
-        room = budget - self.stats["resident_parameter_bytes"] - 2 * PAGE * 3 * self.param_count
-        reserved = set()
-        for _, _, params in self.blocks:
-            for param in params:
-                nbytes = 2 * param.numel() * param.element_size()
-                if id(param) not in reserved and param.requires_grad and nbytes <= room:
-                    reserved.add(id(param))
-                    room -= nbytes
-        return reserved
 
     def _partition(self, budget, params, grad_bytes):
         """(ids of the parameters that stay resident, whether the gradients fit): as many
