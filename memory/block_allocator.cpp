@@ -172,9 +172,20 @@ block* block_allocator::grow(detail::block_shard& own, std::uint32_t cls, std::s
       slab::abandon(s, *stack_);
       stopped(control_->generation());
     }
-    slabs_.push_back(s);
-    new_slabs_.push_back({s->home(), s->count()});
-    by_address_.emplace(s->begin(), s);
+    try {
+      slabs_.reserve(slabs_.size() + 1);
+      by_address_.emplace(s->begin(), s);
+      // Queued for the actor in the same lock as the seal: post_stop finds every slab that
+      // passed the check above. The queue carries the slab itself, not a wake-up id: the actor
+      // takes slabs and releases in one snapshot, so it adopts a slab before any release of it.
+      control_->enqueue_slab(s->home(), s->count());
+    } catch (...) {
+      by_address_.erase(s->begin());
+      lock.unlock();
+      slab::abandon(s, *stack_);
+      throw;
+    }
+    slabs_.push_back(s);  // reserved: cannot throw
     slab_bytes_ += s->bytes();
     std::lock_guard shard_lock(own.mutex);
     for (std::uint32_t i = s->count(); i-- > 0;) {
@@ -189,8 +200,7 @@ block* block_allocator::grow(detail::block_shard& own, std::uint32_t cls, std::s
     hand_out(own, *first, bytes, device, stream, raw, index_of(own));
     ++own.misses;
   }
-  // Wakes the actor, which puts the slab in its table before its next message.
-  (void)control_->enqueue_release(s->home()->id);
+  control_->wake();  // outside the locks: a message to the actor
   return first;
 }
 
@@ -432,16 +442,10 @@ block_stats block_allocator::stats() const {
   return out;
 }
 
-std::vector<block_allocator::new_slab> block_allocator::take_new_slabs() {
-  std::lock_guard lock(mutex_);
-  return std::exchange(new_slabs_, {});
-}
-
-std::vector<block_allocator::new_slab> block_allocator::seal() noexcept {
-  std::lock_guard lock(mutex_);       // a growth registers its slab under it, or sees closed_
+void block_allocator::seal() noexcept {
+  std::lock_guard lock(mutex_);       // a growth queues its slab under it, or sees closed_
   const auto shards = lock_shards();  // a hand-out in progress ends before it, or sees closed_
   closed_ = true;
-  return std::exchange(new_slabs_, {});
 }
 
 void block_allocator::close() noexcept {

@@ -117,17 +117,10 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
 
   // -- the actor's side -------------------------------------------------------------------------
 
-  /// A slab's region that the actor has not put in its table yet, and its block count.
-  struct new_slab {
-    detail::region* region;
-    std::uint32_t blocks;
-  };
-  /// The slabs made since the last call: the actor puts them in its table before it handles its
-  /// next message (a growth queues the slab's id as a release to wake it).
-  [[nodiscard]] std::vector<new_slab> take_new_slabs();
-  /// The start of post_stop: nothing is handed out or carved from now on; returns the slabs
-  /// not taken yet (the actor puts them in its table, to free or leak them with the rest).
-  [[nodiscard]] std::vector<new_slab> seal() noexcept;
+  /// The start of post_stop: nothing is handed out or carved from now on. A growth either queued
+  /// its slab for the actor before (`control_block::enqueue_slab`: post_stop takes it from the
+  /// queue) or gives the memory back itself.
+  void seal() noexcept;
   /// The end of the incarnation (post_stop, after it decided what to free and leak): every slab
   /// is let go (blocks out keep their host records until they come
   /// back), raw blocks out are given up (their memory was leaked with their pinned slab).
@@ -178,12 +171,11 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   const std::size_t page_;
   const std::uint32_t classes_;
   std::mutex grow_mutex_;  // one slab carved at a time
-  /// Guards the slab list, the address map and the new slabs; taken before any shard's lock.
+  /// Guards the slab list and the address map; taken before any shard's lock.
   mutable detail::spin_mutex mutex_;
   mutable std::array<detail::block_shard, shard_count> shards_;
   std::vector<detail::slab*> slabs_;
   std::map<std::uintptr_t, detail::slab*> by_address_;  // slab begin -> slab (raw lookups)
-  std::vector<new_slab> new_slabs_;
   std::uint64_t slab_bytes_ = 0;
   /// Set under `mutex_` and every shard's lock (seal, close); read under either.
   std::atomic<bool> closed_{false};

@@ -12,6 +12,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/memory/block_allocator.hpp>
+#include <uma/memory/resource_stack.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 
 #include "support/actor_fixture.hpp"
@@ -327,6 +328,35 @@ TEST_F(block_allocator_test, AfterARestartTheFacadeServesBlocksOfTheNewGeneratio
   old_ref.reset();  // an inert block goes back to its closed allocator
   EXPECT_EQ(c.cache_stats().blocks_in_use, 1u);
   EXPECT_EQ(c.cache_stats().requested_bytes, 4000u);
+}
+
+TEST(block_allocator_queue, ASlabReachesTheActorInTheSameBatchAsItsReleaseOrAnEarlierOne) {
+  // The actor takes new slabs and released ids in one snapshot (control_block::take_releases)
+  // and adopts the slabs first. When they were two takes, a slab carved between them had its
+  // wake-up taken without the slab, and stayed out of the table until the next release.
+  auto backend = std::make_shared<host_backend>();
+  auto control = std::make_shared<detail::control_block>(1, backend);
+  auto stack = make_resource_stack(backend, {});
+  auto blocks = std::make_shared<block_allocator>(
+      std::shared_ptr<memory_resource>(stack, &stack->top()), control, block_allocator_config{});
+  EXPECT_FALSE(control->has_releases());
+  auto ref = blocks->allocate(65536, 0, stream_a);
+  EXPECT_TRUE(control->has_releases());  // the growth queued its slab
+  ref.reset();
+  ASSERT_GT(blocks->trim(), 0u);  // the slab goes back: its release is queued after it
+  auto batch = control->take_releases();
+  ASSERT_EQ(batch.slabs.size(), 1u);
+  auto* home = batch.slabs[0].home;
+  EXPECT_EQ(batch.slabs[0].blocks, 64u);  // 4 MiB of 64 KiB blocks
+  ASSERT_EQ(batch.ids.size(), 1u);
+  EXPECT_EQ(batch.ids[0], home->id);  // no wake-up id: only the release
+  EXPECT_FALSE(control->has_releases());
+  // What the actor does with a released slab: its memory back through the stack, the record
+  // let go.
+  stack->top().deallocate(
+      {home->base, home->data, home->bytes, home->backend_bytes, home->slab, home->slab_offset});
+  detail::drop_table_ref(home);
+  EXPECT_EQ(backend->counters().live_bytes, 0u);
 }
 
 }  // namespace

@@ -190,21 +190,24 @@ bool allocation_core::can_access(const location& loc, const byte_ref& ref) {
 
 // -- releases, quota, stats -----------------------------------------------------------------------
 
-void allocation_core::adopt_slabs(const std::vector<block_allocator::new_slab>& slabs) {
+void allocation_core::adopt_slabs(const std::vector<slab_adoption>& slabs) {
   for (const auto& s : slabs) {
-    table_.insert(s.region, attach_flag::global);
-    table_.find(s.region->id)->slab_blocks = s.blocks;
+    table_.insert(s.home, attach_flag::global);
+    table_.find(s.home->id)->slab_blocks = s.blocks;
     ++stats_.live_leases;
-    stats_.leased_bytes += s.region->backend_bytes;
+    stats_.leased_bytes += s.home->backend_bytes;
     if (history_->enabled())
-      history_->record(event_kind::allocate, config_.generation, s.region->id, s.region->bytes,
-                       stack_->tracking().label_of(s.region->data));
+      history_->record(event_kind::allocate, config_.generation, s.home->id, s.home->bytes,
+                       stack_->tracking().label_of(s.home->data));
   }
 }
 
 void allocation_core::drain_releases() {
-  adopt_slabs(blocks_->take_new_slabs());
-  for (const auto id : control_->take_releases()) {
+  // One snapshot of the queue, slabs first: a slab is queued when it is carved, before any
+  // release of it (its trim) can be, so every id below that names a slab finds it in the table.
+  const auto batch = control_->take_releases();
+  adopt_slabs(batch.slabs);
+  for (const auto id : batch.ids) {
     auto* entry = table_.find(id);
     if (entry == nullptr) {
       release_block(id);
@@ -392,10 +395,11 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
   // No slab is carved from now on, and those made since the last drain join the table (freed or
   // leaked below). Advised blocks whose release was queued but not handled: back to the block
   // allocator (their memory is freed with their slab below).
-  const auto last_slabs = blocks_->seal();
+  blocks_->seal();
   try {
-    adopt_slabs(last_slabs);
-    for (const auto id : control_->take_releases())
+    const auto batch = control_->take_releases();
+    adopt_slabs(batch.slabs);
+    for (const auto id : batch.ids)
       if (auto it = block_advice_.find(id); it != block_advice_.end())
         return_block(it->second.block);
   } catch (...) {

@@ -134,7 +134,7 @@ class allocation_core {
   std::uint64_t stop(stop_report& report) noexcept;
 
  private:
-  void adopt_slabs(const std::vector<block_allocator::new_slab>& slabs);
+  void adopt_slabs(const std::vector<slab_adoption>& slabs);
   void release_block(std::uint64_t id);
   void leak(std::uint64_t id, const region_table::entry& e, stop_report& report,
             std::vector<std::uint32_t>& pinned_slabs);
