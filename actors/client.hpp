@@ -105,14 +105,15 @@ class client {
   /// `error(backend_error)` naming the timeout.
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
 
-  /// Allocates `count` elements of T. Requests up to `cache_max_bytes()` without a label or a
-  /// stream, with global attachment and at most page alignment are served by the allocator's
-  /// block allocator on the calling thread (memory/block_allocator.hpp: no message); the rest,
-  /// and a request it cannot serve (a slab refused), is a request to the allocator.
+  /// Allocates `count` elements of T. Requests up to `cache_max_bytes()` without a stream, with
+  /// global attachment and at most page alignment are served by the allocator's block
+  /// allocator on the calling thread (memory/block_allocator.hpp: no message; a label is
+  /// recorded there for the report); the rest, and a request it cannot serve (a slab refused),
+  /// is a request to the allocator.
   template <class T>
   [[nodiscard]] ManagedRef<T> allocate(std::size_t count, allocate_options options = {}) {
     if (cacheable(count, sizeof(T), options))
-      if (auto ref = try_block<T>(count))
+      if (auto ref = try_block<T>(count, options.label))
         return std::move(*ref);
     allocate_request r{count,          sizeof(T),      std::max(options.alignment, alignof(T)),
                        options.attach, options.stream, std::move(options.label)};
@@ -256,21 +257,26 @@ class client {
     // A stream goes to the allocator, which validates it (the host backend has none; a
     // capturing CUDA stream is refused).
     return count != 0 && count <= cache_max_ / size && o.alignment <= cache_alignment &&
-           o.attach == attach_flag::global && o.label.empty() && o.stream.handle == nullptr;
+           o.attach == attach_flag::global && o.stream.handle == nullptr;
   }
-  /// A block, or nullopt when the block allocator could not serve it (the allocator then
-  /// answers the request itself, with its own error if it has one).
+  /// A block (recorded under `label` when it has one), or nullopt when the block allocator could
+  /// not serve it (the allocator then answers the request itself, with its own error if any).
   template <class T>
-  [[nodiscard]] std::optional<ManagedRef<T>> try_block(std::size_t count) {
+  [[nodiscard]] std::optional<ManagedRef<T>> try_block(std::size_t count,
+                                                       const std::string& label) {
+    const auto take = [&](block_allocator& b) {
+      return label.empty() ? b.template allocate_n<T>(count, 0, {})
+                           : b.template allocate_labelled<T>(count, label, 0, {});
+    };
     try {
       auto* b = blocks_.load(std::memory_order_acquire);
       try {
-        return (b != nullptr ? b : blocks().get())->template allocate_n<T>(count, 0, {});
+        return take(b != nullptr ? *b : *blocks());
       } catch (const error& e) {
         if (e.code() != errc::allocator_stopped || b == nullptr)
           throw;
         blocks_.compare_exchange_strong(b, nullptr);  // a restart: the new incarnation's
-        return blocks()->template allocate_n<T>(count, 0, {});
+        return take(*blocks());
       }
     } catch (const error&) {
       return std::nullopt;

@@ -4,6 +4,7 @@
 #include <string>
 #include <unordered_map>
 
+#include <uma/memory/detail/block_labels.hpp>
 #include <uma/memory/detail/size_classes.hpp>
 #include <uma/memory/detail/slab.hpp>
 #include <uma/sys/log.hpp>
@@ -52,7 +53,8 @@ block_allocator::block_allocator(std::shared_ptr<memory_resource> stack,
       control_(std::move(control)),
       config_(checked(config)),
       page_(stack_->properties().page),
-      classes_(class_of(config_.max_bytes) + 1) {}
+      classes_(class_of(config_.max_bytes) + 1),
+      labels_(std::make_unique<detail::block_labels>()) {}
 
 block_allocator::~block_allocator() = default;
 
@@ -246,7 +248,20 @@ void block_allocator::record_free(block& b) noexcept {
   }
 }
 
+void block_allocator::label_block(region* r, std::size_t bytes, std::string label) {
+  labels_->add(r, bytes, std::move(label));
+  r->parent->of(r).labelled = true;  // the caller's block: nobody else touches it now
+}
+
+std::vector<labelled_block> block_allocator::labelled_blocks() const {
+  return labels_->list();
+}
+
 void block_allocator::put_back(block& b) noexcept {
+  if (b.labelled) {  // forgotten before it is counted back: the record is alive until then
+    b.labelled = false;
+    labels_->remove(b.rec.id);
+  }
   record_free(b);  // outside the lock: a backend call
   // Back to the shard it came from (not the releasing thread's): a block freed by the actor or
   // by another thread is the next one its own thread gets again, as on one free list.

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -19,6 +20,7 @@ namespace uma {
 namespace detail {
 class slab;
 struct block;
+class block_labels;
 }  // namespace detail
 
 /// The block allocator's settings.
@@ -42,6 +44,16 @@ struct block_stats {
   std::uint64_t events_recorded = 0;
   std::uint64_t slabs = 0;       ///< slabs held
   std::uint64_t slab_bytes = 0;  ///< their bytes (the allocator counts them as live bytes)
+};
+
+/// A block handed out with a label (`block_allocator::allocate_labelled`), as the allocator's
+/// report and snapshot show it while it is out.
+struct labelled_block {
+  std::uint64_t id = 0;     ///< the block's id (the id space of regions)
+  std::uint64_t bytes = 0;  ///< bytes asked for
+  std::string label{};
+  std::int64_t refs = 0;  ///< handles alive now (0: its last drop is on its way back)
+  std::chrono::steady_clock::time_point created{};  ///< when it was handed out
 };
 
 /// What `release_raw` found.
@@ -96,6 +108,16 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
                                 std::to_string(sizeof(T)) + " bytes overflow size_t");
     return detail::adopt_ref<T>(take_ref(count * sizeof(T), device, stream), 0, count);
   }
+  /// `count` elements of T in one block, recorded under `label` for the allocator's report and
+  /// snapshot until its last drop (a label is for the report: it costs no region and no
+  /// message). Throws as `allocate_n`, or std::bad_alloc recording the label (nothing out).
+  template <class T>
+  [[nodiscard]] ManagedRef<T> allocate_labelled(std::size_t count, std::string label, int device,
+                                                stream_view stream) {
+    auto ref = allocate_n<T>(count, device, stream);
+    label_block(detail::record_of(ref), count * sizeof(T), std::move(label));
+    return ref;
+  }
   /// A block as a raw pointer (the C ABI); it comes back through `release_raw`. Its slab stays
   /// pinned while raw blocks of it are out. Throws as `allocate`.
   [[nodiscard]] void* allocate_raw(std::size_t bytes, int device, stream_view stream);
@@ -113,6 +135,8 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   void prepare_stop() noexcept;
   /// The counters.
   [[nodiscard]] block_stats stats() const;
+  /// The labelled blocks out now, in no particular order.
+  [[nodiscard]] std::vector<labelled_block> labelled_blocks() const;
   [[nodiscard]] std::size_t max_bytes() const noexcept { return config_.max_bytes; }
 
   // -- the actor's side -------------------------------------------------------------------------
@@ -135,6 +159,8 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   /// A block's record with the caller's count taken.
   [[nodiscard]] detail::region* take_ref(std::size_t bytes, int device, stream_view stream);
   [[nodiscard]] std::uint32_t class_of(std::size_t bytes) const noexcept;
+  /// Records `label` for the block out whose record is `r`.
+  void label_block(detail::region* r, std::size_t bytes, std::string label);
   static constexpr std::size_t shard_count = detail::block_shards;
   using shard_locks = std::array<std::unique_lock<detail::spin_mutex>, shard_count>;
 
@@ -177,6 +203,7 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   std::vector<detail::slab*> slabs_;
   std::map<std::uintptr_t, detail::slab*> by_address_;  // slab begin -> slab (raw lookups)
   std::uint64_t slab_bytes_ = 0;
+  const std::unique_ptr<detail::block_labels> labels_;  // its own lock; labelled blocks only
   /// Set under `mutex_` and every shard's lock (seal, close); read under either.
   std::atomic<bool> closed_{false};
 };

@@ -322,7 +322,17 @@ allocator_stats allocation_core::stats() const {
 }
 
 std::vector<region_info> allocation_core::report() const {
-  return table_.report(config_.generation, stack_->tracking());
+  auto out = table_.report(config_.generation, stack_->tracking());
+  // Labelled blocks are rows of their own (a label is for the report), not regions: their
+  // bytes lie in a slab's row, and their pins count there.
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& b : blocks_->labelled_blocks())
+    if (b.refs > 0)  // else its last drop is on its way back (an advice reset, say)
+      out.push_back(region_info{
+          b.id, config_.generation, b.bytes, std::move(b.label), attach_flag::global, b.refs, 0,
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - b.created).count()});
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return out;
 }
 
 // -- history and snapshots -----------------------------------------------------------------------
@@ -361,6 +371,10 @@ allocator_snapshot allocation_core::snapshot() const {
                                          : region_policy::direct;
       row.advice = describe(e->advice);
       row.last_prefetch = e->last_prefetch;
+    } else {  // a labelled block
+      row.policy = region_policy::block;
+      if (auto it = block_advice_.find(row.info.id); it != block_advice_.end())
+        row.advice = describe(it->second.state);
     }
     out.regions.push_back(std::move(row));
   }
@@ -392,9 +406,8 @@ void allocation_core::leak(std::uint64_t id, const region_table::entry& e, stop_
 }
 
 std::uint64_t allocation_core::stop(stop_report& report) noexcept {
-  // No slab is carved from now on, and those made since the last drain join the table (freed or
-  // leaked below). Advised blocks whose release was queued but not handled: back to the block
-  // allocator (their memory is freed with their slab below).
+  // No slab is carved from now on; those queued join the table (freed or leaked below). Advised
+  // blocks whose release was queued: back to the block allocator (freed with their slab below).
   blocks_->seal();
   try {
     const auto batch = control_->take_releases();

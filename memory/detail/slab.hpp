@@ -35,6 +35,7 @@ struct block {
   bool event_recorded = false;  ///< `event` covers the block's last use on `stream`
   bool clean = true;            ///< never handed out: no stream has work on it
   bool stream_bound = false;    ///< no event could be made: reused on its own stream only
+  bool labelled = false;        ///< handed out with a label (the allocator forgets it on return)
   /// Handed out as a pointer (`block_allocator::allocate_raw`); read by raw lookups under the
   /// allocator's slab lock while a shard's lock hands the block out.
   std::atomic<bool> raw{false};
