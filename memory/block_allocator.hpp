@@ -1,17 +1,14 @@
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include <uma/memory/detail/block_shard.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/memory/memory_resource.hpp>
 
@@ -20,7 +17,9 @@ namespace uma {
 namespace detail {
 class slab;
 struct block;
+struct block_shard;
 class block_labels;
+class slab_registry;
 }  // namespace detail
 
 /// The block allocator's settings.
@@ -78,7 +77,8 @@ enum class raw_release : std::uint8_t {
 ///
 /// Thread-safety: every member may be called from any thread at once. The free lists are
 /// sharded (memory/detail/block_shard.hpp): a hit takes its thread's shard's lock only; growth,
-/// raw lookups and the slab list take one more. No backend call under a lock but event queries.
+/// raw lookups and the slab list take the slab registry's (memory/detail/slab_registry.hpp)
+/// first. No backend call under a lock but event queries.
 class block_allocator : public std::enable_shared_from_this<block_allocator> {
  public:
   /// Slabs come from `stack` (the top of the incarnation's resource stack); `control` is the
@@ -161,23 +161,15 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   [[nodiscard]] std::uint32_t class_of(std::size_t bytes) const noexcept;
   /// Records `label` for the block out whose record is `r`.
   void label_block(detail::region* r, std::size_t bytes, std::string label);
-  static constexpr std::size_t shard_count = detail::block_shards;
-  using shard_locks = std::array<std::unique_lock<detail::spin_mutex>, shard_count>;
-
   /// The calling thread's shard.
   [[nodiscard]] detail::block_shard& own_shard() noexcept;
-  [[nodiscard]] std::uint32_t index_of(const detail::block_shard& sh) const noexcept {
-    return static_cast<std::uint32_t>(&sh - shards_.data());
-  }
-  /// Every shard locked, in index order (after `mutex_`, if that is taken too).
-  [[nodiscard]] shard_locks lock_shards() const;
+  [[nodiscard]] std::uint32_t index_of(const detail::block_shard& sh) const noexcept;
   [[nodiscard]] detail::block* take(std::size_t bytes, int device, void* stream, bool raw);
   /// A free block from a shard other than `own` (each locked in turn), handed out; or null.
   [[nodiscard]] detail::block* steal(const detail::block_shard& own, std::uint32_t cls,
                                      std::size_t bytes, int device, void* stream, bool raw);
   [[nodiscard]] detail::block* grow(detail::block_shard& own, std::uint32_t cls, std::size_t bytes,
                                     int device, void* stream, bool raw);
-  [[nodiscard]] detail::slab* carve(std::uint32_t cls);
   /// Hands free block `b` out of shard `sh` (its lock held); it comes back to shard `home`.
   void hand_out(detail::block_shard& sh, detail::block& b, std::size_t bytes, int device,
                 void* stream, bool raw, std::uint32_t home);
@@ -187,7 +179,6 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   /// held); when its slab was let go, the block is not listed and the caller finishes it (and
   /// deletes the slab when it was the slab's last block out).
   pushed push(detail::block_shard& sh, detail::block& b) noexcept;
-  void record_free(detail::block& b) noexcept;
   [[nodiscard]] std::vector<detail::slab*> unlink_idle(std::vector<detail::block*>& free_blocks);
   void finish(std::vector<detail::block*>& free_blocks) noexcept;
 
@@ -197,14 +188,13 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   const std::size_t page_;
   const std::uint32_t classes_;
   std::mutex grow_mutex_;  // one slab carved at a time
-  /// Guards the slab list and the address map; taken before any shard's lock.
-  mutable detail::spin_mutex mutex_;
-  mutable std::array<detail::block_shard, shard_count> shards_;
-  std::vector<detail::slab*> slabs_;
-  std::map<std::uintptr_t, detail::slab*> by_address_;  // slab begin -> slab (raw lookups)
-  std::uint64_t slab_bytes_ = 0;
+  /// The slabs; its lock is taken before any shard's.
+  const std::unique_ptr<detail::slab_registry> registry_;
+  /// The free lists (`detail::block_shards` of them), held by pointer so that this header needs
+  /// no shard's definition: a hit pays one load for it.
+  const std::unique_ptr<detail::block_shard[]> shards_;
   const std::unique_ptr<detail::block_labels> labels_;  // its own lock; labelled blocks only
-  /// Set under `mutex_` and every shard's lock (seal, close); read under either.
+  /// Set under the registry's lock and every shard's (seal, close); read under either.
   std::atomic<bool> closed_{false};
 };
 

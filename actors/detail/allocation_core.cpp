@@ -7,7 +7,6 @@
 #include <uma/actors/detail/request_checks.hpp>
 #include <uma/memory/advice_ops.hpp>
 #include <uma/memory/detail/round_up.hpp>
-#include <uma/memory/detail/slab.hpp>
 #include <uma/memory/location_rules.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/detail/format.hpp>
@@ -56,7 +55,8 @@ allocation_core::allocation_core(const allocator_config& config, std::shared_ptr
       stack_(make_resource_stack(backend_, {config.policy, config.quota_bytes, config.slab_bytes,
                                             config.max_pooled_block})),
       blocks_(std::make_shared<block_allocator>(resources(), control_,
-                                                block_allocator_config{config.max_pooled_block})) {
+                                                block_allocator_config{config.max_pooled_block})),
+      block_advice_(backend_, lanes) {
   stats_.backend = std::string(to_string(backend_->kind()));
   stats_.generation = config.generation;
   history_ = history_for(config);
@@ -134,18 +134,13 @@ coalesced_ranges allocation_core::coalesced(std::span<const byte_ref> refs,
 
 advice_state& allocation_core::track_advice(const byte_ref& ref) {
   auto* rec = detail::record_of(ref);
-  if (rec->is_block()) {
-    block_advice_.try_emplace(rec->id, advised_block{rec, {}});
-    rec->needs_reset.store(true, std::memory_order_release);
-  }
-  return *advice_of(rec->id);
+  return rec->is_block() ? block_advice_.track(rec) : *advice_of(rec->id);
 }
 
 advice_state* allocation_core::advice_of(std::uint64_t id) {
   if (auto* e = table_.find(id))
     return &e->advice;
-  auto it = block_advice_.find(id);
-  return it == block_advice_.end() ? nullptr : &it->second.state;
+  return block_advice_.find(id);
 }
 
 allocation_core::advice_work allocation_core::advice_work_for(const advise_request& r) {
@@ -210,7 +205,7 @@ void allocation_core::drain_releases() {
   for (const auto id : batch.ids) {
     auto* entry = table_.find(id);
     if (entry == nullptr) {
-      release_block(id);
+      (void)block_advice_.release(id);  // an advised block's last drop
       continue;
     }
     auto* r = entry->region;
@@ -248,27 +243,6 @@ void allocation_core::drain_releases() {
     stack_->top().deallocate(memory);  // no backend call: reusable at once
     drop_table_ref(r);
   }
-}
-
-void allocation_core::release_block(std::uint64_t id) {
-  auto it = block_advice_.find(id);
-  if (it == block_advice_.end())
-    return;
-  // Not a structured binding: clang 14 (the fuzz build) cannot capture one.
-  region* block = it->second.block;
-  advice_state state = std::move(it->second.state);
-  block_advice_.erase(it);
-  if (state.is_default()) {
-    block->needs_reset.store(false, std::memory_order_relaxed);
-    return_block(block);
-    return;
-  }
-  lanes_.post(worker_lanes::general,
-              [b = backend_, block, state, devices = backend_->device_count()] {
-                reset_advice(*b, {block->data, block->backend_bytes}, state, devices);
-                block->needs_reset.store(false, std::memory_order_relaxed);
-                return_block(block);
-              });
 }
 
 std::uint64_t allocation_core::set_quota(std::uint64_t bytes) {
@@ -373,8 +347,8 @@ allocator_snapshot allocation_core::snapshot() const {
       row.last_prefetch = e->last_prefetch;
     } else {  // a labelled block
       row.policy = region_policy::block;
-      if (auto it = block_advice_.find(row.info.id); it != block_advice_.end())
-        row.advice = describe(it->second.state);
+      if (const auto* a = block_advice_.find(row.info.id))
+        row.advice = describe(*a);
     }
     out.regions.push_back(std::move(row));
   }
@@ -412,13 +386,10 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
   try {
     const auto batch = control_->take_releases();
     adopt_slabs(batch.slabs);
-    for (const auto id : batch.ids)
-      if (auto it = block_advice_.find(id); it != block_advice_.end())
-        return_block(it->second.block);
+    block_advice_.give_back(batch.ids);
   } catch (...) {
     // out of host memory: those blocks' host state stays (their memory is still freed below)
   }
-  block_advice_.clear();
   std::uint64_t leaked_backend_bytes = 0, with_slabs_bytes = 0, with_slabs_count = 0;
   std::vector<std::uint32_t> pinned_slabs;
   std::vector<const void*> leaked_data;

@@ -7,11 +7,11 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
 #include <caf/error.hpp>
 
 #include <uma/actors/allocator_config.hpp>
+#include <uma/actors/detail/block_advice.hpp>
 #include <uma/memory/advice_state.hpp>
 #include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/allocator_stats.hpp>
@@ -135,15 +135,8 @@ class allocation_core {
 
  private:
   void adopt_slabs(const std::vector<slab_adoption>& slabs);
-  void release_block(std::uint64_t id);
   void leak(std::uint64_t id, const region_table::entry& e, stop_report& report,
             std::vector<std::uint32_t>& pinned_slabs);
-
-  /// A block whose advice the allocator changed (reset when it comes back).
-  struct advised_block {
-    region* block;
-    advice_state state;
-  };
 
   const allocator_config& config_;
   std::shared_ptr<backend> backend_;
@@ -153,7 +146,7 @@ class allocation_core {
   region_table table_;
   allocator_stats stats_;  // the core's own counters; stats() adds the stack's
   block_allocator_ref blocks_;
-  std::unordered_map<std::uint64_t, advised_block> block_advice_;
+  block_advice block_advice_;  // the advice on blocks, and their way back through the actor
   std::shared_ptr<event_history> history_;
   std::function<void(std::uint64_t)> on_free_;
 };
