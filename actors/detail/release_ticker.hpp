@@ -19,8 +19,12 @@ class release_ticker {
  public:
   release_ticker(control_block& control, allocation_core& core) : control_(control), core_(core) {}
 
-  /// Frees what the refs' last drops queued, if anything; true when a tick must be scheduled
-  /// (the ticking starts now, so further releases stop waking the actor).
+  /// Adds the slabs the block allocator made since and frees what the refs' last drops queued,
+  /// if anything; true when a tick must be scheduled (the ticking starts now, so further
+  /// releases stop waking the actor). A new slab is on the release queue too
+  /// (`control_block::enqueue_slab`), so `has_releases` holds until the slab is adopted: a plan
+  /// by address range or a report finds a block of a slab made a moment ago, also while no
+  /// release is queued.
   [[nodiscard]] bool drain() {
     if (!control_.has_releases())
       return false;

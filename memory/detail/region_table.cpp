@@ -5,12 +5,15 @@
 namespace uma::detail {
 
 void region_table::insert(region* r, attach_flag attach) {
+  // A region whose release is still queued may have started at the same address (its memory
+  // went back to the backend, which handed it out again): the newer region owns the address
+  // from now on, and erasing the older one leaves it alone (erase below).
   const auto address = reinterpret_cast<std::uintptr_t>(r->data);
-  by_address_.emplace(address, r->id);
+  entries_.emplace(r->id, entry{r, attach, std::chrono::steady_clock::now()});
   try {
-    entries_.emplace(r->id, entry{r, attach, std::chrono::steady_clock::now()});
+    by_address_.insert_or_assign(address, r->id);
   } catch (...) {
-    by_address_.erase(address);
+    entries_.erase(r->id);
     throw;
   }
 }
@@ -19,7 +22,9 @@ void region_table::erase(std::uint64_t id) noexcept {
   const auto it = entries_.find(id);
   if (it == entries_.end())
     return;
-  by_address_.erase(reinterpret_cast<std::uintptr_t>(it->second.region->data));
+  const auto at = by_address_.find(reinterpret_cast<std::uintptr_t>(it->second.region->data));
+  if (at != by_address_.end() && at->second == id)
+    by_address_.erase(at);
   entries_.erase(it);
 }
 

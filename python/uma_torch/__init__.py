@@ -21,9 +21,11 @@ import uma_c
 from uma_c.adapter import allocator_functions
 from uma_c import DEVICE_HOST, UmaError, UmaMemoryError
 
+from .backward_step import StepInBackwardError
 from .offload import Offload, OffloadError, offload
 
-__all__ = ["InstallError", "Offload", "OffloadError", "UmaError", "UmaMemoryError", "advise",
+__all__ = ["InstallError", "Offload", "OffloadError", "StepInBackwardError", "UmaError",
+           "UmaMemoryError", "advise",
            "allocator", "discard", "install", "is_installed", "library_path", "offload",
            "prefetch", "quota", "residency", "set_quota", "stats", "stats_json", "trim"]
 

@@ -9,6 +9,8 @@ import types
 
 import uma_c
 
+from .backward_step import BackwardStep, StepInBackwardError
+
 KINDS = ("parameters", "gradients", "optimizer_state")
 # policy="auto" (docs/frameworks.md "Offload", why): the optimizer state is read and written once
 # a step, so the GPU updates it across the link (remote_map) instead of migrating it in and
@@ -209,9 +211,12 @@ class Offload:
         self.budget, self.trainable, self.param_count = settings["budget"], trainable, len(unique)
         # The optimizer state stays on the device when everything fits (see _state_fits).
         self.state_resident = False
+        # Stepping in the backward pass makes gradients transient (backward_step.py): the
+        # budget then holds the parameters and the optimizer state only.
+        in_backward = settings["step_in_backward"]
         if self.policies["parameters"] == "partition":
-            self.resident, self.grads_fit = self._partition(settings["budget"], list(unique),
-                                                            trainable)
+            self.resident, self.grads_fit = self._partition(
+                settings["budget"], list(unique), 0 if in_backward else trainable)
         # Dead gradients are dropped pages the next backward pass faults in again: worth it
         # only where they may have been evicted (and would move back), not where they stay.
         self.grads_dead = self.grads_dead and not self.grads_fit
@@ -219,7 +224,37 @@ class Offload:
         # once and held (no per-block hooks): see _install_static.
         self.static = self.resident is not None and self.grads_fit and \
             self.policies["optimizer_state"] == "remote_map"
+        self.backward_step, self.state_reserved = None, set()
+        if in_backward:
+            self._check_step_in_backward(optimizer)
+            self.state_reserved = self._reserve_state(settings["budget"])
+            self.backward_step = BackwardStep(self, settings["backward_chunk_bytes"])
         self.active = True
+
+    def _check_step_in_backward(self, optimizer):
+        if optimizer is None:
+            raise OffloadError("uma_torch.offload: step_in_backward needs the optimizer")
+        if not self.static or len(self.resident) != self.param_count:
+            raise OffloadError(
+                "uma_torch.offload: step_in_backward needs every parameter resident within "
+                f"the budget ({self.stats['resident_parameter_bytes']} of "
+                f"{sum(p.numel() * p.element_size() for p in self.model.parameters())} bytes "
+                "fit) and policy \"auto\"; raise the budget or offload without it")
+
+    def _reserve_state(self, budget):
+        """ids of the parameters whose optimizer state stays resident when stepping in the
+        backward pass: the room the parameters leave, in the blocks' order (the first layers,
+        stepped last in the backward pass with no backward work left to hide their link
+        traffic behind), estimating AdamW's two moments of the parameter's size each."""
+        room = budget - self.stats["resident_parameter_bytes"] - 2 * PAGE * 3 * self.param_count
+        reserved = set()
+        for _, _, params in self.blocks:
+            for param in params:
+                nbytes = 2 * param.numel() * param.element_size()
+                if id(param) not in reserved and param.requires_grad and nbytes <= room:
+                    reserved.add(id(param))
+                    room -= nbytes
+        return reserved
 
     def _partition(self, budget, params, grad_bytes):
         """(ids of the parameters that stay resident, whether the gradients fit): as many
@@ -286,6 +321,13 @@ class Offload:
                 self.handles.append(param.register_post_accumulate_grad_hook(self._grad_ready))
 
     def _grad_ready(self, param):
+        if self.backward_step is not None:
+            if self.phase != "backward":
+                self.backward_step.gradient_ready(param)  # may refuse: before any change
+                self.phase = "backward"
+                self._queue_backward_done()
+                return
+            return self.backward_step.gradient_ready(param)
         self.pending_grads.append(param)
         if self.static and self.phase != "backward":  # the first gradient of a backward pass
             self.phase = "backward"
@@ -323,6 +365,8 @@ class Offload:
             self._release_ahead("backward")
             self._flush_grads()
             self.phase = "idle"
+            if self.backward_step is not None:
+                self.backward_step.backward_done()
             if self.optimizer is None:  # no step will end the gradients' plans: end them now
                 for hold in self.held.pop("gradients", []):
                     self._end(hold)
@@ -523,11 +567,70 @@ class Offload:
         if closure is not None or not self.active:
             return self.original_step(closure, **kwargs) if closure is not None else \
                 self.original_step(**kwargs)
+        if self.backward_step is not None:
+            return self._after_backward_step(kwargs)
         self.stepping = True
         try:
             return self._static_step(kwargs) if self.static else self._chunked(kwargs)
         finally:
             self.stepping = False
+
+    def _after_backward_step(self, kwargs):
+        """optimizer.step() when the backward pass stepped: a parameter with a gradient that no
+        backward hook saw (set by hand) is stepped now; then the compute stream waits for the
+        backward pass's steps."""
+        if kwargs:
+            raise StepInBackwardError(
+                "uma_torch.offload(step_in_backward=True): optimizer.step() with arguments "
+                f"({', '.join(sorted(kwargs))}, e.g. from a GradScaler) cannot be honoured: the "
+                "backward pass already stepped; offload without step_in_backward")
+        self.backward_step.step_called()
+        rest = [p for group in self.optimizer.param_groups for p in group["params"]
+                if p.grad is not None]
+        if rest:
+            self._step_only(rest)
+            self.backward_step.place_new_state(rest, self.ordering.compute())
+        return None
+
+    def _step_only(self, params):
+        """The original step on `params` alone (the others' groups emptied meanwhile)."""
+        members = {id(p) for p in params}
+        groups = self.optimizer.param_groups
+        saved = [group["params"] for group in groups]
+        self.stepping = True
+        try:
+            for group, group_params in zip(groups, saved):
+                group["params"] = [p for p in group_params if id(p) in members]
+            self.original_step()
+            self.stats["step_chunks"] += 1
+        finally:
+            for group, group_params in zip(groups, saved):
+                group["params"] = group_params
+            self.stepping = False
+
+    def _hold_state(self, resident, mapped, stream):
+        """Plans held until undo for optimizer state made on `stream`: `resident` stays on the
+        device (migrate), `mapped` goes to the host once and is mapped (remote_map). `stream`
+        waits for the plans' moves."""
+        hold = _Hold()
+        side = self.ordering.side
+        if side is not None:
+            side.wait_stream(stream)  # after the step that wrote the state
+        try:
+            if mapped:
+                moves = (side or stream).cuda_stream
+                for ptr, nbytes in ranges_of(mapped):
+                    self.allocator.prefetch(ptr, nbytes, uma_c.DEVICE_HOST, moves)
+                self._will_access(hold, ranges_of(mapped), "write", "remote_map", False)
+            if resident:
+                self._will_access(hold, ranges_of(resident), "write", "migrate", False)
+        except Exception:
+            self._end(hold)
+            raise
+        hold.event = self.ordering.after_plan()
+        if hold.event is not None:
+            stream.wait_event(hold.event)
+        self.held.setdefault("static", []).append(hold)
 
     def _static_step(self, kwargs):
         """Static plans: the step runs whole (everything it touches is resident or mapped and
@@ -633,6 +736,8 @@ class Offload:
                     del self.optimizer.step
             self.step_replaced = False
         try:
+            if self.backward_step is not None:
+                self.backward_step.finish()
             self._release_ahead(None)
             for stack in self.held.values():
                 while stack:
@@ -698,7 +803,7 @@ def _to_host(torch, allocator, tensors, device):
 
 
 def _settings(torch, allocator, model, tensors, budget_bytes, policy, device, lookahead,
-              chunk_bytes, grads_dead_after_step, side_stream):
+              chunk_bytes, grads_dead_after_step, side_stream, step_in_backward):
     """The checked arguments (raises TypeError/ValueError/OffloadError, changing nothing)."""
     _positive("budget_bytes", budget_bytes)
     if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
@@ -728,12 +833,15 @@ def _settings(torch, allocator, model, tensors, budget_bytes, policy, device, lo
             "budget": budget_bytes,
             "chunk_bytes": _positive("chunk_bytes", chunk_bytes or max(1, budget_bytes // 4)),
             "grads_dead_after_step": bool(grads_dead_after_step),
+            "step_in_backward": bool(step_in_backward),
+            "backward_chunk_bytes": _positive("chunk_bytes", chunk_bytes or 32 << 20),
             "side_stream": bool(side_stream) and hasattr(torch.cuda, "Stream"),
             "restore_budget": previous["budget_bytes"] or previous["memory_bytes"]}
 
 
 def offload(model, optimizer=None, budget_bytes=None, policy="auto", device=None, lookahead=1,
-            chunk_bytes=None, grads_dead_after_step=True, side_stream=True):
+            chunk_bytes=None, grads_dead_after_step=True, side_stream=True,
+            step_in_backward=False):
     """Runs an unchanged training loop of `model` (and `optimizer`) with at most `budget_bytes`
     of its parameters, gradients and optimizer state resident on the device; see
     docs/frameworks.md "Offload". Returns an Offload (undo() or a with block ends it).
@@ -755,7 +863,8 @@ def offload(model, optimizer=None, budget_bytes=None, policy="auto", device=None
         alloc = installed_allocator()
         tensors = _cuda_tensors(model, optimizer)
         settings = _settings(torch, alloc, model, tensors, budget_bytes, policy, device,
-                             lookahead, chunk_bytes, grads_dead_after_step, side_stream)
+                             lookahead, chunk_bytes, grads_dead_after_step, side_stream,
+                             step_in_backward)
         alloc.set_device_budget(settings["device"], budget_bytes)
         handle = None
         try:

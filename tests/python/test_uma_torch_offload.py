@@ -160,9 +160,12 @@ class OffloadPlansTest(unittest.TestCase):
         self.assertEqual(backward[0], reads("embed", "auto"), "the head's backward first")
         self.assertEqual(backward[1], reads("b2", "auto"), "b2's plan sent ahead, reverse order")
         self.assertEqual(backward[2], done("embed"))
-        self.assertEqual(backward[3][:3], ["will_access", "write", "auto"],
-                         "the gradient the head made is planned at the next block")
-        self.assertEqual(backward[3][3], ["grad:embed.weight"])
+        self.assertEqual(backward[3], reads("b1", "auto"), "b1's plan sent ahead at b2's turn")
+        self.assertEqual(backward[5], ["will_access", "write", "auto",
+                                       ["grad:" + n for n in BLOCK["b2"]]],
+                         "b2's gradients planned at the next block; the tied embedding's "
+                         "gradient only once its last use (the embedding) accumulated it")
+        self.assertNotIn(["will_access", "write", "auto", ["grad:embed.weight"]], backward[:8])
         steps = [e[1] for e in first if e[0] == "step"]
         stepped = sorted(name for chunk in steps for name in chunk)
         everything = sorted(n for block in BLOCK.values() for n in block)
@@ -438,6 +441,126 @@ class OffloadPlansTest(unittest.TestCase):
             """)
         self.assertTrue(result["static"])
         self.assertEqual(result["held"], [10, 10], "only the parameters' static plans stay held")
+
+
+class StepInBackwardTest(unittest.TestCase):
+    """offload(step_in_backward=True): the optimizer steps chunk by chunk during the backward
+    pass on a stream of its own; the state of the first layers stays resident, the rest is
+    mapped and staged through device copies for each step."""
+
+    RUN = """
+        fake = uma_fake_plans.install(path, torch.cuda.log)
+        uma_torch.install(backend="host", quota_bytes=64 << 20)
+        model = Model()
+        opt = torch.optim.AdamW(model.parameters())
+        params = sum(p.numel() * 4 for p in model.parameters())
+        rounding = 2 * 4096 * 3 * 10  # a page each end of 10 parameters and their 2 moments
+        room = 3 * 2 * 16384 + 2 * 256  # the state of embed and of b0
+        handle = uma_torch.offload(model, opt, budget_bytes=params + rounding + room,
+                                   step_in_backward=True, chunk_bytes=33000)
+        sides = [stream.cuda_stream for stream in handle.backward_step.streams]
+    """
+
+    def test_chunks_step_during_backward_on_their_stream_and_only_the_first_layers_state_stays(
+            self):
+        result = fresh(textwrap.dedent(self.RUN) + textwrap.dedent("""
+            log, parts, tables = torch.cuda.log, [], []
+            for _ in range(2):
+                start = len(log)
+                model(None)
+                torch.autograd.run_backward()
+                after_backward = len(log)
+                grads = [n for n, p in model.named_parameters() if p.grad is not None]
+                table = names(model, opt)
+                opt.step()
+                opt.zero_grad()
+                parts.append(dict(backward=log[start:after_backward],
+                                  step=log[after_backward:], grads=grads))
+                tables.append(table)
+            table = names(model, opt)
+            for part in parts:
+                part["trace"] = trace(part["backward"], table)
+            holds, stats = sum(fake.holds.values()), dict(handle.backward_step.stats)
+            handle.undo()
+            model(None)
+            torch.autograd.run_backward()  # after undo: no step in the backward pass
+            print(json.dumps(dict(parts=parts, sides=sides, holds=holds, stats=stats,
+                                  after=sum(fake.holds.values()),
+                                  grads_after_undo=sum(p.grad is not None
+                                                       for p in model.parameters()))))
+            """))
+        first, second = result["parts"]
+        sides = result["sides"]
+        steps = [e[1] for e in first["trace"] if e[0] == "step"]
+        self.assertEqual(steps, [BLOCK["b2"], BLOCK["b1"], BLOCK["b0"], BLOCK["embed"]],
+                         "a block's worth a chunk, in the backward pass's order; the tied "
+                         "embedding once, when its last use accumulated it")
+        entered = [e for e in first["backward"] if e[0] == "enter_stream"]
+        self.assertEqual(entered, [["enter_stream", sides[k % 2]] for k in range(4)],
+                         "the chunks alternate between the two step streams")
+        self.assertEqual(first["grads"], [], "the gradients are let go after their step")
+        state = [e for e in first["trace"] if e[0] == "will_access"]
+        self.assertEqual(state, [
+            ["will_access", "write", "remote_map", sorted(f"{k}:{n}" for n in BLOCK[b]
+                                                          for k in ("exp_avg", "exp_avg_sq"))]
+            for b in ("b2", "b1")] + [
+            ["will_access", "write", "migrate", sorted(f"{k}:{n}" for n in BLOCK[b]
+                                                       for k in ("exp_avg", "exp_avg_sq"))]
+            for b in ("b0", "embed")], "the first layers' state resident, the rest mapped")
+        for side in sides:
+            self.assertIn(["wait_stream", 0, side], first["step"],
+                          "optimizer.step(): the compute stream waits for the backward's steps")
+        self.assertNotIn("optimizer.step", [e[0] for e in first["step"]], "nothing left to step")
+        copies = [e for e in second["backward"] if e[0] == "copy"]
+        self.assertEqual(len(copies), 2 * 2 * 2 * 3, "b2's and b1's moments in and back out")
+        self.assertEqual([e[3] for e in copies], [sides[0]] * 12 + [sides[1]] * 12,
+                         "each chunk's copies on its step stream (b2 then b1)")
+        self.assertEqual([e[0] for e in second["trace"]], ["step"] * 4, "no plan after the first")
+        self.assertEqual(result["stats"]["resident_state_bytes"], 3 * 2 * 16384 + 2 * 256)
+        self.assertEqual(result["holds"], 10 + 20, "parameters and state held until undo")
+        self.assertEqual(result["after"], 0)
+        self.assertEqual(result["grads_after_undo"], 10, "undo: gradients stay for a plain step")
+
+    def test_what_stepping_in_backward_cannot_honour_is_refused_by_name(self):
+        result = fresh(textwrap.dedent(self.RUN) + textwrap.dedent("""
+            out = {}
+            def attempt(name, fn):
+                try:
+                    fn()
+                    out[name] = "ran"
+                except Exception as error:
+                    out[name] = type(error).__name__ + ": " + str(error)
+            model(None)
+            torch.autograd.run_backward()
+            model(None)
+            attempt("accumulate", torch.autograd.run_backward)
+            opt.zero_grad()  # the refused pass's first gradient (made before its hook ran)
+            opt.step()
+            step(model, opt)
+            model(None)
+            torch.autograd.run_backward()
+            next(iter(model.parameters())).grad = torch.empty(4096, device="cuda")  # clipped
+            attempt("grad_set", opt.step)
+            opt.zero_grad()
+            step(model, opt)
+            attempt("kwargs", lambda: opt.step(grad_scaler=None))
+            handle.undo()
+            attempt("no_optimizer", lambda: uma_torch.offload(Model(), None,
+                                                              budget_bytes=1 << 20,
+                                                              step_in_backward=True))
+            small = Model()
+            attempt("no_room", lambda: uma_torch.offload(small, torch.optim.AdamW(
+                small.parameters()), budget_bytes=200000, step_in_backward=True))
+            print(json.dumps(dict(out=out, hooks=small.hook_count())))
+            """))
+        out = result["out"]
+        self.assertIn("StepInBackwardError", out["accumulate"])
+        self.assertIn("gradient accumulation", out["accumulate"])
+        self.assertIn("have a gradient again at optimizer.step()", out["grad_set"])
+        self.assertIn("grad_scaler", out["kwargs"])
+        self.assertIn("step_in_backward needs the optimizer", out["no_optimizer"])
+        self.assertIn("needs every parameter resident", out["no_room"])
+        self.assertEqual(result["hooks"], 0, "a refused offload leaves no hook behind")
 
 
 class OffloadWithTheLibrarysPlansTest(unittest.TestCase):

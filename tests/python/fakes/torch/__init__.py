@@ -71,6 +71,12 @@ class Tensor:
     def is_contiguous(self):
         return True
 
+    def copy_(self, other, non_blocking=False):
+        """Logs ("copy", destination, source) with the current stream."""
+        cuda.log.append(("copy", self.data_ptr(), other.data_ptr(),
+                         cuda.current_stream().cuda_stream))
+        return self
+
     def __del__(self):
         ptr = self._storage.data_ptr()
         if self._allocator is not None and ptr:
@@ -85,6 +91,10 @@ def empty(count, device="cpu"):
 
 
 def zeros_like(tensor):
+    return Tensor(tensor.numel(), tensor.device)
+
+
+def empty_like(tensor):
     return Tensor(tensor.numel(), tensor.device)
 
 

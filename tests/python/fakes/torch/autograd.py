@@ -1,10 +1,13 @@
 """torch.autograd stand-in: the forward records its module calls as a tree; run_backward()
 replays it in reverse as PyTorch's engine would reach the modules: a module's full backward
 pre-hooks, its children's backward (last call first), then its own parameters' gradients
-(made on first use, post-accumulate-grad hooks run), then its full backward hooks."""
+(made on first use; a parameter used by several modules, a tied weight, is accumulated once, at
+its last use in the backward pass, as the engine runs its AccumulateGrad node once all
+contributions arrived), then its full backward hooks."""
 
 roots = []
 _stack = []
+_uses = {}  # id(parameter) -> its uses left in the backward pass being replayed
 
 
 class Call:
@@ -29,7 +32,9 @@ def _backward(call):
     for child in reversed(call.children):
         _backward(child)
     for param in module._parameters.values():
-        param._accumulate()
+        _uses[id(param)] -= 1
+        if _uses[id(param)] == 0:
+            param._accumulate()
     for hook in list(module._backward_hooks.values()):
         hook(module, ("grad_input",), ("grad_output",))
 
@@ -38,6 +43,13 @@ def run_backward():
     """loss.backward() of the stand-in: over every module call since the last one."""
     calls = list(roots)
     roots.clear()
+    _uses.clear()
+    pending = list(calls)
+    while pending:
+        call = pending.pop()
+        pending.extend(call.children)
+        for param in call.module._parameters.values():
+            _uses[id(param)] = _uses.get(id(param), 0) + 1
     for call in reversed(calls):
         _backward(call)
     engine = Variable._execution_engine

@@ -32,6 +32,9 @@ class Stream:
     def wait_event(self, event):
         log.append(("wait_event", self.cuda_stream, event.id))
 
+    def wait_stream(self, other):
+        log.append(("wait_stream", self.cuda_stream, other.cuda_stream))
+
     def synchronize(self):
         log.append(("stream.synchronize", self.cuda_stream))
 
@@ -41,7 +44,7 @@ class Event:
         self.id = next(_ids)
 
     def record(self, stream=None):
-        log.append(("record", (stream or _default).cuda_stream, self.id))
+        log.append(("record", (stream or current_stream()).cuda_stream, self.id))
 
     def synchronize(self):
         log.append(("event.synchronize", self.id))
@@ -51,10 +54,26 @@ class Event:
 
 
 _default = Stream(ptr=0)
+_current = [_default]
 
 
 def current_stream(device=None):
-    return _default
+    return _current[-1]
+
+
+class stream:  # noqa: N801 (torch.cuda.stream's name)
+    """with torch.cuda.stream(s): s is the current stream inside."""
+
+    def __init__(self, s):
+        self.s = s
+
+    def __enter__(self):
+        _current.append(self.s)
+        log.append(("enter_stream", self.s.cuda_stream))
+
+    def __exit__(self, *exc):
+        _current.pop()
+        log.append(("exit_stream", self.s.cuda_stream))
 
 
 def synchronize(device=None):

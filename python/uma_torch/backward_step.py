@@ -1,0 +1,198 @@
+"""offload(step_in_backward=True): the optimizer steps during the backward pass (issue 25).
+
+Each parameter's gradient, once accumulated, joins the current chunk; a chunk of chunk_bytes of
+parameters is stepped at once on a stream of its own, overlapping the backward pass of the
+earlier layers, and its gradients are then let go (p.grad = None, as PyTorch's own optimizer in
+backward does). So gradients are transient, like activations: each lives from its backward to
+its chunk's step, and the budget holds the parameters and the optimizer state. The room the
+parameters leave goes to the optimizer state of the parameters stepped last in the backward
+pass (the first layers: no backward work is left to hide their link traffic behind); the rest
+of the state stays on the host, mapped, and is read and written across the link by the step,
+while the backward pass runs. docs/frameworks.md "Stepping in the backward pass" says what a
+training loop gives up for it (gradient accumulation, reading or clipping gradients between
+backward() and step()) and how those are refused.
+"""
+
+import collections
+
+PAGE = 4096
+
+
+class StepInBackwardError(RuntimeError):
+    """A training loop did what stepping in the backward pass cannot keep the meaning of."""
+
+
+class BackwardStep:
+    """The in-backward step of one Offload: chunks, the step stream, the state's placement."""
+
+    def __init__(self, offload, chunk_bytes):
+        self.offload, self.torch = offload, offload.torch
+        self.optimizer, self.device = offload.optimizer, offload.device
+        self.chunk_bytes = chunk_bytes
+        # Chunks alternate between two streams: one chunk's copies and step overlap the next
+        # one's (the copy engines busy both ways, more of the link's reads in flight).
+        self.streams = [self.torch.cuda.Stream(self.device) for _ in range(2)]
+        self.stream, self.turn = self.streams[0], 0
+        self.ready, self.ready_bytes = [], 0
+        self.inflight = collections.deque()  # (event after a chunk's step, its gradients)
+        self.inflight_bytes = 0
+        self.stepped = set()  # ids of the parameters stepped since the last optimizer.step()
+        self.mapped = set()  # data_ptr of every mapped state tensor (staged for each step)
+        # Mapped state is copied into device buffers for its step and back after it (copy
+        # engines, one pass each way however many passes the optimizer's kernels make): for a
+        # multi-kernel step (foreach). A fused step reads and writes each element once, and
+        # does so faster across the link itself (H200: 72 ms a step against 90 staged).
+        self.stage = not all(group.get("fused") for group in self.optimizer.param_groups)
+        self.owed = False  # a backward pass stepped and optimizer.step() has not come since
+        self.backward_open = False  # between a backward pass's first gradient and its end
+        self.stats = {"backward_chunks": 0, "gradient_peak_bytes": 0,
+                      "resident_state_bytes": 0, "mapped_state_bytes": 0}
+        self.state_room = self._state_room()
+
+    def _state_room(self):
+        """Bytes of optimizer state that may stay resident: the budget less the resident
+        parameters and a page of rounding at each end of every parameter's and state's range
+        (two tensors of state a parameter, as AdamW's moments)."""
+        offload = self.offload
+        rounding = 2 * PAGE * 3 * offload.param_count
+        return max(0, offload.budget - offload.stats["resident_parameter_bytes"] - rounding)
+
+    # --- the backward pass ----------------------------------------------------------------
+
+    def gradient_ready(self, param):
+        """A parameter's gradient is accumulated: it joins the chunk; a full chunk is stepped.
+        The first gradient of a backward pass that follows one not yet ended by
+        optimizer.step() is refused (gradient accumulation would step twice)."""
+        if not self.backward_open:
+            if self.owed:
+                raise StepInBackwardError(
+                    "uma_torch.offload(step_in_backward=True): a second backward pass before "
+                    "optimizer.step(); the optimizer steps during each backward pass, so "
+                    "gradient accumulation is not possible with it (offload without "
+                    "step_in_backward for that)")
+            self.backward_open = True
+        self.ready.append(param)
+        self.ready_bytes += param.numel() * param.element_size()
+        if self.ready_bytes >= self.chunk_bytes:
+            self._step_ready()
+
+    def backward_done(self):
+        """The backward pass ended: the last chunk is stepped, and the compute stream waits for
+        every step before the next forward reads the parameters."""
+        if self.ready:
+            self._step_ready()
+        self.backward_open = False
+        self._compute_waits()
+        self._let_go(wait=False)
+
+    def _compute_waits(self):
+        compute = self.torch.cuda.current_stream(self.device)
+        for stream in self.streams:
+            compute.wait_stream(stream)
+
+    def _step_ready(self):
+        chunk, self.ready, self.ready_bytes = self.ready, [], 0
+        torch = self.torch
+        self.stream = self.streams[self.turn]
+        self.turn = (self.turn + 1) % len(self.streams)
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))  # the gradients made
+        with torch.cuda.stream(self.stream):
+            staged = self._stage_in(chunk) if self.stage else []
+            self.offload._step_only(chunk)
+            self._stage_out(staged)
+            self.place_new_state(chunk, self.stream)
+        done = torch.cuda.Event()
+        done.record(self.stream)
+        grads = [p.grad for p in chunk if p.grad is not None]
+        for param in chunk:
+            param.grad = None
+            self.stepped.add(id(param))
+        self.inflight.append((done, grads))
+        self.inflight_bytes += sum(g.numel() * g.element_size() for g in grads)
+        self.stats["gradient_peak_bytes"] = max(self.stats["gradient_peak_bytes"],
+                                                self.inflight_bytes)
+        self.stats["backward_chunks"] += 1
+        self.owed = True
+        self._let_go(wait=False)
+
+    def _stage_in(self, chunk):
+        """[(state dict, key, mapped tensor, device copy)]: each mapped state tensor of `chunk`
+        copied into a device buffer, which the step then updates in its place."""
+        staged = []
+        for param in chunk:
+            state = self.optimizer.state.get(param)
+            if not state:
+                continue
+            for key, tensor in list(state.items()):
+                if self.torch.is_tensor(tensor) and tensor.data_ptr() in self.mapped:
+                    copy = self.torch.empty_like(tensor)
+                    copy.copy_(tensor, non_blocking=True)
+                    state[key] = copy
+                    staged.append((state, key, tensor, copy))
+        self.stats["staged_bytes"] = self.stats.get("staged_bytes", 0) + sum(
+            c.numel() * c.element_size() for _, _, _, c in staged)
+        return staged
+
+    @staticmethod
+    def _stage_out(staged):
+        """The updated copies written back to the mapped state, which takes its place again."""
+        for state, key, tensor, copy in staged:
+            tensor.copy_(copy, non_blocking=True)
+            state[key] = tensor
+
+    def _let_go(self, wait):
+        """Drops the gradients of the chunks whose step is done (all of them with wait): their
+        memory goes back to the allocator only once no stream reads it."""
+        while self.inflight and (wait or self.inflight[0][0].query()):
+            done, grads = self.inflight.popleft()
+            if wait:
+                done.synchronize()
+            self.inflight_bytes -= sum(g.numel() * g.element_size() for g in grads)
+
+    # --- the optimizer state ----------------------------------------------------------------
+
+    def place_new_state(self, chunk, stream):
+        """State the step just made on `stream` (the first step): resident while the room
+        lasts for the parameters it was kept for (Offload.state_reserved: the first layers),
+        else sent to the host once and mapped. The plans are held until undo."""
+        offload = self.offload
+        resident, mapped = [], []
+        for param in chunk:
+            tensors = [t for t in offload._state_tensors(param)
+                       if t.data_ptr() not in offload.seen_state]
+            if not tensors:
+                continue
+            nbytes = sum(t.numel() * t.element_size() for t in tensors)
+            if id(param) in offload.state_reserved and nbytes <= self.state_room:
+                self.state_room -= nbytes
+                resident += tensors
+                self.stats["resident_state_bytes"] += nbytes
+            else:
+                mapped += tensors
+                self.mapped.update(t.data_ptr() for t in tensors)
+                self.stats["mapped_state_bytes"] += nbytes
+            offload.seen_state.update(t.data_ptr() for t in tensors)
+        if resident or mapped:
+            offload._hold_state(resident, mapped, stream)
+
+    # --- optimizer.step() -----------------------------------------------------------------
+
+    def step_called(self):
+        """optimizer.step() after a backward pass that stepped: the compute stream waits for
+        the steps, and the next backward pass may step again. A parameter stepped in the
+        backward pass that has a gradient again (set or changed after backward()) is refused:
+        the step used the backward pass's gradient, and would otherwise ignore this one."""
+        late = [p for g in self.optimizer.param_groups for p in g["params"]
+                if p.grad is not None and id(p) in self.stepped]
+        self._compute_waits()
+        self.stepped, self.owed = set(), False
+        if late:
+            raise StepInBackwardError(
+                f"uma_torch.offload(step_in_backward=True): {len(late)} parameter(s) stepped in "
+                "the backward pass have a gradient again at optimizer.step() (set or changed "
+                "after backward()); the step already used the backward pass's gradients. "
+                "Offload without step_in_backward to change gradients before the step")
+
+    def finish(self):
+        """undo(): every step done, every gradient let go."""
+        self._let_go(wait=True)
