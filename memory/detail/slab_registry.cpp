@@ -8,7 +8,8 @@
 namespace uma::detail {
 
 void slab_registry::add(slab* s, control_block& control) {
-  slabs_.reserve(slabs_.size() + 1);
+  if (slabs_.size() == slabs_.capacity())  // room first: nothing below may fail once queued
+    slabs_.reserve(std::max<std::size_t>(16, 2 * slabs_.size()));
   by_address_.emplace(s->begin(), s);
   try {
     // Queued under the registry's lock, which the seal takes too: post_stop finds every slab
