@@ -112,9 +112,17 @@ class client {
   /// is a request to the allocator.
   template <class T>
   [[nodiscard]] ManagedRef<T> allocate(std::size_t count, allocate_options options = {}) {
-    if (cacheable(count, sizeof(T), options))
-      if (auto ref = try_block<T>(count, options.label))
+    if (cacheable(count, sizeof(T), options)) {
+      if (options.label.empty()) {
+        if (auto ref = from_blocks<T>(
+                [count](block_allocator& b) { return b.template allocate_n<T>(count, 0, {}); }))
+          return std::move(*ref);
+      } else if (auto ref = from_blocks<T>([&](block_allocator& b) {
+                   return b.template allocate_labelled<T>(count, options.label, 0, {});
+                 })) {
         return std::move(*ref);
+      }
+    }
     allocate_request r{count,          sizeof(T),      std::max(options.alignment, alignof(T)),
                        options.attach, options.stream, std::move(options.label)};
     return call<byte_ref>(allocate_atom_v, std::move(r)).template as<T>();
@@ -259,15 +267,10 @@ class client {
     return count != 0 && count <= cache_max_ / size && o.alignment <= cache_alignment &&
            o.attach == attach_flag::global && o.stream.handle == nullptr;
   }
-  /// A block (recorded under `label` when it has one), or nullopt when the block allocator could
-  /// not serve it (the allocator then answers the request itself, with its own error if any).
-  template <class T>
-  [[nodiscard]] std::optional<ManagedRef<T>> try_block(std::size_t count,
-                                                       const std::string& label) {
-    const auto take = [&](block_allocator& b) {
-      return label.empty() ? b.template allocate_n<T>(count, 0, {})
-                           : b.template allocate_labelled<T>(count, label, 0, {});
-    };
+  /// What `take` got from the block allocator, or nullopt when it could not serve it (the
+  /// allocator then answers the request itself, with its own error if any).
+  template <class T, class Take>
+  [[nodiscard]] std::optional<ManagedRef<T>> from_blocks(Take take) {
     try {
       auto* b = blocks_.load(std::memory_order_acquire);
       try {

@@ -11,6 +11,7 @@
 #include <uma/memory/detail/size_classes.hpp>
 #include <uma/memory/detail/slab.hpp>
 #include <uma/memory/detail/slab_registry.hpp>
+#include <uma/sys/log.hpp>
 
 namespace uma {
 
@@ -38,6 +39,33 @@ block_allocator_config checked(block_allocator_config c) {
 [[noreturn]] void stopped(std::uint64_t generation) {
   raise(errc::allocator_stopped, "block_allocator: generation " + std::to_string(generation) +
                                      " has stopped; its blocks are inert");
+}
+
+/// Streams that never go away (the legacy default stream, cudaStreamLegacy,
+/// cudaStreamPerThread): an event may be recorded on them long after the free. On any other
+/// stream the event is recorded at the free, since the stream may be destroyed after it.
+bool lasting(void* stream) noexcept {
+  return reinterpret_cast<std::uintptr_t>(stream) <= 2;
+}
+
+/// After block `b`'s free: records the event that orders its reuse on another stream (on a
+/// user stream now; on a lasting one when another stream first looks at it). In this file, so
+/// that a return on a lasting stream (the facade's) costs no call.
+void record_free(block& b) noexcept {
+  b.event_recorded = false;
+  if (lasting(b.stream) || b.stream_bound)
+    return;
+  auto& events = b.rec.parent->events();
+  try {
+    if (b.event == nullptr)
+      b.event = events.create_event();
+    events.record_event(b.event, stream_view{b.stream});
+    b.event_recorded = true;
+  } catch (const std::exception& e) {
+    log(log_level::warning,
+        std::string("block_allocator: a block stays on its stream: ") + e.what());
+    b.stream_bound = true;
+  }
 }
 
 using shard_locks = std::array<std::unique_lock<detail::spin_mutex>, detail::block_shards>;
@@ -205,9 +233,17 @@ block* block_allocator::grow(detail::block_shard& own, std::uint32_t cls, std::s
 
 // -- coming back ----------------------------------------------------------------------------------
 
-void block_allocator::label_block(region* r, std::size_t bytes, std::string label) {
-  labels_->add(r, bytes, std::move(label));
+region* block_allocator::take_labelled(std::size_t bytes, std::string label, int device,
+                                       stream_view stream) {
+  auto* r = take_ref(bytes, device, stream);
+  try {
+    labels_->add(r, bytes, std::move(label));
+  } catch (...) {
+    detail::drop_ref(r);  // the caller's count: the block goes back
+    throw;
+  }
   r->parent->of(r).labelled = true;  // the caller's block: nobody else touches it now
+  return r;
 }
 
 std::vector<labelled_block> block_allocator::labelled_blocks() const {
@@ -219,7 +255,7 @@ void block_allocator::put_back(block& b) noexcept {
     b.labelled = false;
     labels_->remove(b.rec.id);
   }
-  detail::record_free(b);  // outside the lock: a backend call
+  record_free(b);  // outside the lock: a backend call
   // Back to the shard it came from (not the releasing thread's): a block freed by the actor or
   // by another thread is the next one its own thread gets again, as on one free list.
   auto& home = shards_[b.shard];
@@ -284,7 +320,7 @@ raw_release block_allocator::release_raw(void* ptr, std::size_t bytes, int devic
     if (b->rec.refs.load(std::memory_order_acquire) == 1 &&
         !b->rec.needs_reset.load(std::memory_order_acquire) && !b->rec.parent->let_go_done) {
       b->rec.refs.store(0, std::memory_order_relaxed);
-      detail::record_free(*b);
+      record_free(*b);
       auto& home = shards_[b->shard];
       std::lock_guard shard_lock(home.mutex);
       (void)push(home, *b);

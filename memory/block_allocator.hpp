@@ -103,10 +103,7 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   /// count * sizeof(T) overflows, else as `allocate`.
   template <class T>
   [[nodiscard]] ManagedRef<T> allocate_n(std::size_t count, int device, stream_view stream) {
-    if (count > SIZE_MAX / sizeof(T))
-      raise(errc::overflow, "block_allocator: " + std::to_string(count) + " elements of " +
-                                std::to_string(sizeof(T)) + " bytes overflow size_t");
-    return detail::adopt_ref<T>(take_ref(count * sizeof(T), device, stream), 0, count);
+    return detail::adopt_ref<T>(take_ref(bytes_of(count, sizeof(T)), device, stream), 0, count);
   }
   /// `count` elements of T in one block, recorded under `label` for the allocator's report and
   /// snapshot until its last drop (a label is for the report: it costs no region and no
@@ -114,9 +111,8 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   template <class T>
   [[nodiscard]] ManagedRef<T> allocate_labelled(std::size_t count, std::string label, int device,
                                                 stream_view stream) {
-    auto ref = allocate_n<T>(count, device, stream);
-    label_block(detail::record_of(ref), count * sizeof(T), std::move(label));
-    return ref;
+    return detail::adopt_ref<T>(
+        take_labelled(bytes_of(count, sizeof(T)), std::move(label), device, stream), 0, count);
   }
   /// A block as a raw pointer (the C ABI); it comes back through `release_raw`. Its slab stays
   /// pinned while raw blocks of it are out. Throws as `allocate`.
@@ -159,8 +155,17 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   /// A block's record with the caller's count taken.
   [[nodiscard]] detail::region* take_ref(std::size_t bytes, int device, stream_view stream);
   [[nodiscard]] std::uint32_t class_of(std::size_t bytes) const noexcept;
-  /// Records `label` for the block out whose record is `r`.
-  void label_block(detail::region* r, std::size_t bytes, std::string label);
+  /// `count` * `size`; throws `overflow` when that overflows.
+  [[nodiscard]] static std::size_t bytes_of(std::size_t count, std::size_t size) {
+    if (count > SIZE_MAX / size)
+      raise(errc::overflow, "block_allocator: " + std::to_string(count) + " elements of " +
+                                std::to_string(size) + " bytes overflow size_t");
+    return count * size;
+  }
+  /// As `take_ref`, the block recorded under `label` (out of line: the unlabelled path stays
+  /// as small as it was).
+  [[nodiscard]] detail::region* take_labelled(std::size_t bytes, std::string label, int device,
+                                              stream_view stream);
   /// The calling thread's shard.
   [[nodiscard]] detail::block_shard& own_shard() noexcept;
   [[nodiscard]] std::uint32_t index_of(const detail::block_shard& sh) const noexcept;

@@ -8,17 +8,6 @@
 
 namespace uma::detail {
 
-namespace {
-
-/// Streams that never go away (the legacy default stream, cudaStreamLegacy,
-/// cudaStreamPerThread): an event may be recorded on them long after the free. On any other
-/// stream the event is recorded at the free, since the stream may be destroyed after it.
-bool lasting(void* stream) noexcept {
-  return reinterpret_cast<std::uintptr_t>(stream) <= 2;
-}
-
-}  // namespace
-
 block_shard::stream_pool& block_shard::pool_of(int device, void* stream, std::uint32_t classes) {
   if (last_pool < pools.size() && pools[last_pool].stream == stream &&
       pools[last_pool].device == device)
@@ -82,23 +71,6 @@ bool ready_elsewhere(block& b, std::uint64_t& events_recorded) noexcept {
         std::string("block_allocator: a block stays on its stream: ") + e.what());
     b.stream_bound = true;
     return false;
-  }
-}
-
-void record_free(block& b) noexcept {
-  b.event_recorded = false;
-  if (lasting(b.stream) || b.stream_bound)
-    return;
-  auto& events = b.rec.parent->events();
-  try {
-    if (b.event == nullptr)
-      b.event = events.create_event();
-    events.record_event(b.event, stream_view{b.stream});
-    b.event_recorded = true;
-  } catch (const std::exception& e) {
-    log(log_level::warning,
-        std::string("block_allocator: a block stays on its stream: ") + e.what());
-    b.stream_bound = true;
   }
 }
 

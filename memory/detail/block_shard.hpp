@@ -43,11 +43,6 @@ struct alignas(64) block_shard {
   void list(block& b, std::uint32_t cls, std::uint32_t classes) noexcept;
 };
 
-/// After block `b`'s free on its stream: records the event that orders its reuse on another
-/// stream (on a user stream now, since it may be destroyed later; on a lasting stream when
-/// another stream first looks at it). A backend call: outside the shards' locks.
-void record_free(block& b) noexcept;
-
 /// Whether free block `b`, last used on another stream, may be handed out now: it is clean,
 /// or the event recorded after its free completed (recorded now, on a lasting stream).
 [[nodiscard]] bool ready_elsewhere(block& b, std::uint64_t& events_recorded) noexcept;
