@@ -105,15 +105,24 @@ class client {
   /// `error(backend_error)` naming the timeout.
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
 
-  /// Allocates `count` elements of T. Requests up to `cache_max_bytes()` without a label or a
-  /// stream, with global attachment and at most page alignment are served by the allocator's
-  /// block allocator on the calling thread (memory/block_allocator.hpp: no message); the rest,
-  /// and a request it cannot serve (a slab refused), is a request to the allocator.
+  /// Allocates `count` elements of T. Requests up to `cache_max_bytes()` without a stream, with
+  /// global attachment and at most page alignment are served by the allocator's block
+  /// allocator on the calling thread (memory/block_allocator.hpp: no message; a label is
+  /// recorded there for the report); the rest, and a request it cannot serve (a slab refused),
+  /// is a request to the allocator.
   template <class T>
   [[nodiscard]] ManagedRef<T> allocate(std::size_t count, allocate_options options = {}) {
-    if (cacheable(count, sizeof(T), options))
-      if (auto ref = try_block<T>(count))
+    if (cacheable(count, sizeof(T), options)) {
+      if (options.label.empty()) {
+        if (auto ref = from_blocks<T>(
+                [count](block_allocator& b) { return b.template allocate_n<T>(count, 0, {}); }))
+          return std::move(*ref);
+      } else if (auto ref = from_blocks<T>([&](block_allocator& b) {
+                   return b.template allocate_labelled<T>(count, options.label, 0, {});
+                 })) {
         return std::move(*ref);
+      }
+    }
     allocate_request r{count,          sizeof(T),      std::max(options.alignment, alignof(T)),
                        options.attach, options.stream, std::move(options.label)};
     return call<byte_ref>(allocate_atom_v, std::move(r)).template as<T>();
@@ -256,21 +265,21 @@ class client {
     // A stream goes to the allocator, which validates it (the host backend has none; a
     // capturing CUDA stream is refused).
     return count != 0 && count <= cache_max_ / size && o.alignment <= cache_alignment &&
-           o.attach == attach_flag::global && o.label.empty() && o.stream.handle == nullptr;
+           o.attach == attach_flag::global && o.stream.handle == nullptr;
   }
-  /// A block, or nullopt when the block allocator could not serve it (the allocator then
-  /// answers the request itself, with its own error if it has one).
-  template <class T>
-  [[nodiscard]] std::optional<ManagedRef<T>> try_block(std::size_t count) {
+  /// What `take` got from the block allocator, or nullopt when it could not serve it (the
+  /// allocator then answers the request itself, with its own error if any).
+  template <class T, class Take>
+  [[nodiscard]] std::optional<ManagedRef<T>> from_blocks(Take take) {
     try {
       auto* b = blocks_.load(std::memory_order_acquire);
       try {
-        return (b != nullptr ? b : blocks().get())->template allocate_n<T>(count, 0, {});
+        return take(b != nullptr ? *b : *blocks());
       } catch (const error& e) {
         if (e.code() != errc::allocator_stopped || b == nullptr)
           throw;
         blocks_.compare_exchange_strong(b, nullptr);  // a restart: the new incarnation's
-        return blocks()->template allocate_n<T>(count, 0, {});
+        return take(*blocks());
       }
     } catch (const error&) {
       return std::nullopt;

@@ -1,8 +1,10 @@
 // uma_native_bench --facade: what a blocking facade call costs against what its work costs
 // (issue 23, docs/performance.md "The facade's message path"). For 1 and 8 threads: median
-// and p99 of each uma::client call that is a message, the event-based typed request (an actor's
-// `request(...).then(...)`, 64 KiB allocate+release) and the backend's own call, same run, same
-// actor system (CAF defaults); then the p99 of 8 event-based clients at once.
+// and p99 of each uma::client call that is a message (and of the labelled allocate, a block
+// of the block allocator since a label stopped costing a region), the event-based typed
+// request (an actor's `request(...).then(...)`, 64 KiB allocate+release) and the backend's
+// own call, same run, same actor system (CAF defaults); then the p99 of 8 event-based clients
+// at once.
 
 #include "bench/bench_facade.hpp"
 

@@ -19,6 +19,7 @@ enum class region_policy : std::uint8_t {
   direct,  ///< its own backend allocation
   pooled,  ///< a block of a pool slab
   slab,    ///< a slab of the block allocator (carved into small blocks)
+  block,   ///< a labelled block of the block allocator: a row of its own, its bytes in a slab
 };
 
 /// A region's residency (docs/residency.md), present once a plan named it or the driver counted
@@ -56,9 +57,19 @@ struct allocator_snapshot {
   std::uint64_t event_capacity = 0;        ///< 0: the history is off
 };
 
-/// "direct", "pooled", "slab".
+/// "direct", "pooled", "slab", "block".
 [[nodiscard]] inline const char* to_string(region_policy p) noexcept {
-  return p == region_policy::pooled ? "pooled" : p == region_policy::slab ? "slab" : "direct";
+  switch (p) {
+    case region_policy::pooled:
+      return "pooled";
+    case region_policy::slab:
+      return "slab";
+    case region_policy::block:
+      return "block";
+    case region_policy::direct:
+      break;
+  }
+  return "direct";
 }
 
 }  // namespace uma

@@ -1,11 +1,16 @@
 #include <uma/memory/block_allocator.hpp>
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
+#include <uma/memory/detail/block_labels.hpp>
+#include <uma/memory/detail/block_shard.hpp>
 #include <uma/memory/detail/size_classes.hpp>
 #include <uma/memory/detail/slab.hpp>
+#include <uma/memory/detail/slab_registry.hpp>
 #include <uma/sys/log.hpp>
 
 namespace uma {
@@ -15,13 +20,6 @@ using detail::region;
 using detail::slab;
 
 namespace {
-
-/// Streams that never go away (the legacy default stream, cudaStreamLegacy,
-/// cudaStreamPerThread): an event may be recorded on them long after the free. On any other
-/// stream the event is recorded at the free, since the stream may be destroyed after it.
-bool lasting(void* stream) noexcept {
-  return reinterpret_cast<std::uintptr_t>(stream) <= 2;
-}
 
 block_allocator_config checked(block_allocator_config c) {
   if (c.max_bytes == 0 || c.max_bytes > (std::size_t{1} << 40))
@@ -43,6 +41,43 @@ block_allocator_config checked(block_allocator_config c) {
                                      " has stopped; its blocks are inert");
 }
 
+/// Streams that never go away (the legacy default stream, cudaStreamLegacy,
+/// cudaStreamPerThread): an event may be recorded on them long after the free. On any other
+/// stream the event is recorded at the free, since the stream may be destroyed after it.
+bool lasting(void* stream) noexcept {
+  return reinterpret_cast<std::uintptr_t>(stream) <= 2;
+}
+
+/// After block `b`'s free: records the event that orders its reuse on another stream (on a
+/// user stream now; on a lasting one when another stream first looks at it). In this file, so
+/// that a return on a lasting stream (the facade's) costs no call.
+void record_free(block& b) noexcept {
+  b.event_recorded = false;
+  if (lasting(b.stream) || b.stream_bound)
+    return;
+  auto& events = b.rec.parent->events();
+  try {
+    if (b.event == nullptr)
+      b.event = events.create_event();
+    events.record_event(b.event, stream_view{b.stream});
+    b.event_recorded = true;
+  } catch (const std::exception& e) {
+    log(log_level::warning,
+        std::string("block_allocator: a block stays on its stream: ") + e.what());
+    b.stream_bound = true;
+  }
+}
+
+using shard_locks = std::array<std::unique_lock<detail::spin_mutex>, detail::block_shards>;
+
+/// Every shard locked, in index order (after the registry's lock, if that is taken too).
+shard_locks lock_shards(detail::block_shard* shards) {
+  shard_locks locks;
+  for (std::size_t i = 0; i < detail::block_shards; ++i)
+    locks[i] = std::unique_lock(shards[i].mutex);
+  return locks;
+}
+
 }  // namespace
 
 block_allocator::block_allocator(std::shared_ptr<memory_resource> stack,
@@ -52,7 +87,10 @@ block_allocator::block_allocator(std::shared_ptr<memory_resource> stack,
       control_(std::move(control)),
       config_(checked(config)),
       page_(stack_->properties().page),
-      classes_(class_of(config_.max_bytes) + 1) {}
+      classes_(class_of(config_.max_bytes) + 1),
+      registry_(std::make_unique<detail::slab_registry>()),
+      shards_(std::make_unique<detail::block_shard[]>(detail::block_shards)),
+      labels_(std::make_unique<detail::block_labels>()) {}
 
 block_allocator::~block_allocator() = default;
 
@@ -77,14 +115,11 @@ void* block_allocator::allocate_raw(std::size_t bytes, int device, stream_view s
 detail::block_shard& block_allocator::own_shard() noexcept {
   static std::atomic<std::size_t> next{0};
   thread_local const std::size_t index = next.fetch_add(1, std::memory_order_relaxed);
-  return shards_[index % shard_count];
+  return shards_[index % detail::block_shards];
 }
 
-block_allocator::shard_locks block_allocator::lock_shards() const {
-  shard_locks locks;
-  for (std::size_t i = 0; i < shard_count; ++i)
-    locks[i] = std::unique_lock(shards_[i].mutex);
-  return locks;
+std::uint32_t block_allocator::index_of(const detail::block_shard& sh) const noexcept {
+  return static_cast<std::uint32_t>(&sh - shards_.get());
 }
 
 block* block_allocator::take(std::size_t bytes, int device, void* stream, bool raw) {
@@ -107,7 +142,8 @@ block* block_allocator::take(std::size_t bytes, int device, void* stream, bool r
 
 block* block_allocator::steal(const detail::block_shard& own, std::uint32_t cls, std::size_t bytes,
                               int device, void* stream, bool raw) {
-  for (auto& sh : shards_) {
+  for (std::size_t i = 0; i < detail::block_shards; ++i) {
+    auto& sh = shards_[i];
     if (&sh == &own)
       continue;
     std::lock_guard lock(sh.mutex);
@@ -163,19 +199,21 @@ block* block_allocator::grow(detail::block_shard& own, std::uint32_t cls, std::s
       return b;
     }
   }
-  auto* s = carve(cls);
+  const std::size_t block_bytes = detail::size_classes::pages_of(cls) * page_;
+  auto* s = slab::carve(shared_from_this(), *stack_, control_, block_bytes,
+                        std::max<std::size_t>(1, config_.slab_bytes / block_bytes), cls);
   block* first = nullptr;
   {
-    std::unique_lock lock(mutex_);
-    if (closed_.load(std::memory_order_relaxed)) {  // the incarnation ended meanwhile: nothing
-      lock.unlock();                                // may join it now
+    auto lock = registry_->lock();
+    try {
+      if (closed_.load(std::memory_order_relaxed))  // the incarnation ended meanwhile: nothing
+        stopped(control_->generation());            // may join it now
+      registry_->add(s, *control_);  // queued for the actor under the lock the seal takes
+    } catch (...) {
+      lock.unlock();
       slab::abandon(s, *stack_);
-      stopped(control_->generation());
+      throw;
     }
-    slabs_.push_back(s);
-    new_slabs_.push_back({s->home(), s->count()});
-    by_address_.emplace(s->begin(), s);
-    slab_bytes_ += s->bytes();
     std::lock_guard shard_lock(own.mutex);
     for (std::uint32_t i = s->count(); i-- > 0;) {
       auto& b = s->at(i);
@@ -189,54 +227,34 @@ block* block_allocator::grow(detail::block_shard& own, std::uint32_t cls, std::s
     hand_out(own, *first, bytes, device, stream, raw, index_of(own));
     ++own.misses;
   }
-  // Wakes the actor, which puts the slab in its table before its next message.
-  (void)control_->enqueue_release(s->home()->id);
+  control_->wake();  // outside the locks: a message to the actor
   return first;
-}
-
-slab* block_allocator::carve(std::uint32_t cls) {
-  const std::size_t block_bytes = detail::size_classes::pages_of(cls) * page_;
-  const std::size_t count = std::max<std::size_t>(1, config_.slab_bytes / block_bytes);
-  const std::string label =
-      "slab: " + std::to_string(count) + " x " + std::to_string(block_bytes) + " bytes";
-  allocation_request req{block_bytes * count, page_, attach_flag::global, label};
-  req.poolable = false;  // a slab is never carved from a pool slab
-  const auto memory = stack_->allocate(req);
-  const auto first = control_->reserve_ids(count + 1);
-  region* home = nullptr;
-  try {
-    home = new region(control_, first, memory.base, memory.data, memory.bytes, memory.charged,
-                      memory.slab, memory.offset);
-    detail::adopt_first_ref(home);  // the slab's count; the table takes the initial one
-    return new slab(shared_from_this(), home, first + 1, block_bytes,
-                    static_cast<std::uint32_t>(count), cls);
-  } catch (...) {
-    delete home;  // nobody else knows it yet
-    stack_->deallocate(memory);
-    throw;
-  }
 }
 
 // -- coming back ----------------------------------------------------------------------------------
 
-void block_allocator::record_free(block& b) noexcept {
-  b.event_recorded = false;
-  if (lasting(b.stream) || b.stream_bound)
-    return;
-  auto& events = b.rec.parent->events();
+region* block_allocator::take_labelled(std::size_t bytes, std::string label, int device,
+                                       stream_view stream) {
+  auto* r = take_ref(bytes, device, stream);
   try {
-    if (b.event == nullptr)
-      b.event = events.create_event();
-    events.record_event(b.event, stream_view{b.stream});
-    b.event_recorded = true;
-  } catch (const std::exception& e) {
-    log(log_level::warning,
-        std::string("block_allocator: a block stays on its stream: ") + e.what());
-    b.stream_bound = true;
+    labels_->add(r, bytes, std::move(label));
+  } catch (...) {
+    detail::drop_ref(r);  // the caller's count: the block goes back
+    throw;
   }
+  r->parent->of(r).labelled = true;  // the caller's block: nobody else touches it now
+  return r;
+}
+
+std::vector<labelled_block> block_allocator::labelled_blocks() const {
+  return labels_->list();
 }
 
 void block_allocator::put_back(block& b) noexcept {
+  if (b.labelled) {  // forgotten before it is counted back: the record is alive until then
+    b.labelled = false;
+    labels_->remove(b.rec.id);
+  }
   record_free(b);  // outside the lock: a backend call
   // Back to the shard it came from (not the releasing thread's): a block freed by the actor or
   // by another thread is the next one its own thread gets again, as on one free list.
@@ -286,12 +304,9 @@ raw_release block_allocator::release_raw(void* ptr, std::size_t bytes, int devic
                                          stream_view stream) noexcept {
   block* b = nullptr;
   {
-    std::lock_guard lock(mutex_);
-    auto it = by_address_.upper_bound(reinterpret_cast<std::uintptr_t>(ptr));
-    if (it == by_address_.begin())
-      return raw_release::unknown_pointer;
-    b = std::prev(it)->second->block_at(ptr);
-    if (b == nullptr || !b->raw || !b->out.load(std::memory_order_acquire))
+    const auto lock = registry_->lock();
+    b = registry_->raw_block_at(ptr);
+    if (b == nullptr)
       return raw_release::unknown_pointer;
     if (bytes != 0 && bytes != b->requested)
       return raw_release::size_mismatch;
@@ -319,12 +334,9 @@ raw_release block_allocator::release_raw(void* ptr, std::size_t bytes, int devic
 }
 
 byte_ref block_allocator::ref_of(const void* ptr, std::size_t bytes) {
-  std::lock_guard lock(mutex_);
-  auto it = by_address_.upper_bound(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == by_address_.begin())
-    return {};
-  auto* b = std::prev(it)->second->block_holding(ptr, bytes);
-  if (b == nullptr || !b->raw || !b->out.load(std::memory_order_acquire))
+  const auto lock = registry_->lock();
+  auto* b = registry_->raw_block_holding(ptr, bytes);
+  if (b == nullptr)
     return {};
   detail::add_ref(&b->rec);
   const auto offset = static_cast<std::size_t>(static_cast<const std::byte*>(ptr) - b->rec.data);
@@ -334,39 +346,34 @@ byte_ref block_allocator::ref_of(const void* ptr, std::size_t bytes) {
 // -- giving back ----------------------------------------------------------------------------------
 
 std::vector<slab*> block_allocator::unlink_idle(std::vector<block*>& free_blocks) {
-  std::unordered_map<const slab*, std::uint32_t> ready;
-  for (auto& sh : shards_)
-    for (auto& p : sh.pools)
+  std::unordered_map<const slab*, std::uint32_t> ready;  // free blocks done with, per slab
+  for (std::size_t i = 0; i < detail::block_shards; ++i)
+    for (auto& p : shards_[i].pools)
       for (auto* head : p.heads)
         for (auto* b = head; b != nullptr; b = b->next)
-          if (b->rec.parent->out() == 0 && detail::ready_elsewhere(*b, sh.events))
+          if (b->rec.parent->out() == 0 && detail::ready_elsewhere(*b, shards_[i].events))
             ++ready[b->rec.parent];
-  std::erase_if(ready, [](const auto& kv) { return kv.second != kv.first->count(); });
-  for (auto& sh : shards_)
-    for (auto& p : sh.pools)
+  std::unordered_set<const slab*> idle;  // every block free and done with
+  std::size_t blocks = 0;
+  for (const auto& [s, n] : ready)
+    if (n == s->count()) {
+      idle.insert(s);
+      blocks += n;
+    }
+  free_blocks.reserve(blocks);
+  auto gone = registry_->remove(idle);  // may throw: nothing changed yet
+  for (std::size_t i = 0; i < detail::block_shards; ++i)
+    for (auto& p : shards_[i].pools)
       for (auto*& head : p.heads)
         for (block** link = &head; *link != nullptr;) {
-          if (ready.contains((*link)->rec.parent)) {
-            free_blocks.push_back(*link);
-            sh.free -= static_cast<std::int64_t>((*link)->rec.parent->block_bytes());
+          if (idle.contains((*link)->rec.parent)) {
+            free_blocks.push_back(*link);  // reserved
+            shards_[i].free -= static_cast<std::int64_t>((*link)->rec.parent->block_bytes());
             *link = (*link)->next;
           } else {
             link = &(*link)->next;
           }
         }
-  std::vector<slab*> gone;
-  gone.reserve(ready.size());
-  std::erase_if(slabs_, [&](slab* s) {
-    if (!ready.contains(s))
-      return false;
-    gone.push_back(s);
-    return true;
-  });
-  for (auto* s : gone) {
-    by_address_.erase(s->begin());
-    slab_bytes_ -= s->bytes();
-    s->let_go_done = true;
-  }
   return gone;
 }
 
@@ -381,8 +388,8 @@ std::uint64_t block_allocator::trim() {
   std::vector<block*> free_blocks;
   {
     std::lock_guard grow_lock(grow_mutex_);
-    std::lock_guard lock(mutex_);
-    const auto shards = lock_shards();
+    const auto lock = registry_->lock();
+    const auto shards = lock_shards(shards_.get());
     gone = unlink_idle(free_blocks);
   }
   std::uint64_t bytes = 0;
@@ -397,21 +404,20 @@ std::uint64_t block_allocator::trim() {
 }
 
 void block_allocator::prepare_stop() noexcept {
-  std::lock_guard lock(mutex_);
-  for (auto* s : slabs_)
-    if (s->out() == 0)
-      s->unpin();
+  const auto lock = registry_->lock();
+  registry_->unpin_idle();
 }
 
 block_stats block_allocator::stats() const {
   std::int64_t in_use = 0, requested = 0, free = 0, blocks = 0;
   block_stats out;
   {
-    std::lock_guard lock(mutex_);
-    out.slabs = slabs_.size();
-    out.slab_bytes = slab_bytes_;
+    const auto lock = registry_->lock();
+    out.slabs = registry_->count();
+    out.slab_bytes = registry_->bytes();
   }
-  for (const auto& sh : shards_) {
+  for (std::size_t i = 0; i < detail::block_shards; ++i) {
+    const auto& sh = shards_[i];
     std::lock_guard lock(sh.mutex);
     in_use += sh.in_use;
     requested += sh.requested;
@@ -432,24 +438,19 @@ block_stats block_allocator::stats() const {
   return out;
 }
 
-std::vector<block_allocator::new_slab> block_allocator::take_new_slabs() {
-  std::lock_guard lock(mutex_);
-  return std::exchange(new_slabs_, {});
-}
-
-std::vector<block_allocator::new_slab> block_allocator::seal() noexcept {
-  std::lock_guard lock(mutex_);       // a growth registers its slab under it, or sees closed_
-  const auto shards = lock_shards();  // a hand-out in progress ends before it, or sees closed_
+void block_allocator::seal() noexcept {
+  const auto lock = registry_->lock();  // a growth queues its slab under it, or sees closed_
+  const auto shards = lock_shards(shards_.get());  // a hand-out ends before it, or sees closed_
   closed_ = true;
-  return std::exchange(new_slabs_, {});
 }
 
 void block_allocator::close() noexcept {
   const auto keep = shared_from_this();  // deleting slabs below may drop the last other ref
-  std::lock_guard lock(mutex_);  // nothing else runs now: backend calls under the lock are fine
-  const auto shards = lock_shards();
+  const auto lock = registry_->lock();   // nothing else runs now: backend calls under it are fine
+  const auto shards = lock_shards(shards_.get());
   closed_ = true;
-  for (auto& sh : shards_) {
+  for (std::size_t i = 0; i < detail::block_shards; ++i) {
+    auto& sh = shards_[i];
     for (auto& p : sh.pools)
       for (auto* head : p.heads)
         for (auto* b = head; b != nullptr; b = b->next)
@@ -458,10 +459,8 @@ void block_allocator::close() noexcept {
     sh.pools.clear();
     sh.free = 0;
   }
-  by_address_.clear();
-  slab_bytes_ = 0;
   auto& counts = shards_[0];  // the blocks given up leave the sums: any shard's counters do
-  for (auto* s : std::exchange(slabs_, {})) {
+  for (auto* s : registry_->take_all()) {
     s->let_go_done = true;
     s->unpin();  // post_stop has decided what to leak: the pin did its work
     for (std::uint32_t i = 0; i < s->count(); ++i)

@@ -1,16 +1,14 @@
 #pragma once
 
-#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include <uma/memory/detail/block_shard.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/memory/memory_resource.hpp>
 
@@ -19,6 +17,9 @@ namespace uma {
 namespace detail {
 class slab;
 struct block;
+struct block_shard;
+class block_labels;
+class slab_registry;
 }  // namespace detail
 
 /// The block allocator's settings.
@@ -44,6 +45,16 @@ struct block_stats {
   std::uint64_t slab_bytes = 0;  ///< their bytes (the allocator counts them as live bytes)
 };
 
+/// A block handed out with a label (`block_allocator::allocate_labelled`), as the allocator's
+/// report and snapshot show it while it is out.
+struct labelled_block {
+  std::uint64_t id = 0;     ///< the block's id (the id space of regions)
+  std::uint64_t bytes = 0;  ///< bytes asked for
+  std::string label{};
+  std::int64_t refs = 0;  ///< handles alive now (0: its last drop is on its way back)
+  std::chrono::steady_clock::time_point created{};  ///< when it was handed out
+};
+
 /// What `release_raw` found.
 enum class raw_release : std::uint8_t {
   ok,
@@ -66,7 +77,8 @@ enum class raw_release : std::uint8_t {
 ///
 /// Thread-safety: every member may be called from any thread at once. The free lists are
 /// sharded (memory/detail/block_shard.hpp): a hit takes its thread's shard's lock only; growth,
-/// raw lookups and the slab list take one more. No backend call under a lock but event queries.
+/// raw lookups and the slab list take the slab registry's (memory/detail/slab_registry.hpp)
+/// first. No backend call under a lock but event queries.
 class block_allocator : public std::enable_shared_from_this<block_allocator> {
  public:
   /// Slabs come from `stack` (the top of the incarnation's resource stack); `control` is the
@@ -91,10 +103,16 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   /// count * sizeof(T) overflows, else as `allocate`.
   template <class T>
   [[nodiscard]] ManagedRef<T> allocate_n(std::size_t count, int device, stream_view stream) {
-    if (count > SIZE_MAX / sizeof(T))
-      raise(errc::overflow, "block_allocator: " + std::to_string(count) + " elements of " +
-                                std::to_string(sizeof(T)) + " bytes overflow size_t");
-    return detail::adopt_ref<T>(take_ref(count * sizeof(T), device, stream), 0, count);
+    return detail::adopt_ref<T>(take_ref(bytes_of(count, sizeof(T)), device, stream), 0, count);
+  }
+  /// `count` elements of T in one block, recorded under `label` for the allocator's report and
+  /// snapshot until its last drop (a label is for the report: it costs no region and no
+  /// message). Throws as `allocate_n`, or std::bad_alloc recording the label (nothing out).
+  template <class T>
+  [[nodiscard]] ManagedRef<T> allocate_labelled(std::size_t count, std::string label, int device,
+                                                stream_view stream) {
+    return detail::adopt_ref<T>(
+        take_labelled(bytes_of(count, sizeof(T)), std::move(label), device, stream), 0, count);
   }
   /// A block as a raw pointer (the C ABI); it comes back through `release_raw`. Its slab stays
   /// pinned while raw blocks of it are out. Throws as `allocate`.
@@ -113,21 +131,16 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   void prepare_stop() noexcept;
   /// The counters.
   [[nodiscard]] block_stats stats() const;
+  /// The labelled blocks out now, in no particular order.
+  [[nodiscard]] std::vector<labelled_block> labelled_blocks() const;
   [[nodiscard]] std::size_t max_bytes() const noexcept { return config_.max_bytes; }
 
   // -- the actor's side -------------------------------------------------------------------------
 
-  /// A slab's region that the actor has not put in its table yet, and its block count.
-  struct new_slab {
-    detail::region* region;
-    std::uint32_t blocks;
-  };
-  /// The slabs made since the last call: the actor puts them in its table before it handles its
-  /// next message (a growth queues the slab's id as a release to wake it).
-  [[nodiscard]] std::vector<new_slab> take_new_slabs();
-  /// The start of post_stop: nothing is handed out or carved from now on; returns the slabs
-  /// not taken yet (the actor puts them in its table, to free or leak them with the rest).
-  [[nodiscard]] std::vector<new_slab> seal() noexcept;
+  /// The start of post_stop: nothing is handed out or carved from now on. A growth either queued
+  /// its slab for the actor before (`control_block::enqueue_slab`: post_stop takes it from the
+  /// queue) or gives the memory back itself.
+  void seal() noexcept;
   /// The end of the incarnation (post_stop, after it decided what to free and leak): every slab
   /// is let go (blocks out keep their host records until they come
   /// back), raw blocks out are given up (their memory was leaked with their pinned slab).
@@ -142,23 +155,26 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   /// A block's record with the caller's count taken.
   [[nodiscard]] detail::region* take_ref(std::size_t bytes, int device, stream_view stream);
   [[nodiscard]] std::uint32_t class_of(std::size_t bytes) const noexcept;
-  static constexpr std::size_t shard_count = detail::block_shards;
-  using shard_locks = std::array<std::unique_lock<detail::spin_mutex>, shard_count>;
-
+  /// `count` * `size`; throws `overflow` when that overflows.
+  [[nodiscard]] static std::size_t bytes_of(std::size_t count, std::size_t size) {
+    if (count > SIZE_MAX / size)
+      raise(errc::overflow, "block_allocator: " + std::to_string(count) + " elements of " +
+                                std::to_string(size) + " bytes overflow size_t");
+    return count * size;
+  }
+  /// As `take_ref`, the block recorded under `label` (out of line: the unlabelled path stays
+  /// as small as it was).
+  [[nodiscard]] detail::region* take_labelled(std::size_t bytes, std::string label, int device,
+                                              stream_view stream);
   /// The calling thread's shard.
   [[nodiscard]] detail::block_shard& own_shard() noexcept;
-  [[nodiscard]] std::uint32_t index_of(const detail::block_shard& sh) const noexcept {
-    return static_cast<std::uint32_t>(&sh - shards_.data());
-  }
-  /// Every shard locked, in index order (after `mutex_`, if that is taken too).
-  [[nodiscard]] shard_locks lock_shards() const;
+  [[nodiscard]] std::uint32_t index_of(const detail::block_shard& sh) const noexcept;
   [[nodiscard]] detail::block* take(std::size_t bytes, int device, void* stream, bool raw);
   /// A free block from a shard other than `own` (each locked in turn), handed out; or null.
   [[nodiscard]] detail::block* steal(const detail::block_shard& own, std::uint32_t cls,
                                      std::size_t bytes, int device, void* stream, bool raw);
   [[nodiscard]] detail::block* grow(detail::block_shard& own, std::uint32_t cls, std::size_t bytes,
                                     int device, void* stream, bool raw);
-  [[nodiscard]] detail::slab* carve(std::uint32_t cls);
   /// Hands free block `b` out of shard `sh` (its lock held); it comes back to shard `home`.
   void hand_out(detail::block_shard& sh, detail::block& b, std::size_t bytes, int device,
                 void* stream, bool raw, std::uint32_t home);
@@ -168,7 +184,6 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   /// held); when its slab was let go, the block is not listed and the caller finishes it (and
   /// deletes the slab when it was the slab's last block out).
   pushed push(detail::block_shard& sh, detail::block& b) noexcept;
-  void record_free(detail::block& b) noexcept;
   [[nodiscard]] std::vector<detail::slab*> unlink_idle(std::vector<detail::block*>& free_blocks);
   void finish(std::vector<detail::block*>& free_blocks) noexcept;
 
@@ -178,14 +193,13 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   const std::size_t page_;
   const std::uint32_t classes_;
   std::mutex grow_mutex_;  // one slab carved at a time
-  /// Guards the slab list, the address map and the new slabs; taken before any shard's lock.
-  mutable detail::spin_mutex mutex_;
-  mutable std::array<detail::block_shard, shard_count> shards_;
-  std::vector<detail::slab*> slabs_;
-  std::map<std::uintptr_t, detail::slab*> by_address_;  // slab begin -> slab (raw lookups)
-  std::vector<new_slab> new_slabs_;
-  std::uint64_t slab_bytes_ = 0;
-  /// Set under `mutex_` and every shard's lock (seal, close); read under either.
+  /// The slabs; its lock is taken before any shard's.
+  const std::unique_ptr<detail::slab_registry> registry_;
+  /// The free lists (`detail::block_shards` of them), held by pointer so that this header needs
+  /// no shard's definition: a hit pays one load for it.
+  const std::unique_ptr<detail::block_shard[]> shards_;
+  const std::unique_ptr<detail::block_labels> labels_;  // its own lock; labelled blocks only
+  /// Set under the registry's lock and every shard's (seal, close); read under either.
   std::atomic<bool> closed_{false};
 };
 

@@ -12,6 +12,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/memory/block_allocator.hpp>
+#include <uma/memory/resource_stack.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 
 #include "support/actor_fixture.hpp"
@@ -266,12 +267,65 @@ TEST_F(block_allocator_test, TheFacadeServesSmallRequestsWithRefSemantics) {
   auto again = uma_->allocate<float>(1000);
   EXPECT_EQ(again.data(), first);  // back on its free list on the last drop, reused
   EXPECT_EQ(uma_->cache_stats().hits, 1u);
-  auto labelled = uma_->allocate<float>(1000, {.label = "named"});  // the message path
-  EXPECT_EQ(uma_->cache_stats().hits + uma_->cache_stats().misses, 2u);
-  EXPECT_EQ(uma_->stats().live_regions, 2u);  // the slab and the labelled region
+  auto labelled = uma_->allocate<float>(1000, {.label = "named"});  // a block too
+  EXPECT_EQ(uma_->cache_stats().hits + uma_->cache_stats().misses, 3u);
+  auto host = uma_->allocate<float>(1000, {.attach = attach_flag::host});  // the message path
+  EXPECT_EQ(uma_->stats().live_regions, 2u);  // the slab and the host-attached region
   uma_->stop();
   EXPECT_FALSE(again.valid());
   EXPECT_FALSE(labelled.valid());
+}
+
+TEST_F(block_allocator_test, ALabelledAllocationIsABlockInTheReportUntilItsLastDrop) {
+  // A label is for the report: it costs no region, no message and no backend allocation.
+  uma_->set_cache_max_bytes(std::size_t{16} << 20);
+  auto weights = uma_->allocate<float>(16384, {.label = "weights"});  // 64 KiB
+  auto bias = uma_->allocate<float>(1000, {.label = "bias"});         // 4000 bytes
+  auto plain = uma_->allocate<float>(1000);
+  EXPECT_EQ(faults_->calls(backend_op::allocate), 2u);  // two slabs (two classes), no regions
+  const auto blocks = uma_->cache_stats();
+  EXPECT_EQ(blocks.blocks_in_use, 3u);
+  EXPECT_EQ(blocks.requested_bytes, 65536u + 4000u + 4000u);
+  auto stats = uma_->stats();
+  EXPECT_EQ(stats.live_regions, 2u);  // the slabs
+  EXPECT_EQ(stats.live_bytes, blocks.slab_bytes);
+  const auto rows = uma_->regions();
+  ASSERT_EQ(rows.size(), 4u);  // two slabs, two labelled blocks; the unlabelled one is not a row
+  std::vector<std::pair<std::string, std::uint64_t>> labelled;
+  for (const auto& r : rows)
+    if (r.label.rfind("slab: ", 0) != 0)
+      labelled.emplace_back(r.label, r.bytes);
+  EXPECT_EQ(labelled, (std::vector<std::pair<std::string, std::uint64_t>>{{"weights", 65536},
+                                                                          {"bias", 4000}}));
+  const auto snap = uma_->snapshot();
+  std::size_t block_rows = 0;
+  for (const auto& r : snap.regions)
+    if (r.policy == region_policy::block) {
+      ++block_rows;
+      EXPECT_EQ(r.info.refs, 1);
+      EXPECT_TRUE(r.info.label == "weights" || r.info.label == "bias");
+    }
+  EXPECT_EQ(block_rows, 2u);
+  weights.reset();
+  bias.reset();
+  EXPECT_EQ(uma_->regions().size(), 2u);  // the labels went with the blocks; the slabs stay
+  EXPECT_EQ(uma_->cache_stats().blocks_in_use, 1u);
+  stats = uma_->stats();
+  EXPECT_EQ(stats.live_regions, 2u);
+  EXPECT_EQ(stats.releases, 0u);
+  auto again = uma_->allocate<float>(16384);  // the weights' block, now without a label
+  EXPECT_EQ(uma_->cache_stats().hits, 2u);    // this one and `plain`
+  EXPECT_EQ(uma_->regions().size(), 2u);
+}
+
+TEST_F(block_allocator_test, ALabelledRequestTheBlockAllocatorDoesNotServeIsARegion) {
+  uma_->set_cache_max_bytes(std::size_t{16} << 20);
+  auto big = uma_->allocate<std::byte>((std::size_t{16} << 20) + 1, {.label = "big"});
+  const auto rows = uma_->regions();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].label, "big");
+  EXPECT_EQ(uma_->snapshot().regions[0].policy, region_policy::direct);
+  EXPECT_EQ(uma_->cache_stats().blocks_in_use, 0u);
 }
 
 TEST_F(block_allocator_test, ManyThreadsDroppingEachOthersBlocksLoseNone) {
@@ -327,6 +381,35 @@ TEST_F(block_allocator_test, AfterARestartTheFacadeServesBlocksOfTheNewGeneratio
   old_ref.reset();  // an inert block goes back to its closed allocator
   EXPECT_EQ(c.cache_stats().blocks_in_use, 1u);
   EXPECT_EQ(c.cache_stats().requested_bytes, 4000u);
+}
+
+TEST(block_allocator_queue, ASlabReachesTheActorInTheSameBatchAsItsReleaseOrAnEarlierOne) {
+  // The actor takes new slabs and released ids in one snapshot (control_block::take_releases)
+  // and adopts the slabs first. When they were two takes, a slab carved between them had its
+  // wake-up taken without the slab, and stayed out of the table until the next release.
+  auto backend = std::make_shared<host_backend>();
+  auto control = std::make_shared<detail::control_block>(1, backend);
+  auto stack = make_resource_stack(backend, {});
+  auto blocks = std::make_shared<block_allocator>(
+      std::shared_ptr<memory_resource>(stack, &stack->top()), control, block_allocator_config{});
+  EXPECT_FALSE(control->has_releases());
+  auto ref = blocks->allocate(65536, 0, stream_a);
+  EXPECT_TRUE(control->has_releases());  // the growth queued its slab
+  ref.reset();
+  ASSERT_GT(blocks->trim(), 0u);  // the slab goes back: its release is queued after it
+  auto batch = control->take_releases();
+  ASSERT_EQ(batch.slabs.size(), 1u);
+  auto* home = batch.slabs[0].home;
+  EXPECT_EQ(batch.slabs[0].blocks, 64u);  // 4 MiB of 64 KiB blocks
+  ASSERT_EQ(batch.ids.size(), 1u);
+  EXPECT_EQ(batch.ids[0], home->id);  // no wake-up id: only the release
+  EXPECT_FALSE(control->has_releases());
+  // What the actor does with a released slab: its memory back through the stack, the record
+  // let go.
+  stack->top().deallocate(
+      {home->base, home->data, home->bytes, home->backend_bytes, home->slab, home->slab_offset});
+  detail::drop_table_ref(home);
+  EXPECT_EQ(backend->counters().live_bytes, 0u);
 }
 
 }  // namespace

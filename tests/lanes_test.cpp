@@ -193,6 +193,8 @@ TEST_F(off_loop, AFlushAfterACompletedDiscardCountsTheCallersLastDrop) {
   // held right after the reply: the caller's drop must already be the last one then.
   auto c = make_client({.backend = faults_});
   auto held = std::make_shared<std::atomic<bool>>(false);
+  auto entered = std::make_shared<std::promise<void>>();
+  const auto lane_held = entered->get_future();
   std::promise<void> go;
   const auto gate = go.get_future().share();
   struct release_lane {  // on every way out: no more holds, and a held lane goes on
@@ -207,14 +209,18 @@ TEST_F(off_loop, AFlushAfterACompletedDiscardCountsTheCallersLastDrop) {
     }
     ~release_lane() { now(); }
   } lane{*faults_, go};
-  faults_->after_host_func([held, gate] {
-    if (!held->exchange(true))
-      gate.wait();
+  faults_->after_host_func([held, entered, gate] {
+    if (held->exchange(true))
+      return;
+    entered->set_value();
+    gate.wait();
   });
   auto ref = client::erase(c->allocate<std::byte>(256 * 1024, {.label = "discarded"}));
   c->discard({ref}, {}, completion::complete);
-  ASSERT_TRUE(held->load());  // the reply came from the held lane job
-  ref = byte_ref{};           // the caller's drop, after the completed discard
+  // The reply was sent from inside the lane job's host callback; the hook runs when that
+  // returns, which may be after the reply reached us: wait until the lane is held there.
+  ASSERT_EQ(lane_held.wait_for(10s), std::future_status::ready);
+  ref = byte_ref{};  // the caller's drop, after the completed discard
   EXPECT_TRUE(c->regions().empty()) << "the lane's job still holds the discarded region";
   lane.now();
   const auto s = c->flush();

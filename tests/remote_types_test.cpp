@@ -226,7 +226,7 @@ TEST_F(remote_types, ASnapshotWithAValueOutOfRangeIsRefusedNamingIt) {
   };
   auto s = sample_snapshot();
   s.regions[1].policy = static_cast<region_policy>(7);
-  EXPECT_EQ(refused(s), "snapshot: region 2 has policy 7, out of range (0 to 2)");
+  EXPECT_EQ(refused(s), "snapshot: region 2 has policy 7, out of range (0 to 3)");
   s = sample_snapshot();
   s.regions[0].info.attach = static_cast<attach_flag>(0);
   EXPECT_EQ(refused(s), "snapshot: region 1 has attach flag 0, out of range (1: global, 2: host)");

@@ -47,7 +47,7 @@ TEST(SchedulerTuning, TheAllocatorServesOnATunedSystem) {
   tune_scheduler(cfg);
   caf::actor_system sys{cfg};
   client c(sys);
-  auto ref = c.allocate<std::byte>(4096, {.label = "tuned"});  // labelled: a message
+  auto ref = c.allocate<std::byte>(4096, {.attach = attach_flag::host});  // a message
   EXPECT_EQ(c.stats().live_regions, 1u);
   ref = {};
   EXPECT_EQ(c.flush().live_regions, 0u);  // a flush counts every release made before it

@@ -7,7 +7,6 @@
 #include <uma/actors/detail/request_checks.hpp>
 #include <uma/memory/advice_ops.hpp>
 #include <uma/memory/detail/round_up.hpp>
-#include <uma/memory/detail/slab.hpp>
 #include <uma/memory/location_rules.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/detail/format.hpp>
@@ -56,7 +55,8 @@ allocation_core::allocation_core(const allocator_config& config, std::shared_ptr
       stack_(make_resource_stack(backend_, {config.policy, config.quota_bytes, config.slab_bytes,
                                             config.max_pooled_block})),
       blocks_(std::make_shared<block_allocator>(resources(), control_,
-                                                block_allocator_config{config.max_pooled_block})) {
+                                                block_allocator_config{config.max_pooled_block})),
+      block_advice_(backend_, lanes) {
   stats_.backend = std::string(to_string(backend_->kind()));
   stats_.generation = config.generation;
   history_ = history_for(config);
@@ -134,18 +134,13 @@ coalesced_ranges allocation_core::coalesced(std::span<const byte_ref> refs,
 
 advice_state& allocation_core::track_advice(const byte_ref& ref) {
   auto* rec = detail::record_of(ref);
-  if (rec->is_block()) {
-    block_advice_.try_emplace(rec->id, advised_block{rec, {}});
-    rec->needs_reset.store(true, std::memory_order_release);
-  }
-  return *advice_of(rec->id);
+  return rec->is_block() ? block_advice_.track(rec) : *advice_of(rec->id);
 }
 
 advice_state* allocation_core::advice_of(std::uint64_t id) {
   if (auto* e = table_.find(id))
     return &e->advice;
-  auto it = block_advice_.find(id);
-  return it == block_advice_.end() ? nullptr : &it->second.state;
+  return block_advice_.find(id);
 }
 
 allocation_core::advice_work allocation_core::advice_work_for(const advise_request& r) {
@@ -190,24 +185,27 @@ bool allocation_core::can_access(const location& loc, const byte_ref& ref) {
 
 // -- releases, quota, stats -----------------------------------------------------------------------
 
-void allocation_core::adopt_slabs(const std::vector<block_allocator::new_slab>& slabs) {
+void allocation_core::adopt_slabs(const std::vector<slab_adoption>& slabs) {
   for (const auto& s : slabs) {
-    table_.insert(s.region, attach_flag::global);
-    table_.find(s.region->id)->slab_blocks = s.blocks;
+    table_.insert(s.home, attach_flag::global);
+    table_.find(s.home->id)->slab_blocks = s.blocks;
     ++stats_.live_leases;
-    stats_.leased_bytes += s.region->backend_bytes;
+    stats_.leased_bytes += s.home->backend_bytes;
     if (history_->enabled())
-      history_->record(event_kind::allocate, config_.generation, s.region->id, s.region->bytes,
-                       stack_->tracking().label_of(s.region->data));
+      history_->record(event_kind::allocate, config_.generation, s.home->id, s.home->bytes,
+                       stack_->tracking().label_of(s.home->data));
   }
 }
 
 void allocation_core::drain_releases() {
-  adopt_slabs(blocks_->take_new_slabs());
-  for (const auto id : control_->take_releases()) {
+  // One snapshot of the queue, slabs first: a slab is queued when it is carved, before any
+  // release of it (its trim) can be, so every id below that names a slab finds it in the table.
+  const auto batch = control_->take_releases();
+  adopt_slabs(batch.slabs);
+  for (const auto id : batch.ids) {
     auto* entry = table_.find(id);
     if (entry == nullptr) {
-      release_block(id);
+      (void)block_advice_.release(id);  // an advised block's last drop
       continue;
     }
     auto* r = entry->region;
@@ -245,27 +243,6 @@ void allocation_core::drain_releases() {
     stack_->top().deallocate(memory);  // no backend call: reusable at once
     drop_table_ref(r);
   }
-}
-
-void allocation_core::release_block(std::uint64_t id) {
-  auto it = block_advice_.find(id);
-  if (it == block_advice_.end())
-    return;
-  // Not a structured binding: clang 14 (the fuzz build) cannot capture one.
-  region* block = it->second.block;
-  advice_state state = std::move(it->second.state);
-  block_advice_.erase(it);
-  if (state.is_default()) {
-    block->needs_reset.store(false, std::memory_order_relaxed);
-    return_block(block);
-    return;
-  }
-  lanes_.post(worker_lanes::general,
-              [b = backend_, block, state, devices = backend_->device_count()] {
-                reset_advice(*b, {block->data, block->backend_bytes}, state, devices);
-                block->needs_reset.store(false, std::memory_order_relaxed);
-                return_block(block);
-              });
 }
 
 std::uint64_t allocation_core::set_quota(std::uint64_t bytes) {
@@ -319,7 +296,17 @@ allocator_stats allocation_core::stats() const {
 }
 
 std::vector<region_info> allocation_core::report() const {
-  return table_.report(config_.generation, stack_->tracking());
+  auto out = table_.report(config_.generation, stack_->tracking());
+  // Labelled blocks are rows of their own (a label is for the report), not regions: their
+  // bytes lie in a slab's row, and their pins count there.
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& b : blocks_->labelled_blocks())
+    if (b.refs > 0)  // else its last drop is on its way back (an advice reset, say)
+      out.push_back(region_info{
+          b.id, config_.generation, b.bytes, std::move(b.label), attach_flag::global, b.refs, 0,
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - b.created).count()});
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return out;
 }
 
 // -- history and snapshots -----------------------------------------------------------------------
@@ -358,6 +345,10 @@ allocator_snapshot allocation_core::snapshot() const {
                                          : region_policy::direct;
       row.advice = describe(e->advice);
       row.last_prefetch = e->last_prefetch;
+    } else {  // a labelled block
+      row.policy = region_policy::block;
+      if (const auto* a = block_advice_.find(row.info.id))
+        row.advice = describe(*a);
     }
     out.regions.push_back(std::move(row));
   }
@@ -389,19 +380,16 @@ void allocation_core::leak(std::uint64_t id, const region_table::entry& e, stop_
 }
 
 std::uint64_t allocation_core::stop(stop_report& report) noexcept {
-  // No slab is carved from now on, and those made since the last drain join the table (freed or
-  // leaked below). Advised blocks whose release was queued but not handled: back to the block
-  // allocator (their memory is freed with their slab below).
-  const auto last_slabs = blocks_->seal();
+  // No slab is carved from now on; those queued join the table (freed or leaked below). Advised
+  // blocks whose release was queued: back to the block allocator (freed with their slab below).
+  blocks_->seal();
   try {
-    adopt_slabs(last_slabs);
-    for (const auto id : control_->take_releases())
-      if (auto it = block_advice_.find(id); it != block_advice_.end())
-        return_block(it->second.block);
+    const auto batch = control_->take_releases();
+    adopt_slabs(batch.slabs);
+    block_advice_.give_back(batch.ids);
   } catch (...) {
     // out of host memory: those blocks' host state stays (their memory is still freed below)
   }
-  block_advice_.clear();
   std::uint64_t leaked_backend_bytes = 0, with_slabs_bytes = 0, with_slabs_count = 0;
   std::vector<std::uint32_t> pinned_slabs;
   std::vector<const void*> leaked_data;

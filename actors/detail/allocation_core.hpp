@@ -7,11 +7,11 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
 #include <caf/error.hpp>
 
 #include <uma/actors/allocator_config.hpp>
+#include <uma/actors/detail/block_advice.hpp>
 #include <uma/memory/advice_state.hpp>
 #include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/allocator_stats.hpp>
@@ -90,10 +90,6 @@ class allocation_core {
   /// through the stack on that lane (cudaFree synchronizes the device), advised blocks reset and
   /// given back to the block allocator.
   void drain_releases();
-  /// Adds the slabs the block allocator made since the last call to the table (drain_releases
-  /// does this too, but only runs while releases are queued): a plan by address range must
-  /// find a block of a slab made a moment ago.
-  void adopt_new_slabs() { adopt_slabs(blocks_->take_new_slabs()); }
   /// Sets the quota (0: only reads it); throws invalid_argument below the bytes held. Returns
   /// the quota in force.
   std::uint64_t set_quota(std::uint64_t bytes);
@@ -138,16 +134,9 @@ class allocation_core {
   std::uint64_t stop(stop_report& report) noexcept;
 
  private:
-  void adopt_slabs(const std::vector<block_allocator::new_slab>& slabs);
-  void release_block(std::uint64_t id);
+  void adopt_slabs(const std::vector<slab_adoption>& slabs);
   void leak(std::uint64_t id, const region_table::entry& e, stop_report& report,
             std::vector<std::uint32_t>& pinned_slabs);
-
-  /// A block whose advice the allocator changed (reset when it comes back).
-  struct advised_block {
-    region* block;
-    advice_state state;
-  };
 
   const allocator_config& config_;
   std::shared_ptr<backend> backend_;
@@ -157,7 +146,7 @@ class allocation_core {
   region_table table_;
   allocator_stats stats_;  // the core's own counters; stats() adds the stack's
   block_allocator_ref blocks_;
-  std::unordered_map<std::uint64_t, advised_block> block_advice_;
+  block_advice block_advice_;  // the advice on blocks, and their way back through the actor
   std::shared_ptr<event_history> history_;
   std::function<void(std::uint64_t)> on_free_;
 };

@@ -19,12 +19,13 @@ class release_ticker {
  public:
   release_ticker(control_block& control, allocation_core& core) : control_(control), core_(core) {}
 
-  /// Adds the slabs the block allocator made since (a plan by address range, a report, must
-  /// find a block of a slab made a moment ago, also while no release is queued) and frees what
-  /// the refs' last drops queued, if anything; true when a tick must be scheduled (the ticking
-  /// starts now, so further releases stop waking the actor).
+  /// Adds the slabs the block allocator made since and frees what the refs' last drops queued,
+  /// if anything; true when a tick must be scheduled (the ticking starts now, so further
+  /// releases stop waking the actor). A new slab is on the release queue too
+  /// (`control_block::enqueue_slab`), so `has_releases` holds until the slab is adopted: a plan
+  /// by address range or a report finds a block of a slab made a moment ago, also while no
+  /// release is queued.
   [[nodiscard]] bool drain() {
-    core_.adopt_new_slabs();
     if (!control_.has_releases())
       return false;
     core_.drain_releases();

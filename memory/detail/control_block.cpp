@@ -28,10 +28,7 @@ bool control_block::enqueue_release(std::uint64_t region_id) noexcept {
       return false;  // post_stop frees everything it still owns
     releases_.push_back(region_id);
     has_releases_.store(true, std::memory_order_release);
-    if (!wake_pending_ && !tick_armed_ && waker_) {
-      wake_pending_ = true;
-      wake = waker_;
-    }
+    wake = due_wake();
   } catch (...) {
     // Out of memory while queueing: the region stays in the table and is freed at stop.
     return false;
@@ -41,11 +38,37 @@ bool control_block::enqueue_release(std::uint64_t region_id) noexcept {
   return true;
 }
 
-std::vector<std::uint64_t> control_block::take_releases() {
+void control_block::enqueue_slab(region* home, std::uint32_t blocks) {
+  std::lock_guard lock(mutex_);
+  slabs_.push_back({home, blocks});
+  has_releases_.store(true, std::memory_order_release);
+}
+
+void control_block::wake() noexcept {
+  std::function<void()> wake;
+  try {
+    std::lock_guard lock(mutex_);
+    if (alive() && has_releases_.load(std::memory_order_relaxed))
+      wake = due_wake();
+  } catch (...) {
+    return;  // out of memory copying the waker: the actor drains at its next message
+  }
+  if (wake)
+    wake();
+}
+
+std::function<void()> control_block::due_wake() {
+  if (wake_pending_ || tick_armed_ || !waker_)
+    return {};
+  wake_pending_ = true;
+  return waker_;
+}
+
+release_batch control_block::take_releases() {
   std::lock_guard lock(mutex_);
   wake_pending_ = false;
   has_releases_.store(false, std::memory_order_release);
-  return std::exchange(releases_, {});
+  return {std::exchange(slabs_, {}), std::exchange(releases_, {})};
 }
 
 bool control_block::arm_tick() {
@@ -55,7 +78,7 @@ bool control_block::arm_tick() {
 
 bool control_block::disarm_tick() {
   std::lock_guard lock(mutex_);
-  if (!releases_.empty())
+  if (!releases_.empty() || !slabs_.empty())
     return false;
   tick_armed_ = false;
   return true;
@@ -81,6 +104,7 @@ void control_block::finish_stop(stop_report report) {
     std::lock_guard lock(mutex_);
     report_ = std::move(report);
     releases_.clear();
+    slabs_.clear();
     has_releases_.store(false, std::memory_order_release);
     old_waker = std::move(waker_);
     waker_ = nullptr;

@@ -18,6 +18,21 @@ namespace uma {
 namespace detail {
 
 class slab;
+struct region;
+
+/// A slab the block allocator carved, for the actor's region table.
+struct slab_adoption {
+  region* home;          ///< the slab's region (the table takes its initial count)
+  std::uint32_t blocks;  ///< how many blocks it was carved into
+};
+
+/// What the actor takes from the queue in one go: the slabs carved and the regions released
+/// since its last take. One snapshot under one lock: a slab is queued when it is carved, before
+/// any release of it can be, so it is always in the batch of its release or an earlier one.
+struct release_batch {
+  std::vector<slab_adoption> slabs;
+  std::vector<std::uint64_t> ids;
+};
 
 /// Shared by one allocator incarnation and every region (and so every ref) it handed out. It
 /// outlives the actor: refs consult it to learn that the actor stopped.
@@ -47,8 +62,15 @@ class control_block {
   /// wakes it once per batch of releases. False when nothing was queued (the allocator is
   /// stopping: post_stop frees what it owns; or host memory ran out).
   bool enqueue_release(std::uint64_t region_id) noexcept;
-  /// Takes every queued release (actor thread).
-  [[nodiscard]] std::vector<std::uint64_t> take_releases();
+  /// Queues a slab the block allocator just carved: the actor puts it in its table before it
+  /// handles its next message. Queued in every state (post_stop takes what a growth queued
+  /// before the block allocator was sealed). Throws std::bad_alloc, queueing nothing. Wakes
+  /// nobody: the caller calls `wake` once its own locks are released.
+  void enqueue_slab(region* home, std::uint32_t blocks);
+  /// Wakes the actor when something is queued and neither a wake-up nor a tick is due.
+  void wake() noexcept;
+  /// Takes every queued slab and release (actor thread).
+  [[nodiscard]] release_batch take_releases();
   /// How to wake the actor (a message to it); cleared at stop so nothing keeps the actor alive.
   void set_waker(std::function<void()> waker);
   /// True while releases wait: the actor's lock-free check before it handles a message.
@@ -85,11 +107,15 @@ class control_block {
   mutable std::mutex mutex_;
   std::condition_variable pins_released_;
   std::vector<std::uint64_t> releases_;
+  std::vector<slab_adoption> slabs_;
   std::atomic<bool> has_releases_{false};
   bool wake_pending_ = false;
   bool tick_armed_ = false;
   std::function<void()> waker_;
   std::optional<stop_report> report_;
+
+  /// The waker to call once `mutex_` is released, if a wake-up is due (`mutex_` held).
+  [[nodiscard]] std::function<void()> due_wake();
 };
 
 /// One managed allocation. `refs` counts the user handles (ManagedRef copies, pins); `owners`

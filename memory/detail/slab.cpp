@@ -1,5 +1,7 @@
 #include <uma/memory/detail/slab.hpp>
 
+#include <string>
+
 #include <uma/memory/block_allocator.hpp>
 
 namespace uma::detail {
@@ -21,6 +23,30 @@ slab::~slab() {
   pin_.reset();
   if (home_ != nullptr)
     drop_ref(home_);
+}
+
+slab* slab::carve(std::shared_ptr<block_allocator> owner, memory_resource& stack,
+                  const std::shared_ptr<control_block>& control, std::size_t block_bytes,
+                  std::size_t count, std::uint32_t size_class) {
+  const std::size_t page = stack.properties().page;
+  const std::string label =
+      "slab: " + std::to_string(count) + " x " + std::to_string(block_bytes) + " bytes";
+  allocation_request req{block_bytes * count, page, attach_flag::global, label};
+  req.poolable = false;  // a slab is never carved from a pool slab
+  const auto memory = stack.allocate(req);
+  const auto first = control->reserve_ids(count + 1);
+  region* home = nullptr;
+  try {
+    home = new region(control, first, memory.base, memory.data, memory.bytes, memory.charged,
+                      memory.slab, memory.offset);
+    adopt_first_ref(home);  // the slab's count; the table takes the initial one
+    return new slab(std::move(owner), home, first + 1, block_bytes,
+                    static_cast<std::uint32_t>(count), size_class);
+  } catch (...) {
+    delete home;  // nobody else knows it yet
+    stack.deallocate(memory);
+    throw;
+  }
 }
 
 void slab::abandon(slab* s, memory_resource& stack) noexcept {

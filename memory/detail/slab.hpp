@@ -35,6 +35,7 @@ struct block {
   bool event_recorded = false;  ///< `event` covers the block's last use on `stream`
   bool clean = true;            ///< never handed out: no stream has work on it
   bool stream_bound = false;    ///< no event could be made: reused on its own stream only
+  bool labelled = false;        ///< handed out with a label (the allocator forgets it on return)
   /// Handed out as a pointer (`block_allocator::allocate_raw`); read by raw lookups under the
   /// allocator's slab lock while a shard's lock hands the block out.
   std::atomic<bool> raw{false};
@@ -88,6 +89,13 @@ class slab {
   void unpin() noexcept { pin_.reset(); }
   /// Drops the slab's count of its region: the actor frees the memory (or post_stop did).
   ~slab();
+  /// Carves a new slab of `count` blocks of `block_bytes` (class `size_class`) from `stack`
+  /// (memory labelled "slab: N x S bytes", ids of `control`). Throws what the stack throws
+  /// (quota_exceeded, out_of_memory, ...), holding nothing.
+  [[nodiscard]] static slab* carve(std::shared_ptr<block_allocator> owner, memory_resource& stack,
+                                   const std::shared_ptr<control_block>& control,
+                                   std::size_t block_bytes, std::size_t count,
+                                   std::uint32_t size_class);
   /// Undoes a slab the allocator could not take (its incarnation stopped meanwhile): the memory
   /// goes back to `stack` and the region record, which no table holds, is deleted.
   static void abandon(slab* s, memory_resource& stack) noexcept;

@@ -1,0 +1,27 @@
+#include <uma/memory/detail/block_labels.hpp>
+
+#include <uma/memory/detail/control_block.hpp>
+
+namespace uma::detail {
+
+void block_labels::add(const region* rec, std::size_t bytes, std::string label) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mutex_);
+  entries_.insert_or_assign(rec->id, entry{rec, bytes, std::move(label), now});
+}
+
+void block_labels::remove(std::uint64_t id) noexcept {
+  std::lock_guard lock(mutex_);
+  entries_.erase(id);
+}
+
+std::vector<labelled_block> block_labels::list() const {
+  std::lock_guard lock(mutex_);
+  std::vector<labelled_block> out;
+  out.reserve(entries_.size());
+  for (const auto& [id, e] : entries_)
+    out.push_back({id, e.bytes, e.label, e.rec->refs.load(std::memory_order_relaxed), e.created});
+  return out;
+}
+
+}  // namespace uma::detail

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <uma/memory/block_allocator.hpp>
+
+namespace uma::detail {
+
+struct region;
+
+/// The labels of the block allocator's labelled blocks that are out: a label is for the report,
+/// so it lives here, beside the block, and costs no region and no message. Entries are added
+/// after a block was handed out and removed before it is counted back, so an entry's record is
+/// alive (its slab cannot go while the block is out). Thread-safe (one mutex); never touched by
+/// unlabelled blocks.
+class block_labels {
+ public:
+  /// Records `label` for the block whose record is `rec` (out, `bytes` asked for). Throws
+  /// std::bad_alloc, recording nothing.
+  void add(const region* rec, std::size_t bytes, std::string label);
+  /// Forgets the block `id` (no-op when it has no label).
+  void remove(std::uint64_t id) noexcept;
+  /// Every labelled block out, in no particular order.
+  [[nodiscard]] std::vector<labelled_block> list() const;
+
+ private:
+  struct entry {
+    const region* rec;
+    std::size_t bytes;
+    std::string label;
+    std::chrono::steady_clock::time_point created;
+  };
+  mutable std::mutex mutex_;
+  std::unordered_map<std::uint64_t, entry> entries_;
+};
+
+}  // namespace uma::detail
