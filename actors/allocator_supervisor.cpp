@@ -1,7 +1,6 @@
 #include <uma/actors/allocator_supervisor.hpp>
 
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -131,31 +130,29 @@ class allocator_supervisor final : public supervisor_impl::base {
   /// So does a device budget; one the backend would refuse changes nothing.
   template <class R>
   caf::result<R> serve(budget_atom, int device, std::uint64_t bytes) {
-    if (auto err = change_settings([&](auto& s) { s.set_budget(device, bytes, devices_); }))
-      return err;
-    return forward<R>(budget_atom_v, device, bytes);
+    return change_then_forward<R>([&] { settings_.set_budget(device, bytes, devices_); },
+                                  budget_atom_v, device, bytes);
   }
 
   /// So does a tenant budget (0 removes it).
   template <class R>
   caf::result<R> serve(tenant_budget_atom, std::string tenant, int device, std::uint64_t bytes) {
-    if (auto err =
-            change_settings([&](auto& s) { s.set_tenant_budget(tenant, device, bytes, devices_); }))
-      return err;
-    return forward<R>(tenant_budget_atom_v, std::move(tenant), device, bytes);
+    return change_then_forward<R>(
+        [&] { settings_.set_tenant_budget(tenant, device, bytes, devices_); }, tenant_budget_atom_v,
+        tenant, device, bytes);
   }
 
-  /// Runs `change` on the supervisor's settings; its error when it refuses (nothing changed).
-  template <class F>
-  caf::error change_settings(F change) {
-    if (state_ == supervisor_state::stopped)
-      return stopped_error();
+  /// Applies `change` to the supervisor's settings, then forwards `xs`; a change refused (it
+  /// throws before changing anything) is answered with its error and never forwarded.
+  template <class R, class F, class... Ts>
+  caf::result<R> change_then_forward(F change, Ts... xs) {
     try {
-      change(settings_);
+      if (state_ != supervisor_state::stopped)  // stopped: forward says so
+        change();
     } catch (const error& e) {
       return make_caf_error(e);
     }
-    return {};
+    return forward<R>(std::move(xs)...);
   }
 
   template <class R, class... Ts>
@@ -392,19 +389,10 @@ class allocator_supervisor final : public supervisor_impl::base {
   }
 
   void restart_after_failure(const caf::error& reason) {
-    const auto now = clock().now();
-    while (!restart_times_.empty() && now - restart_times_.front() > config_.within)
-      restart_times_.pop_front();
-    if (restart_times_.size() >= config_.max_restarts) {
-      escalate(reason, "restart intensity exceeded: " + std::to_string(restart_times_.size()) +
-                           " restarts within " + std::to_string(config_.within.count()) + " ms");
-      return;
-    }
-    restart_times_.push_back(now);
-    auto delay = config_.backoff_initial;
-    for (std::size_t k = 1; k < restart_times_.size() && delay < config_.backoff_max; ++k)
-      delay *= 2;
-    schedule_restart(std::min(delay, config_.backoff_max), reason);
+    if (const auto delay = window_.admit(clock().now()))
+      schedule_restart(*delay, reason);
+    else
+      escalate(reason, window_.exceeded());
   }
 
   void schedule_restart(std::chrono::milliseconds delay, const caf::error& reason) {
@@ -474,7 +462,7 @@ class allocator_supervisor final : public supervisor_impl::base {
   supervisor_state state_ = supervisor_state::restarting;  // until generation 1 runs
   std::string last_reason_;
   std::vector<std::uint64_t> backoffs_ms_;
-  std::deque<caf::actor_clock::time_point> restart_times_;
+  restart_window window_{config_};
   std::vector<stashed> stash_;
   /// Requests forwarded to the incarnation, by id: failed with allocator_stopped at exit.
   std::map<std::uint64_t, std::function<void(caf::error)>> in_flight_;
