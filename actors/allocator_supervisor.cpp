@@ -1,7 +1,6 @@
 #include <uma/actors/allocator_supervisor.hpp>
 
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -12,6 +11,8 @@
 #include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <uma/actors/allocator_settings.hpp>
+#include <uma/actors/detail/residency_core.hpp>
 #include <uma/actors/managed_allocator.hpp>
 #include <uma/messages/error_category.hpp>
 
@@ -105,67 +106,73 @@ class allocator_supervisor final : public supervisor_impl::base {
           send(child_, std::move(xs)...);
       };
     } else {
-      return [this](In&... xs) -> caf::result<Out> {
-        auto hook = reply_hook(std::type_identity<Out>{}, xs...);
-        return forward<Out>(std::move(hook), std::move(xs)...);
-      };
+      return [this](In&... xs) -> caf::result<Out> { return serve<Out>(std::move(xs)...); };
     }
   }
 
-  /// What the supervisor learns from a successful reply before passing it on: by default,
-  /// nothing.
+  /// A request the supervisor only forwards.
   template <class R, class... Ts>
-  static std::function<void(const R&)> reply_hook(std::type_identity<R>, const Ts&...) {
-    return {};
+  caf::result<R> serve(Ts... xs) {
+    return forward<R>(std::move(xs)...);
   }
 
-  /// A quota set survives restarts: later incarnations start with the quota in force.
-  std::function<void(const std::uint64_t&)> reply_hook(std::type_identity<std::uint64_t>,
-                                                       quota_atom, std::uint64_t bytes) {
-    if (bytes == 0)
-      return {};
-    return [this](std::uint64_t quota) { config_.allocator.quota_bytes = quota; };
+  // -- settings: the supervisor's value first, then the incarnation (allocator_settings.hpp) -----
+
+  /// A quota set through the supervisor survives restarts: later incarnations start with it.
+  /// Whether a quota is valid depends on the bytes the incarnation holds (never below them), so
+  /// the supervisor's value takes it once the incarnation applied it; a refused one changes
+  /// neither.
+  template <class R>
+  caf::result<R> serve(quota_atom, std::uint64_t bytes) {
+    return forward_then<R>([this, bytes] { settings_.set_quota(bytes); }, quota_atom_v, bytes);
   }
 
-  /// So does a device budget.
-  std::function<void(const std::uint64_t&)> reply_hook(std::type_identity<std::uint64_t>,
-                                                       budget_atom, int device,
-                                                       std::uint64_t bytes) {
-    if (bytes == 0)
-      return {};
-    return [this, device](std::uint64_t budget) {
-      auto& budgets = config_.allocator.device_budgets;
-      std::erase_if(budgets, [device](const auto& b) { return b.first == device; });
-      budgets.emplace_back(device, budget);
-    };
+  /// So does a device budget; one the backend would refuse changes nothing.
+  template <class R>
+  caf::result<R> serve(budget_atom, int device, std::uint64_t bytes) {
+    return change_then_forward<R>([&] { settings_.set_budget(device, bytes, devices_); },
+                                  budget_atom_v, device, bytes);
   }
 
-  /// So does a tenant budget (0 removes it, and the kept one with it).
-  std::function<void(const std::uint64_t&)> reply_hook(std::type_identity<std::uint64_t>,
-                                                       tenant_budget_atom,
-                                                       const std::string& tenant, int device,
-                                                       std::uint64_t) {
-    return [this, tenant, device](std::uint64_t budget) {
-      auto& budgets = config_.allocator.tenant_budgets;
-      std::erase_if(budgets, [&](const auto& b) {
-        return std::get<0>(b) == tenant && std::get<1>(b) == device;
-      });
-      if (budget != 0)
-        budgets.emplace_back(tenant, device, budget);
-    };
+  /// So does a tenant budget (0 removes it).
+  template <class R>
+  caf::result<R> serve(tenant_budget_atom, std::string tenant, int device, std::uint64_t bytes) {
+    return change_then_forward<R>(
+        [&] { settings_.set_tenant_budget(tenant, device, bytes, devices_); }, tenant_budget_atom_v,
+        tenant, device, bytes);
+  }
+
+  /// Applies `change` to the supervisor's settings, then forwards `xs`; a change refused (it
+  /// throws before changing anything) is answered with its error and never forwarded.
+  template <class R, class F, class... Ts>
+  caf::result<R> change_then_forward(F change, Ts... xs) {
+    try {
+      if (state_ != supervisor_state::stopped)  // stopped: forward says so
+        change();
+    } catch (const error& e) {
+      return make_caf_error(e);
+    }
+    return forward<R>(std::move(xs)...);
   }
 
   template <class R, class... Ts>
-  caf::result<R> forward(std::function<void(const R&)> hook, Ts... xs) {
+  caf::result<R> forward(Ts... xs) {
+    return forward_then<R>({}, std::move(xs)...);
+  }
+
+  /// Forwards `xs` to the current incarnation (or the next one), running `applied` once it
+  /// answered with success.
+  template <class R, class... Ts>
+  caf::result<R> forward_then(std::function<void()> applied, Ts... xs) {
     if (state_ == supervisor_state::stopped)
       return stopped_error();
     auto rp = make_response_promise<R>();
     if (state_ == supervisor_state::running) {
-      forward_now<R>(rp, std::move(hook), std::move(xs)...);
+      forward_now<R>(rp, std::move(applied), std::move(xs)...);
     } else {
       // Between incarnations: the request waits for the next one.
-      stash_.push_back({[this, rp, hook, xs...]() mutable {
-                          forward_now<R>(rp, std::move(hook), std::move(xs)...);
+      stash_.push_back({[this, rp, applied, xs...]() mutable {
+                          forward_now<R>(rp, std::move(applied), std::move(xs)...);
                         },
                         [rp](caf::error err) mutable { rp.deliver(std::move(err)); }});
     }
@@ -173,17 +180,16 @@ class allocator_supervisor final : public supervisor_impl::base {
   }
 
   template <class R, class... Ts>
-  void forward_now(caf::typed_response_promise<R> rp, std::function<void(const R&)> hook,
-                   Ts... xs) {
+  void forward_now(caf::typed_response_promise<R> rp, std::function<void()> applied, Ts... xs) {
     const auto gen = generation_;
     const auto id = ++next_in_flight_;
     in_flight_.emplace(id, [rp](caf::error err) mutable { rp.deliver(std::move(err)); });
     request(child_, caf::infinite, std::move(xs)...)
         .then(
-            [this, rp, hook, id](R& r) mutable {
+            [this, rp, applied, id](R& r) mutable {
               in_flight_.erase(id);
-              if (hook)
-                hook(r);
+              if (applied)
+                applied();
               rp.deliver(std::move(r));
             },
             [this, rp, gen, id](caf::error& err) mutable {
@@ -277,6 +283,7 @@ class allocator_supervisor final : public supervisor_impl::base {
 
   void spawn_child() {
     auto cfg = config_.allocator;
+    settings_.apply_to(cfg);  // the settings in force, set through this supervisor or not
     cfg.generation = ++generation_;
     cfg.on_stop = [log = log_, gen = generation_, user = config_.allocator.on_stop](
                       const allocator_stats& s, const stop_report& r) {
@@ -292,6 +299,11 @@ class allocator_supervisor final : public supervisor_impl::base {
         user(s, r);
     };
     try {
+      // The supervisor makes the backend, so that it knows the devices its settings are checked
+      // against.
+      if (!cfg.backend)
+        cfg.backend = make_backend(cfg.choice, cfg.host_devices);
+      devices_ = detail::residency_core::devices_of(*cfg.backend);
       child_ = spawn_allocator(system(), std::move(cfg));
     } catch (const error& e) {
       // No backend (e.g. the device went away): nothing to supervise.
@@ -377,19 +389,10 @@ class allocator_supervisor final : public supervisor_impl::base {
   }
 
   void restart_after_failure(const caf::error& reason) {
-    const auto now = clock().now();
-    while (!restart_times_.empty() && now - restart_times_.front() > config_.within)
-      restart_times_.pop_front();
-    if (restart_times_.size() >= config_.max_restarts) {
-      escalate(reason, "restart intensity exceeded: " + std::to_string(restart_times_.size()) +
-                           " restarts within " + std::to_string(config_.within.count()) + " ms");
-      return;
-    }
-    restart_times_.push_back(now);
-    auto delay = config_.backoff_initial;
-    for (std::size_t k = 1; k < restart_times_.size() && delay < config_.backoff_max; ++k)
-      delay *= 2;
-    schedule_restart(std::min(delay, config_.backoff_max), reason);
+    if (const auto delay = window_.admit(clock().now()))
+      schedule_restart(*delay, reason);
+    else
+      escalate(reason, window_.exceeded());
   }
 
   void schedule_restart(std::chrono::milliseconds delay, const caf::error& reason) {
@@ -446,6 +449,11 @@ class allocator_supervisor final : public supervisor_impl::base {
   };
 
   supervisor_config config_;
+  /// The quota and budgets each incarnation starts with (seeded from config_.allocator).
+  allocator_settings settings_ = allocator_settings::of(config_.allocator);
+  /// The memory of each device of the current incarnation's backend: what settings_ is checked
+  /// against.
+  std::vector<std::size_t> devices_;
   managed_allocator_actor child_;
   std::uint64_t generation_ = 0;
   std::uint64_t restarts_ = 0;
@@ -454,7 +462,7 @@ class allocator_supervisor final : public supervisor_impl::base {
   supervisor_state state_ = supervisor_state::restarting;  // until generation 1 runs
   std::string last_reason_;
   std::vector<std::uint64_t> backoffs_ms_;
-  std::deque<caf::actor_clock::time_point> restart_times_;
+  restart_window window_{config_};
   std::vector<stashed> stash_;
   /// Requests forwarded to the incarnation, by id: failed with allocator_stopped at exit.
   std::map<std::uint64_t, std::function<void(caf::error)>> in_flight_;

@@ -1,5 +1,7 @@
 #include <uma/actors/supervision.hpp>
 
+#include <algorithm>
+
 #include <caf/exit_reason.hpp>
 
 #include <uma/messages/error_category.hpp>
@@ -35,6 +37,23 @@ supervisor_decision default_decider(const caf::error& reason) noexcept {
     default:
       return supervisor_decision::escalate;
   }
+}
+
+std::optional<std::chrono::milliseconds> restart_window::admit(time_point now) {
+  while (!times_.empty() && now - times_.front() > within_)
+    times_.pop_front();
+  if (times_.size() >= max_restarts_)
+    return std::nullopt;
+  times_.push_back(now);
+  auto delay = backoff_initial_;
+  for (std::size_t k = 1; k < times_.size() && delay < backoff_max_; ++k)
+    delay *= 2;
+  return std::min(delay, backoff_max_);
+}
+
+std::string restart_window::exceeded() const {
+  return "restart intensity exceeded: " + std::to_string(times_.size()) + " restarts within " +
+         std::to_string(within_.count()) + " ms";
 }
 
 }  // namespace uma

@@ -2,7 +2,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include <caf/error.hpp>
@@ -40,6 +43,34 @@ struct supervisor_config {
   std::chrono::milliseconds backoff_max{2000};
   /// The decision table; default_decider when empty.
   std::function<supervisor_decision(const caf::error&)> decider{};
+};
+
+/// A supervisor's restart intensity and backoff: the restarts after failures within the last
+/// `within`, and the delay before the next one.
+class restart_window {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+
+  explicit restart_window(const supervisor_config& config)
+      : max_restarts_(config.max_restarts),
+        within_(config.within),
+        backoff_initial_(config.backoff_initial),
+        backoff_max_(config.backoff_max) {}
+
+  /// One more restart at `now`: the delay before it, min(backoff_initial * 2^(k-1), backoff_max)
+  /// for the k-th in the window; empty when it would exceed the intensity (nothing recorded;
+  /// `exceeded` says why).
+  [[nodiscard]] std::optional<std::chrono::milliseconds> admit(time_point now);
+
+  /// "restart intensity exceeded: N restarts within T ms".
+  [[nodiscard]] std::string exceeded() const;
+
+ private:
+  std::uint32_t max_restarts_;
+  std::chrono::milliseconds within_;
+  std::chrono::milliseconds backoff_initial_;
+  std::chrono::milliseconds backoff_max_;
+  std::deque<time_point> times_;
 };
 
 }  // namespace uma

@@ -93,9 +93,11 @@ class residency_core {
     extents_.clear();
   }
 
- private:
-  /// Each device's memory: the GPUs', or the host backend's emulated devices'.
+  /// Each device's memory: the GPUs', or the host backend's emulated devices' (a supervisor
+  /// checks the settings it owns against them).
   [[nodiscard]] static std::vector<std::size_t> devices_of(const backend& b);
+
+ private:
   /// One range a request names, resolved to the live region holding it.
   struct target {
     std::uint64_t region = 0;
