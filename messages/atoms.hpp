@@ -9,6 +9,7 @@
 #include <uma/memory/allocation_handoff.hpp>
 #include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/block_allocator.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/memory/region_info.hpp>
 #include <uma/messages/inspect.hpp>
