@@ -29,9 +29,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 
+#include <uma/actors/asio_error.hpp>
+#include <uma/actors/asio_operation.hpp>
 #include <uma/actors/client.hpp>
-#include <uma/actors/detail/asio_error.hpp>
-#include <uma/actors/detail/asio_operation.hpp>
 #include <uma/messages/interface.hpp>
 
 namespace uma::asio {

@@ -4,28 +4,56 @@
 
 #include <caf/scoped_actor.hpp>
 
+#include <uma/actors/detail/call_channel.hpp>
+
 namespace uma {
 
+/// Owns the ticket: only one state names it, so that the forget in its destructor is the plan's
+/// end and never a copy's (a copied state forgot the ticket of a plan still awaited).
+struct pending_plan::state {
+  state(std::shared_ptr<detail::call_channel> c, detail::call_channel::ticket t,
+        std::chrono::steady_clock::time_point d) noexcept
+      : channel(std::move(c)), ticket(std::move(t)), deadline(d) {}
+  state(const state&) = delete;
+  state& operator=(const state&) = delete;
+  /// A plan nobody waits for any more: its reply, if it comes, is dropped.
+  ~state() { channel->forget(ticket); }
+
+  std::shared_ptr<detail::call_channel> channel;
+  detail::call_channel::ticket ticket;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+caf::message client::request(caf::message content) {
+  return channel_->request(target_, std::move(content), timeout_);
+}
+
 client::client(caf::actor_system& sys, managed_allocator_actor allocator)
-    : sys_(sys), allocator_(std::move(allocator)), owns_(false) {
+    : sys_(sys),
+      channel_(std::make_shared<detail::call_channel>(sys)),
+      allocator_(std::move(allocator)),
+      owns_(false) {
   target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
 }
 
 client::client(caf::actor_system& sys, allocator_supervisor_actor supervisor)
     : sys_(sys),
+      channel_(std::make_shared<detail::call_channel>(sys)),
       supervisor_(supervisor),
       allocator_(caf::actor_cast<managed_allocator_actor>(std::move(supervisor))),
       owns_(false) {
   target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
 }
 
-client::client(caf::actor_system& sys, allocator_config config) : sys_(sys), owns_(true) {
+client::client(caf::actor_system& sys, allocator_config config)
+    : sys_(sys), channel_(std::make_shared<detail::call_channel>(sys)), owns_(true) {
   config.on_stop = recording(slot_, std::move(config.on_stop));
   allocator_ = spawn_allocator(sys, std::move(config));
   target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
 }
 
-client::client(caf::actor_system& sys, supervisor_config config) : sys_(sys), owns_(true) {
+client::client(caf::actor_system& sys, supervisor_config config)
+    : sys_(sys), channel_(std::make_shared<detail::call_channel>(sys)), owns_(true) {
   // Every incarnation records; the one that runs last (stopped by stop()) is the final report.
   config.allocator.on_stop = recording(slot_, std::move(config.allocator.on_stop));
   supervisor_ = spawn_supervisor(sys, std::move(config));

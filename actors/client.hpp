@@ -14,10 +14,14 @@
 #include <caf/scoped_actor.hpp>  // not used here since the call channel; code includes it through us
 
 #include <uma/actors/allocator_supervisor.hpp>
-#include <uma/actors/detail/call_channel.hpp>
 #include <uma/actors/managed_allocator.hpp>
+#include <uma/actors/reply_value.hpp>
 #include <uma/memory/block_allocator.hpp>
 #include <uma/messages/error_category.hpp>
+
+namespace uma::detail {
+class call_channel;  // actors/detail/call_channel.hpp: held by pointer only
+}  // namespace uma::detail
 
 namespace uma {
 
@@ -51,21 +55,9 @@ class pending_plan {
 
  private:
   friend class client;
-  /// Owns the ticket: only one state names it, so that the forget in its destructor is the
-  /// plan's end and never a copy's (a copied state forgot the ticket of a plan still awaited).
-  struct state {
-    state(std::shared_ptr<detail::call_channel> c, detail::call_channel::ticket t,
-          std::chrono::steady_clock::time_point d) noexcept
-        : channel(std::move(c)), ticket(std::move(t)), deadline(d) {}
-    state(const state&) = delete;
-    state& operator=(const state&) = delete;
-    /// A plan nobody waits for any more: its reply, if it comes, is dropped.
-    ~state() { channel->forget(ticket); }
-
-    std::shared_ptr<detail::call_channel> channel;
-    detail::call_channel::ticket ticket;
-    std::chrono::steady_clock::time_point deadline;
-  };
+  /// The plan's ticket in the client's call channel (defined in client.cpp, so that this header
+  /// does not name the channel's internals).
+  struct state;
   explicit pending_plan(std::unique_ptr<state> s) noexcept;
   std::unique_ptr<state> state_;
 };
@@ -73,7 +65,7 @@ class pending_plan {
 /// A blocking facade over the allocator for code that is not an actor: tools, tests, plain
 /// threads. Each call sends one request and waits for its reply; a uma error reply is thrown as
 /// `uma::error` with the same code and message. The request goes through the client's call
-/// channel (actors/detail/call_channel.hpp, docs/design.md "Blocking callers"): an idle allocator
+/// channel (docs/design.md "Blocking callers"): an idle allocator
 /// runs the request on the calling thread, the reply fills a slot the caller spins on, so that a
 /// call costs about what the allocator's work costs rather than two thread wake-ups. Safe to use
 /// from several threads at once.
@@ -259,6 +251,8 @@ class client {
  private:
   template <class R, class... Ts>
   R call(Ts&&... xs);
+  /// Sends `content` to the allocator through the call channel and waits at most the timeout.
+  [[nodiscard]] caf::message request(caf::message content);
 
   [[nodiscard]] bool cacheable(std::size_t count, std::size_t size,
                                const allocate_options& o) const noexcept {
@@ -301,7 +295,7 @@ class client {
 
   caf::actor_system& sys_;
   /// Shared with pending plans, which may outlive the client.
-  std::shared_ptr<detail::call_channel> channel_ = std::make_shared<detail::call_channel>(sys_);
+  std::shared_ptr<detail::call_channel> channel_;
   std::shared_ptr<stop_slot> slot_ = std::make_shared<stop_slot>();
   std::optional<allocator_supervisor_actor> supervisor_;
   managed_allocator_actor allocator_;  ///< null after stop(); what handle() shows
@@ -323,7 +317,7 @@ class client {
 
 template <class R, class... Ts>
 R client::call(Ts&&... xs) {
-  auto reply = channel_->request(target_, caf::make_message(std::forward<Ts>(xs)...), timeout_);
+  auto reply = request(caf::make_message(std::forward<Ts>(xs)...));
   return detail::take_reply<R>(reply);
 }
 

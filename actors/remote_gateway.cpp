@@ -63,7 +63,7 @@ class remote_gateway final : public remote_allocator_actor::base {
         [this](open_session_atom, caf::actor& peer) -> caf::result<session_key> {
           return open_session(peer, "node " + caf::to_string(peer.node()));
         },
-        [this](open_session_atom, caf::actor& peer, std::string& tenant)
+        [this](open_tenant_session_atom, caf::actor& peer, std::string& tenant)
             -> caf::result<session_key> { return open_session(peer, std::move(tenant), true); },
         [this](close_session_atom, const session_key& k) -> caf::result<std::uint64_t> {
           return close_session(k);
@@ -90,7 +90,7 @@ class remote_gateway final : public remote_allocator_actor::base {
         [this](attributes_atom, const session_key& k,
                region_handle h) -> caf::result<remote_attributes> { return attributes(k, h); },
         [this](stats_atom) -> caf::result<remote_stats> { return stats(); },
-        [this](regions_atom, const session_key& k, region_page p) -> caf::result<page> {
+        [this](leased_regions_atom, const session_key& k, region_page p) -> caf::result<page> {
           if (authorize(k) == nullptr)
             return lookup_failure{"regions", k.id, true}.to_error(nullptr);
           return regions(k.id, p);
@@ -100,12 +100,10 @@ class remote_gateway final : public remote_allocator_actor::base {
             return detail::operator_refusal("regions");
           return regions(0, p);
         },
-        [](snapshot_atom) -> caf::result<snap> { return detail::operator_refusal("snapshot"); },
         [this](snapshot_atom, const operator_key& k) -> caf::result<snap> { return snapshot(k); },
         [this](quota_atom, count bytes) -> caf::result<count> { return read_quota(bytes); },
-        [this](quota_atom, const operator_key& k,
+        [this](set_quota_atom, const operator_key& k,
                std::uint64_t bytes) -> caf::result<std::uint64_t> { return set_quota(k, bytes); },
-        [](restart_atom) -> caf::result<count> { return detail::operator_refusal("restart"); },
         [this](restart_atom, const operator_key& k) -> caf::result<count> { return restart(k); },
         [this](export_ipc_atom, const session_key& k, region_handle h) -> caf::result<charv> {
           if (authorize(k) == nullptr)
@@ -422,7 +420,8 @@ class remote_gateway final : public remote_allocator_actor::base {
         .then(
             [this, rp, k, bytes](std::uint64_t q) mutable {
               ceiling_ = ceiling_ == 0 ? q : ceiling_;
-              rp.delegate(caf::actor_cast<remote_allocator_actor>(this), quota_atom_v, k, bytes);
+              rp.delegate(caf::actor_cast<remote_allocator_actor>(this), set_quota_atom_v, k,
+                          bytes);
             },
             [this, rp](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });
     return rp;

@@ -9,7 +9,7 @@
 #include <uma/memory/event_history.hpp>
 #include <uma/memory/migration_ledger.hpp>
 #include <uma/memory/region_info.hpp>
-#include <uma/memory/residency_account.hpp>
+#include <uma/memory/residency_types.hpp>
 #include <uma/sys/location.hpp>
 
 namespace uma {

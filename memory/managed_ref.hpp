@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/control_block.hpp>
 #include <uma/sys/error.hpp>
 
 namespace uma {

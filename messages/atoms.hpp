@@ -9,6 +9,7 @@
 #include <uma/memory/allocation_handoff.hpp>
 #include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/block_allocator.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/memory/region_info.hpp>
 #include <uma/messages/inspect.hpp>
@@ -102,6 +103,12 @@ CAF_ADD_TYPE_ID(uma, (std::vector<uma::region_handle>))
 CAF_ADD_ATOM(uma, uma, done_ranges_atom, "done_range")
 CAF_ADD_ATOM(uma, uma, dead_ranges_atom, "dead_range")
 CAF_ADD_TYPE_ID(uma, (std::vector<uma::address_range>))
+// The remote interface, one atom per request (issue 23): a tenant's session opened by the
+// serving node's wire is not a peer's open_session with one more argument, a session's own
+// regions are not every region, and setting the quota (operator) is not reading it.
+CAF_ADD_ATOM(uma, uma, open_tenant_session_atom, "tenant_ses")
+CAF_ADD_ATOM(uma, uma, leased_regions_atom, "leased")
+CAF_ADD_ATOM(uma, uma, set_quota_atom, "set_quota")
 
 CAF_END_TYPE_ID_BLOCK(uma)
 

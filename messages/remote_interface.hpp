@@ -41,7 +41,7 @@ using remote_allocator_actor = caf::typed_actor<
     caf::replies_to<open_session_atom, caf::actor>::with<session_key>,
     /// (peer, tenant) -> the same for a tenant the serving node's own wire server identified
     /// from the connection (a Unix socket's peer uid, a client certificate); local senders only
-    caf::replies_to<open_session_atom, caf::actor, std::string>::with<session_key>,
+    caf::replies_to<open_tenant_session_atom, caf::actor, std::string>::with<session_key>,
     /// -> leases released; invalid_argument when the session is not open or the key is wrong
     caf::replies_to<close_session_atom, session_key>::with<std::uint64_t>,
     /// (session, request) -> the new region, leased by the session; invalid_argument for a label
@@ -70,7 +70,7 @@ using remote_allocator_actor = caf::typed_actor<
     caf::replies_to<stats_atom>::with<remote_stats>,
     /// (session, page) -> one page of the regions leased by this session, with their attributes
     /// (read for the page's rows only)
-    caf::replies_to<regions_atom, session_key, region_page>::with<remote_region_page>,
+    caf::replies_to<leased_regions_atom, session_key, region_page>::with<remote_region_page>,
     /// (operator, page) -> one page of every region of the current allocator incarnation;
     /// attributes for the leased rows of the page
     caf::replies_to<regions_atom, operator_key, region_page>::with<remote_region_page>,
@@ -78,16 +78,11 @@ using remote_allocator_actor = caf::typed_actor<
     sig::quota,
     /// (operator, bytes) -> the quota now in force; 0 reads it. invalid_argument when below the
     /// live bytes or above the ceiling the serving node was started with
-    caf::replies_to<quota_atom, operator_key, std::uint64_t>::with<std::uint64_t>,
-    /// -> never succeeds: invalid_argument, because restarting needs the operator key
-    sig::restart,
+    caf::replies_to<set_quota_atom, operator_key, std::uint64_t>::with<std::uint64_t>,
     /// (operator) -> the supervisor's explicit restart: the new generation; every lease of the
     /// old generation goes stale (allocator_stopped). invalid_argument for a wrong key, and
     /// nothing restarts
     caf::replies_to<restart_atom, operator_key>::with<std::uint64_t>,
-    /// -> never succeeds: invalid_argument, because a snapshot shows every tenant's regions and
-    /// needs the operator key
-    caf::replies_to<snapshot_atom>::with<remote_snapshot>,
     /// (operator) -> the allocator's snapshot (regions with policy, advice, last prefetch and the
     /// session leasing each; counters; event history); invalid_argument for a wrong key, and
     /// nothing is read; allocator_stopped when the supervisor stopped

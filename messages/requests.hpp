@@ -5,10 +5,11 @@
 #include <string>
 #include <vector>
 
-#include <uma/memory/block_allocator.hpp>
+#include <uma/memory/device_residency.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/memory/migration_ledger.hpp>
-#include <uma/memory/residency_account.hpp>
+#include <uma/memory/residency_types.hpp>
+#include <uma/memory/vocabulary.hpp>
 #include <uma/sys/advice.hpp>
 #include <uma/sys/backend.hpp>
 #include <uma/sys/location.hpp>

@@ -1,5 +1,6 @@
 // The allocator's interface cut by role (messages/interface.hpp): the slices partition the whole
-// interface, each atom means one request, and a handle of the whole narrows to each slice and
+// interface, each atom means one request (there and in the remote interface), and a handle of
+// the whole narrows to each slice and
 // works through it.
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <uma/actors/client.hpp>
 #include <uma/messages/interface.hpp>
 #include <uma/messages/register_types.hpp>
+#include <uma/messages/remote_interface.hpp>
 
 namespace uma {
 namespace {
@@ -41,6 +43,10 @@ using whole = managed_allocator_actor::signatures;
 
 static_assert(atoms_distinct(whole{}),
               "an atom of the allocator's interface names more than one request");
+// The remote interface keeps the rule: a session's regions, every region (operator), reading and
+// setting the quota, a peer's and a tenant's session are requests of their own.
+static_assert(atoms_distinct(remote_allocator_actor::signatures{}),
+              "an atom of the remote interface names more than one request");
 static_assert(count(allocation_actor::signatures{}) + count(placement_actor::signatures{}) +
                       count(inspection_actor::signatures{}) +
                       count(administration_actor::signatures{}) ==

@@ -16,7 +16,7 @@ namespace {
 
 using lifetime_race = test::reliability_fixture;
 
-// Bug 1 — memory/detail/control_block.cpp, drop_ref() read `r->control` and `r->id` after its
+// Bug 1 — memory/control_block.cpp, drop_ref() read `r->control` and `r->id` after its
 // decrement left one count, while that count's holder (another thread dropping the last clone
 // of an inert ref, or post_stop dropping the table's count) could delete the record at once: a
 // heap use after free. ASan sees it only when the two drops overlap in time (the stress test hit

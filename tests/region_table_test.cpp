@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <memory>
 
-#include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/control_block.hpp>
 #include <uma/memory/detail/region_table.hpp>
 
 namespace {

@@ -15,6 +15,7 @@
 #include <uma/memory/advice_state.hpp>
 #include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/block_allocator.hpp>
 #include <uma/memory/coalesce.hpp>
 #include <uma/memory/detail/region_table.hpp>
 #include <uma/memory/resource_stack.hpp>

@@ -11,7 +11,7 @@
 #include <uma/actors/allocator_config.hpp>
 #include <uma/actors/detail/allocation_core.hpp>
 #include <uma/actors/detail/residency_core.hpp>
-#include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/control_block.hpp>
 #include <uma/sys/worker_lanes.hpp>
 
 namespace uma::detail {

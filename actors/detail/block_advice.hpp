@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include <uma/memory/advice_state.hpp>
-#include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/control_block.hpp>
 #include <uma/sys/worker_lanes.hpp>
 
 namespace uma::detail {

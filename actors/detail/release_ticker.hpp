@@ -4,7 +4,7 @@
 #include <utility>
 
 #include <uma/actors/detail/allocation_core.hpp>
-#include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/control_block.hpp>
 
 namespace uma::detail {
 

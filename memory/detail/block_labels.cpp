@@ -1,6 +1,6 @@
 #include <uma/memory/detail/block_labels.hpp>
 
-#include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/control_block.hpp>
 
 namespace uma::detail {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <uma/memory/advice_state.hpp>
-#include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/control_block.hpp>
 #include <uma/memory/region_info.hpp>
 #include <uma/memory/tracking_resource.hpp>
 #include <uma/sys/backend.hpp>

@@ -66,7 +66,7 @@ session_stream::session_stream(caf::actor_system& sys, const remote_allocator_ac
   sys.spawn(
       [gateway, timeout, holder = holder_, tenant = who_.tenant](
           caf::event_based_actor* self, std::shared_ptr<stream_state> state) {
-        self->request(gateway, caf::duration{timeout}, open_session_atom_v, holder, tenant)
+        self->request(gateway, caf::duration{timeout}, open_tenant_session_atom_v, holder, tenant)
             .then(
                 [state](session_key& k) {
                   std::lock_guard lock(state->mutex);

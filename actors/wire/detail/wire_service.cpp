@@ -212,7 +212,8 @@ grpc::ServerUnaryReactor* wire_service::Regions(ctx* c, const w::RegionsPageRequ
                                    regions_atom_v, config_.operator_secret, page);
     else
       call.ask<remote_region_page>(sys_, gateway_, config_.limits.call_timeout, fill,
-                                   regions_atom_v, owned(call, req->session(), "regions"), page);
+                                   leased_regions_atom_v, owned(call, req->session(), "regions"),
+                                   page);
   });
 }
 
@@ -223,7 +224,7 @@ grpc::ServerUnaryReactor* wire_service::Quota(ctx* c, const w::QuotaRequest* req
       return forward<std::uint64_t>(call, out, quota_atom_v, std::uint64_t{0});
     if (!call.who().is_operator)
       operator_only("quota: setting the quota");
-    forward<std::uint64_t>(call, out, quota_atom_v, config_.operator_secret, req->bytes());
+    forward<std::uint64_t>(call, out, set_quota_atom_v, config_.operator_secret, req->bytes());
   });
 }
 

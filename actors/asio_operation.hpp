@@ -1,7 +1,8 @@
 #pragma once
 
 // One uma::asio operation's shared state (cancellation, completion on the handler's executor)
-// and its CAF-side reply sink. Internals of actors/asio_bridge.hpp.
+// and its CAF-side reply sink. Installed because actors/asio_bridge.hpp's templates need it
+// inline; users include asio_bridge.hpp, not this.
 
 #include <atomic>
 #include <memory>
@@ -21,7 +22,7 @@
 #include <boost/system/error_code.hpp>
 #include <caf/error.hpp>
 
-#include <uma/actors/detail/asio_error.hpp>
+#include <uma/actors/asio_error.hpp>
 #include <uma/messages/error_category.hpp>
 
 namespace uma::asio::detail {

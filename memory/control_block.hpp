@@ -1,5 +1,10 @@
 #pragma once
 
+// The control block and region record behind every ManagedRef (memory/managed_ref.hpp). Public
+// and installed because managed_ref's copy and release are inline (add_ref, drop_ref's fast
+// path): the cache-hit path depends on that, so the record cannot hide behind a pointer to an
+// opaque type. The types stay in uma::detail: users name ManagedRef, never these.
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

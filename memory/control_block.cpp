@@ -1,4 +1,4 @@
-#include <uma/memory/detail/control_block.hpp>
+#include <uma/memory/control_block.hpp>
 
 #include <utility>
 
