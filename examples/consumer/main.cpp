@@ -33,6 +33,7 @@ int main() {
       sum = std::accumulate(pin.begin(), pin.end(), 0LL);
     }
     numbers.reset();
+    uma.trim();  // the block went back to its cached slab: give the slab back too
     const auto stats = uma.flush();
 
     if (sum != 500500 || stats.allocations != 1 || stats.live_regions != 0) {
