@@ -250,6 +250,11 @@ std::vector<labelled_block> block_allocator::labelled_blocks() const {
   return labels_->list();
 }
 
+void block_allocator::record_labels_in(std::shared_ptr<event_history> history,
+                                       std::uint64_t generation) noexcept {
+  labels_->record_in(std::move(history), generation);
+}
+
 void block_allocator::put_back(block& b) noexcept {
   if (b.labelled) {  // forgotten before it is counted back: the record is alive until then
     b.labelled = false;

@@ -14,6 +14,8 @@
 
 namespace uma {
 
+class event_history;
+
 namespace detail {
 class slab;
 struct block;
@@ -133,6 +135,9 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   [[nodiscard]] block_stats stats() const;
   /// The labelled blocks out now, in no particular order.
   [[nodiscard]] std::vector<labelled_block> labelled_blocks() const;
+  /// A labelled block's hand-out and return become allocate and release events of `history`
+  /// (generation `generation`), as a labelled region's are. Before the allocator is shared.
+  void record_labels_in(std::shared_ptr<event_history> history, std::uint64_t generation) noexcept;
   [[nodiscard]] std::size_t max_bytes() const noexcept { return config_.max_bytes; }
 
   // -- the actor's side -------------------------------------------------------------------------

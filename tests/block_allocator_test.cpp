@@ -310,6 +310,14 @@ TEST_F(block_allocator_test, ALabelledAllocationIsABlockInTheReportUntilItsLastD
   bias.reset();
   EXPECT_EQ(uma_->regions().size(), 2u);  // the labels went with the blocks; the slabs stay
   EXPECT_EQ(uma_->cache_stats().blocks_in_use, 1u);
+  // The history sees a labelled block come and go as it sees a labelled region (the snapshot
+  // page charts by label).
+  std::vector<std::pair<event_kind, std::uint64_t>> weights_events;
+  for (const auto& e : uma_->snapshot().events)
+    if (e.label == "weights")
+      weights_events.emplace_back(e.kind, e.bytes);
+  EXPECT_EQ(weights_events, (std::vector<std::pair<event_kind, std::uint64_t>>{
+                                {event_kind::allocate, 65536}, {event_kind::release, 65536}}));
   stats = uma_->stats();
   EXPECT_EQ(stats.live_regions, 2u);
   EXPECT_EQ(stats.releases, 0u);

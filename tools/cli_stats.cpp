@@ -82,8 +82,10 @@ int run_stats(const options& o) {
   configure(cfg, o);
   caf::actor_system sys{cfg};
   client uma(sys, allocator_config{.backend = backend});
-  if (o.workload)
+  if (o.workload) {
     run_workload(uma, backend->device_count() > 0 ? location::device(0) : location::host());
+    uma.trim();  // its labelled blocks went back to cached slabs: the slabs go back too
+  }
   return print(uma.flush(), o.format) ? exit_ok : exit_failure;
 }
 

@@ -60,6 +60,7 @@ allocation_core::allocation_core(const allocator_config& config, std::shared_ptr
   stats_.backend = std::string(to_string(backend_->kind()));
   stats_.generation = config.generation;
   history_ = history_for(config);
+  blocks_->record_labels_in(history_, config.generation);
   if (config.generation > 1)
     history_->record(
         event_kind::restart, config.generation, 0, 0, {},

@@ -6,13 +6,26 @@ namespace uma::detail {
 
 void block_labels::add(const region* rec, std::size_t bytes, std::string label) {
   const auto now = std::chrono::steady_clock::now();
+  if (history_ && history_->enabled())
+    history_->record(event_kind::allocate, generation_, rec->id, bytes, label);
   std::lock_guard lock(mutex_);
   entries_.insert_or_assign(rec->id, entry{rec, bytes, std::move(label), now});
 }
 
 void block_labels::remove(std::uint64_t id) noexcept {
-  std::lock_guard lock(mutex_);
-  entries_.erase(id);
+  std::unique_lock lock(mutex_);
+  const auto it = entries_.find(id);
+  if (it == entries_.end())
+    return;
+  const auto gone = std::move(it->second);
+  entries_.erase(it);
+  lock.unlock();
+  if (history_ && history_->enabled()) {
+    try {
+      history_->record(event_kind::release, generation_, id, gone.bytes, gone.label);
+    } catch (...) {  // a history that cannot grow loses the event, not the block
+    }
+  }
 }
 
 std::vector<labelled_block> block_labels::list() const {

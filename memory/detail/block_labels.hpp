@@ -3,12 +3,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include <uma/memory/block_allocator.hpp>
+#include <uma/memory/event_history.hpp>
 
 namespace uma::detail {
 
@@ -21,6 +23,13 @@ struct region;
 /// unlabelled blocks.
 class block_labels {
  public:
+  /// From now on a labelled block's hand-out and return are events of `history` (the
+  /// incarnation's, generation `generation`): the history's chart by label sees them as it sees
+  /// labelled regions. Before the block allocator is shared (not thread-safe).
+  void record_in(std::shared_ptr<event_history> history, std::uint64_t generation) noexcept {
+    history_ = std::move(history);
+    generation_ = generation;
+  }
   /// Records `label` for the block whose record is `rec` (out, `bytes` asked for). Throws
   /// std::bad_alloc, recording nothing.
   void add(const region* rec, std::size_t bytes, std::string label);
@@ -38,6 +47,8 @@ class block_labels {
   };
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, entry> entries_;
+  std::shared_ptr<event_history> history_;  // null: no events
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace uma::detail
