@@ -84,7 +84,10 @@ int run_stats(const options& o) {
   client uma(sys, allocator_config{.backend = backend});
   if (o.workload) {
     run_workload(uma, backend->device_count() > 0 ? location::device(0) : location::host());
-    uma.trim();  // its labelled blocks went back to cached slabs: the slabs go back too
+    // Its labelled blocks went back to cached slabs (those it advised once their advice was
+    // reset, which the flush waits for): the slabs go back too.
+    static_cast<void>(uma.flush());
+    uma.trim();
   }
   return print(uma.flush(), o.format) ? exit_ok : exit_failure;
 }
