@@ -6,10 +6,13 @@ namespace uma::detail {
 
 void block_labels::add(const region* rec, std::size_t bytes, std::string label) {
   const auto now = std::chrono::steady_clock::now();
-  if (history_ && history_->enabled())
-    history_->record(event_kind::allocate, generation_, rec->id, bytes, label);
-  std::lock_guard lock(mutex_);
-  entries_.insert_or_assign(rec->id, entry{rec, bytes, std::move(label), now});
+  std::string_view recorded;
+  {
+    std::lock_guard lock(mutex_);
+    auto [it, fresh] = entries_.insert_or_assign(rec->id, entry{rec, bytes, std::move(label), now});
+    recorded = it->second.label;  // stable: only this block's return erases the entry
+  }
+  note(event_kind::allocate, rec->id, bytes, recorded);
 }
 
 void block_labels::remove(std::uint64_t id) noexcept {
@@ -20,11 +23,16 @@ void block_labels::remove(std::uint64_t id) noexcept {
   const auto gone = std::move(it->second);
   entries_.erase(it);
   lock.unlock();
-  if (history_ && history_->enabled()) {
-    try {
-      history_->record(event_kind::release, generation_, id, gone.bytes, gone.label);
-    } catch (...) {  // a history that cannot grow loses the event, not the block
-    }
+  note(event_kind::release, id, gone.bytes, gone.label);
+}
+
+void block_labels::note(event_kind kind, std::uint64_t id, std::size_t bytes,
+                        std::string_view label) const noexcept {
+  if (!history_ || !history_->enabled())
+    return;
+  try {
+    history_->record(kind, generation_, id, bytes, label);
+  } catch (...) {  // a history that cannot grow loses the event, not the block
   }
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -47,6 +48,10 @@ class block_labels {
   };
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, entry> entries_;
+  /// Records `kind` of block `id` in the history, if there is one; never throws.
+  void note(event_kind kind, std::uint64_t id, std::size_t bytes,
+            std::string_view label) const noexcept;
+
   std::shared_ptr<event_history> history_;  // null: no events
   std::uint64_t generation_ = 0;
 };
