@@ -35,7 +35,8 @@ class BackwardStep:
         self.streams = [self.torch.cuda.Stream(self.device) for _ in range(2)]
         self.stream, self.turn = self.streams[0], 0
         self.ready, self.ready_bytes = [], 0
-        self.inflight = collections.deque()  # (event after a chunk's step, its gradients)
+        # (event after a chunk's step, its gradients, their bytes)
+        self.inflight = collections.deque()
         self.inflight_bytes = 0
         self.stepped = set()  # ids of the parameters stepped since the last optimizer.step()
         self.mapped = set()  # data_ptr of every mapped state tensor (staged for each step)
@@ -125,8 +126,9 @@ class BackwardStep:
         for param in chunk:
             param.grad = None
             self.stepped.add(id(param))
-        self.inflight.append((done, grads))
-        self.inflight_bytes += sum(g.numel() * g.element_size() for g in grads)
+        nbytes = sum(g.numel() * g.element_size() for g in grads)
+        self.inflight.append((done, grads, nbytes))
+        self.inflight_bytes += nbytes
         self.stats["gradient_peak_bytes"] = max(self.stats["gradient_peak_bytes"],
                                                 self.inflight_bytes)
         self.stats["backward_chunks"] += 1
@@ -171,10 +173,10 @@ class BackwardStep:
         """Drops the gradients of the chunks whose step is done (all of them with wait): their
         memory goes back to the allocator only once no stream reads it."""
         while self.inflight and (wait or self.inflight[0][0].query()):
-            done, grads = self.inflight.popleft()
+            done, _, nbytes = self.inflight.popleft()
             if wait:
                 done.synchronize()
-            self.inflight_bytes -= sum(g.numel() * g.element_size() for g in grads)
+            self.inflight_bytes -= nbytes
 
     # --- the optimizer state ----------------------------------------------------------------
 
