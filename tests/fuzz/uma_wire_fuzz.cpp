@@ -20,6 +20,8 @@
 
 #include <uma/actors/detail/remote_checks.hpp>
 #include <uma/actors/wire/detail/wire_convert.hpp>
+#include <uma/memory/allocator_snapshot.hpp>
+#include <uma/memory/event_history.hpp>
 #include <uma/sys/error.hpp>
 
 namespace {
@@ -112,14 +114,16 @@ void check_snapshot(const uma::remote_snapshot& s) {
   if (uma::detail::check_snapshot(s))
     return;
   for (const auto& r : s.regions) {
-    require(static_cast<unsigned>(r.policy) <= 2, "an accepted region policy is out of range");
+    require(static_cast<unsigned>(r.policy) <= static_cast<unsigned>(uma::region_policy::block),
+            "an accepted region policy is out of range");
     require(r.info.attach == uma::attach_flag::global || r.info.attach == uma::attach_flag::host,
             "an accepted snapshot attach flag is out of range");
     require(!r.has_last_prefetch || in_range(r.last_prefetch),
             "an accepted last prefetch location is out of range");
   }
   for (const auto& e : s.events)
-    require(static_cast<unsigned>(e.kind) <= 6, "an accepted event kind is out of range");
+    require(static_cast<unsigned>(e.kind) <= static_cast<unsigned>(uma::event_kind::restart),
+            "an accepted event kind is out of range");
 }
 
 }  // namespace
