@@ -91,6 +91,7 @@ class command_line {
  private:
   CLI::App& add(command c);
   void add_backend(CLI::App& s);
+  void add_workload(CLI::App& s, const char* what);
   void add_faults(CLI::App& s);
   void add_hardening(CLI::App& s, command c);
   void add_connect(CLI::App& s, const char* what);
@@ -137,6 +138,20 @@ command command_line::given() const {
     if (sub(c)->parsed())
       return c;
   return command::help;
+}
+
+/// `--workload short|none` of `stats` and `snapshot`: what runs before the counters are read.
+void command_line::add_workload(CLI::App& s, const char* what) {
+  s.add_option_function<std::string>(
+       "--workload",
+       [this](const std::string& v) {
+         if (v != "short" && v != "none")
+           throw CLI::ValidationError("unknown workload '" + v + "' (expected short or none)");
+         o.workload = v == "short";
+         o.workload_given = true;
+       },
+       what)
+      ->type_name("short|none");
 }
 
 void command_line::add_backend(CLI::App& s) {
@@ -255,17 +270,7 @@ void command_line::add_stats_and_regions() {
       .add_flag("--prometheus", prometheus,
                 "Prometheus text exposition (# HELP / # TYPE; labels backend, generation)")
       ->disable_flag_override();
-  stats
-      .add_option_function<std::string>(
-          "--workload",
-          [this](const std::string& v) {
-            if (v != "short" && v != "none")
-              throw CLI::ValidationError("unknown workload '" + v + "' (expected short or none)");
-            o.workload = v == "short";
-            o.workload_given = true;
-          },
-          "the workload above (default), or none: a fresh allocator's counters")
-      ->type_name("short|none");
+  add_workload(stats, "the workload above (default), or none: a fresh allocator's counters");
   add_backend(stats);
   add_connect(stats, "print the counters of the allocator a `uma serve` runs there");
   add_hardening(stats, command::stats);
@@ -291,16 +296,7 @@ void command_line::add_snapshot() {
   };
   file("--json", o.snapshot_json, "write the snapshot as JSON there (-: stdout, the default)");
   file("--html", o.snapshot_html, "write the snapshot as one self-contained HTML page there");
-  s.add_option_function<std::string>(
-       "--workload",
-       [this](const std::string& v) {
-         if (v != "short" && v != "none")
-           throw CLI::ValidationError("unknown workload '" + v + "' (expected short or none)");
-         o.workload = v == "short";
-         o.workload_given = true;
-       },
-       "the workload above (default), or none: a fresh allocator")
-      ->type_name("short|none");
+  add_workload(s, "the workload above (default), or none: a fresh allocator");
   add_backend(s);
   add_connect(s, "the snapshot of a `uma serve` there instead (its operator socket)");
   add_hardening(s, command::snapshot);
