@@ -79,6 +79,10 @@ class operation : public std::enable_shared_from_this<operation<Handler, Value>>
 
  private:
   struct canceller {
+    // A constructor, not an aggregate: the slot's emplace constructs it with parentheses, which
+    // clang before 16 does not accept for aggregates.
+    canceller(std::weak_ptr<operation> o, cancellation_type h) : op(std::move(o)), honoured(h) {}
+
     std::weak_ptr<operation> op;
     cancellation_type honoured;
 

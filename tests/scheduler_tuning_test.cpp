@@ -19,7 +19,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto key = "work-stealing.moderate-sleep-duration";
+/// An array, not a pointer: under clang, caf::string_view is made only from arrays.
+constexpr char key[] = "work-stealing.moderate-sleep-duration";
 
 caf::timespan moderate_sleep(const caf::actor_system_config& cfg) {
   return caf::get_or(cfg, key, caf::timespan{-1});
