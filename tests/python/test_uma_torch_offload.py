@@ -61,6 +61,13 @@ PRELUDE = """
                 out.append(["step", sorted(table.get(p, hex(p)) for p in entry[1])])
         return out
 
+    def planned(optimizer=True):
+        # the plan calls logged, uma installed (host backend), a Model and (optionally) its AdamW
+        fake = uma_fake_plans.install(path, torch.cuda.log)
+        uma_torch.install(backend="host", quota_bytes=64 << 20)
+        model = Model()
+        return fake, model, torch.optim.AdamW(model.parameters()) if optimizer else None
+
     def step(model, opt):
         model(None)
         torch.autograd.run_backward()
@@ -89,10 +96,7 @@ def done(block):
 class OffloadPlansTest(unittest.TestCase):
     def test_forward_plans_each_block_and_sends_the_next_one_ahead_on_the_side_stream(self):
         result = fresh("""
-            fake = uma_fake_plans.install(path, torch.cuda.log)
-            uma_torch.install(backend="host", quota_bytes=64 << 20)
-            model = Model()
-            opt = torch.optim.AdamW(model.parameters())
+            fake, model, opt = planned()
             handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, policy="migrate")
             start = len(torch.cuda.log)
             model(None)
@@ -128,10 +132,7 @@ class OffloadPlansTest(unittest.TestCase):
 
     def test_backward_runs_in_reverse_with_gradients_planned_and_the_step_in_chunks(self):
         result = fresh("""
-            fake = uma_fake_plans.install(path, torch.cuda.log)
-            uma_torch.install(backend="host", quota_bytes=64 << 20)
-            model = Model()
-            opt = torch.optim.AdamW(model.parameters())
+            fake, model, opt = planned()
             # a chunk holds about one block's parameters and gradients
             handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, chunk_bytes=70000,
                                        policy="dynamic")  # uma's auto for parameters, grads
@@ -189,10 +190,7 @@ class OffloadPlansTest(unittest.TestCase):
 
     def test_undo_removes_every_hook_and_plan_and_restores_the_budget(self):
         result = fresh("""
-            fake = uma_fake_plans.install(path, torch.cuda.log)
-            uma_torch.install(backend="host", quota_bytes=64 << 20)
-            model = Model()
-            opt = torch.optim.AdamW(model.parameters())
+            fake, model, opt = planned()
             plain_step = opt.step
             with uma_torch.offload(model, opt, budget_bytes=1 << 20, lookahead=2,
                                    policy="migrate") as handle:
@@ -226,9 +224,7 @@ class OffloadPlansTest(unittest.TestCase):
 
     def test_a_block_the_budget_cannot_hold_is_refused_clearly_and_ahead_plans_give_way(self):
         result = fresh("""
-            fake = uma_fake_plans.install(path, torch.cuda.log)
-            uma_torch.install(backend="host", quota_bytes=64 << 20)
-            model = Model()
+            fake, model, _ = planned(optimizer=False)
             one_block = 64 * 64 * 4 * 2 + 256
             handle = uma_torch.offload(model, None, budget_bytes=one_block + 4096,
                                        policy="migrate")
@@ -249,10 +245,7 @@ class OffloadPlansTest(unittest.TestCase):
 
     def test_gradient_accumulation_plans_the_second_pass_forward_and_its_gradients_written(self):
         result = fresh("""
-            fake = uma_fake_plans.install(path, torch.cuda.log)
-            uma_torch.install(backend="host", quota_bytes=64 << 20)
-            model = Model()
-            opt = torch.optim.AdamW(model.parameters())
+            fake, model, opt = planned()
             handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, policy="migrate")
             model(None)
             torch.autograd.run_backward()
@@ -273,10 +266,7 @@ class OffloadPlansTest(unittest.TestCase):
 
     def test_a_step_wrapper_made_after_offload_still_steps_in_chunks_and_survives_undo(self):
         result = fresh("""
-            fake = uma_fake_plans.install(path, torch.cuda.log)
-            uma_torch.install(backend="host", quota_bytes=64 << 20)
-            model = Model()
-            opt = torch.optim.AdamW(model.parameters())
+            fake, model, opt = planned()
             handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, chunk_bytes=70000,
                                        policy="migrate")
             func = opt.step.__func__  # what torch.optim.lr_scheduler does to optimizer.step
@@ -304,10 +294,7 @@ class OffloadPlansTest(unittest.TestCase):
 
     def test_auto_plans_once_what_fits_beside_the_gradients_resident_and_maps_the_rest(self):
         result = fresh("""
-            fake = uma_fake_plans.install(path, torch.cuda.log)
-            uma_torch.install(backend="host", quota_bytes=64 << 20)
-            model = Model()
-            opt = torch.optim.AdamW(model.parameters())
+            fake, model, opt = planned()
             grads = sum(p.numel() * 4 for p in model.parameters())
             margin = 2 * 4096 * 2 * 10  # a page each end of each of the 10 parameters and grads
             start = len(torch.cuda.log)
@@ -362,10 +349,7 @@ class OffloadPlansTest(unittest.TestCase):
 
     def test_when_the_budget_holds_everything_the_optimizer_state_stays_on_the_device(self):
         result = fresh("""
-            fake = uma_fake_plans.install(path, torch.cuda.log)
-            uma_torch.install(backend="host", quota_bytes=64 << 20)
-            model = Model()
-            opt = torch.optim.AdamW(model.parameters())
+            fake, model, opt = planned()
             params = sum(p.numel() * 4 for p in model.parameters())
             budget = 4 * params + 2 * 4096 * 2 * 30  # parameters, gradients, two moments
             handle = uma_torch.offload(model, opt, budget_bytes=budget)
@@ -394,10 +378,7 @@ class OffloadPlansTest(unittest.TestCase):
 
     def test_a_dead_gradient_refused_for_a_page_still_held_does_not_fail_the_step(self):
         result = fresh("""
-            fake = uma_fake_plans.install(path, torch.cuda.log)
-            uma_torch.install(backend="host", quota_bytes=64 << 20)
-            model = Model()
-            opt = torch.optim.AdamW(model.parameters())
+            fake, model, opt = planned()
             handle = uma_torch.offload(model, opt, budget_bytes=1 << 20, policy="migrate")
             model(None)
             torch.autograd.run_backward()
@@ -428,9 +409,7 @@ class OffloadPlansTest(unittest.TestCase):
 
     def test_static_plans_without_an_optimizer_end_each_backward_passs_gradient_plans(self):
         result = fresh("""
-            fake = uma_fake_plans.install(path, torch.cuda.log)
-            uma_torch.install(backend="host", quota_bytes=64 << 20)
-            model = Model()
+            fake, model, _ = planned(optimizer=False)
             handle = uma_torch.offload(model, None, budget_bytes=1 << 20)
             held = []
             for _ in range(2):
@@ -449,10 +428,7 @@ class StepInBackwardTest(unittest.TestCase):
     mapped and staged through device copies for each step."""
 
     RUN = """
-        fake = uma_fake_plans.install(path, torch.cuda.log)
-        uma_torch.install(backend="host", quota_bytes=64 << 20)
-        model = Model()
-        opt = torch.optim.AdamW(model.parameters())
+        fake, model, opt = planned()
         params = sum(p.numel() * 4 for p in model.parameters())
         rounding = 2 * 4096 * 3 * 10  # a page each end of 10 parameters and their 2 moments
         room = 3 * 2 * 16384 + 2 * 256  # the state of embed and of b0
@@ -668,9 +644,7 @@ class OffloadRefusalTest(unittest.TestCase):
 
     def test_bad_budgets_policies_devices_and_a_second_offload_are_refused(self):
         result = fresh("""
-            fake = uma_fake_plans.install(path, torch.cuda.log)
-            uma_torch.install(backend="host", quota_bytes=64 << 20)
-            model = Model()
+            fake, model, _ = planned(optimizer=False)
             outcomes = []
             for kwargs in (dict(budget_bytes=0), dict(budget_bytes="2G"), dict(),
                            dict(budget_bytes=1 << 50), dict(budget_bytes=1, policy="fast"),
