@@ -170,19 +170,17 @@ class remote_gateway final : public remote_allocator_actor::base {
   caf::result<std::uint64_t> close_session(const session_key& k) {
     if (authorize(k) == nullptr)
       return lookup_failure{"close_session", k.id, true}.to_error(nullptr);
-    auto it = sessions_.find(k.id);
-    const std::uint64_t n = it->second.leases.size();
-    end_session(it, "closed by its peer");
-    return n;
+    return end_session(sessions_.find(k.id), "closed by its peer").leases;
   }
 
-  void end_session(session_map::iterator it, const std::string& why) {
-    auto& s = it->second;
-    demonitor(s.peer);
+  /// Ends a session: its leases are released, its peer no longer monitored.
+  detail::leases_released end_session(session_map::iterator it, const std::string& why) {
+    demonitor(it->second.peer);
+    const auto gone = it->second.leases.release_all();  // the allocator frees what nobody holds
     log("session " + std::to_string(it->first) + " " + why + "; released " +
-        std::to_string(s.leases.size()) + " lease(s), " + std::to_string(s.held_bytes()) +
-        " bytes");
-    sessions_.erase(it);  // drops the refs: the allocator frees what nobody else holds
+        std::to_string(gone.leases) + " lease(s), " + std::to_string(gone.bytes) + " bytes");
+    sessions_.erase(it);
+    return gone;
   }
 
   /// Ends every session idle for longer than the idle timeout (none with requests in flight).
@@ -211,7 +209,7 @@ class remote_gateway final : public remote_allocator_actor::base {
     }
   }
 
-  // -- leases ------------------------------------------------------------------------------------
+  // -- leases (each session's lease book: actors/detail/lease_book) ------------------------------
 
   caf::result<region_handle> allocate(const session_key& k, remote_allocate_request r) {
     auto* s = authorize(k);
@@ -222,7 +220,7 @@ class remote_gateway final : public remote_allocator_actor::base {
     if (auto bad = detail::admit(*s, sessions_, r, config_, ceiling_))
       return to_caf(*bad);
     const std::uint64_t charge = r.bytes + r.label.size();  // checked by admit
-    s->pending_charge += charge;
+    s->leases.reserve(charge);
     ++s->in_flight;
     const auto sid = k.id;
     auto rp = make_response_promise<region_handle>();
@@ -237,9 +235,7 @@ class remote_gateway final : public remote_allocator_actor::base {
                 rp.deliver(lookup_failure{"allocate", sid, true}.to_error(nullptr));
                 return;
               }
-              const region_handle h{ref.id(), ref.generation()};
-              s->leases.insert_or_assign(h, detail::lease{std::move(ref), charge});
-              rp.deliver(h);
+              rp.deliver(s->leases.add(std::move(ref), charge));
             },
             [this, rp, sid, charge](caf::error& err) mutable {
               settle(sid, charge);
@@ -253,7 +249,7 @@ class remote_gateway final : public remote_allocator_actor::base {
     auto it = sessions_.find(sid);
     if (it == sessions_.end())
       return nullptr;
-    it->second.pending_charge -= charge;
+    it->second.leases.settle(charge);
     --it->second.in_flight;
     it->second.last_used = std::chrono::steady_clock::now();
     return &it->second;
@@ -271,16 +267,13 @@ class remote_gateway final : public remote_allocator_actor::base {
     auto* s = authorize(k);
     if (s == nullptr)
       return lookup_failure{"release", k.id, true}.to_error(nullptr);
-    auto lease = s->leases.find(h);
-    if (lease != s->leases.end()) {
-      // A lease of a stopped incarnation gives nothing back: its memory went with it.
-      const std::uint64_t bytes = lease->second.ref.valid() ? lease->second.ref.bytes() : 0;
-      s->leases.erase(lease);
-      return bytes;
-    }
+    if (const auto bytes = s->leases.release(h))
+      return *bytes;
     std::vector<byte_ref> none;
     return fail<std::uint64_t>(*detail::resolve(*s, k.id, {h}, "release", none));
   }
+
+  // -- requests on leased regions ----------------------------------------------------------------
 
   caf::result<remote_op_result> prefetch(const session_key& k, remote_prefetch_request r) {
     if (auto bad = detail::check_completion("prefetch", r.reply_when))

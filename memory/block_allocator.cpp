@@ -1,13 +1,11 @@
 #include <uma/memory/block_allocator.hpp>
 
 #include <algorithm>
-#include <array>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 
 #include <uma/memory/detail/block_labels.hpp>
 #include <uma/memory/detail/block_shard.hpp>
+#include <uma/memory/detail/give_back.hpp>
 #include <uma/memory/detail/size_classes.hpp>
 #include <uma/memory/detail/slab.hpp>
 #include <uma/memory/detail/slab_registry.hpp>
@@ -66,16 +64,6 @@ void record_free(block& b) noexcept {
         std::string("block_allocator: a block stays on its stream: ") + e.what());
     b.stream_bound = true;
   }
-}
-
-using shard_locks = std::array<std::unique_lock<detail::spin_mutex>, detail::block_shards>;
-
-/// Every shard locked, in index order (after the registry's lock, if that is taken too).
-shard_locks lock_shards(detail::block_shard* shards) {
-  shard_locks locks;
-  for (std::size_t i = 0; i < detail::block_shards; ++i)
-    locks[i] = std::unique_lock(shards[i].mutex);
-  return locks;
 }
 
 }  // namespace
@@ -348,71 +336,6 @@ byte_ref block_allocator::ref_of(const void* ptr, std::size_t bytes) {
   return detail::adopt_ref(&b->rec, offset, bytes);
 }
 
-// -- giving back ----------------------------------------------------------------------------------
-
-std::vector<slab*> block_allocator::unlink_idle(std::vector<block*>& free_blocks) {
-  std::unordered_map<const slab*, std::uint32_t> ready;  // free blocks done with, per slab
-  for (std::size_t i = 0; i < detail::block_shards; ++i)
-    for (auto& p : shards_[i].pools)
-      for (auto* head : p.heads)
-        for (auto* b = head; b != nullptr; b = b->next)
-          if (b->rec.parent->out() == 0 && detail::ready_elsewhere(*b, shards_[i].events))
-            ++ready[b->rec.parent];
-  std::unordered_set<const slab*> idle;  // every block free and done with
-  std::size_t blocks = 0;
-  for (const auto& [s, n] : ready)
-    if (n == s->count()) {
-      idle.insert(s);
-      blocks += n;
-    }
-  free_blocks.reserve(blocks);
-  auto gone = registry_->remove(idle);  // may throw: nothing changed yet
-  for (std::size_t i = 0; i < detail::block_shards; ++i)
-    for (auto& p : shards_[i].pools)
-      for (auto*& head : p.heads)
-        for (block** link = &head; *link != nullptr;) {
-          if (idle.contains((*link)->rec.parent)) {
-            free_blocks.push_back(*link);  // reserved
-            shards_[i].free -= static_cast<std::int64_t>((*link)->rec.parent->block_bytes());
-            *link = (*link)->next;
-          } else {
-            link = &(*link)->next;
-          }
-        }
-  return gone;
-}
-
-void block_allocator::finish(std::vector<block*>& free_blocks) noexcept {
-  for (auto* b : free_blocks)
-    if (auto* e = std::exchange(b->event, nullptr))
-      b->rec.parent->events().destroy_event(e);
-}
-
-std::uint64_t block_allocator::trim() {
-  std::vector<slab*> gone;
-  std::vector<block*> free_blocks;
-  {
-    std::lock_guard grow_lock(grow_mutex_);
-    const auto lock = registry_->lock();
-    const auto shards = lock_shards(shards_.get());
-    gone = unlink_idle(free_blocks);
-  }
-  std::uint64_t bytes = 0;
-  for (auto* s : gone)
-    bytes += s->bytes();
-  // Deleting the last slab may drop the last other ref to this allocator: hold one meanwhile.
-  const auto keep = shared_from_this();
-  finish(free_blocks);
-  for (auto* s : gone)
-    delete s;  // its region goes back to the actor, which frees it
-  return bytes;
-}
-
-void block_allocator::prepare_stop() noexcept {
-  const auto lock = registry_->lock();
-  registry_->unpin_idle();
-}
-
 block_stats block_allocator::stats() const {
   std::int64_t in_use = 0, requested = 0, free = 0, blocks = 0;
   block_stats out;
@@ -443,43 +366,39 @@ block_stats block_allocator::stats() const {
   return out;
 }
 
+// -- giving back (what leaves the registry and the shards: memory/detail/give_back) ------------
+
+std::uint64_t block_allocator::trim() {
+  // Deleting the last slab may drop the last other ref to this allocator: hold one meanwhile.
+  const auto keep = shared_from_this();
+  detail::idle_slabs gone;
+  {
+    std::lock_guard grow_lock(grow_mutex_);
+    const auto lock = registry_->lock();
+    const auto shards = detail::lock_shards(shards_.get());
+    gone = detail::idle_slabs::unlink(*registry_, shards_.get());
+  }
+  return gone.give_back();  // outside the locks: backend calls, and slabs deleted
+}
+
+void block_allocator::prepare_stop() noexcept {
+  const auto lock = registry_->lock();
+  registry_->unpin_idle();
+}
+
 void block_allocator::seal() noexcept {
   const auto lock = registry_->lock();  // a growth queues its slab under it, or sees closed_
-  const auto shards = lock_shards(shards_.get());  // a hand-out ends before it, or sees closed_
+  // A hand-out ends before the shards are all locked, or sees closed_.
+  const auto shards = detail::lock_shards(shards_.get());
   closed_ = true;
 }
 
 void block_allocator::close() noexcept {
   const auto keep = shared_from_this();  // deleting slabs below may drop the last other ref
   const auto lock = registry_->lock();   // nothing else runs now: backend calls under it are fine
-  const auto shards = lock_shards(shards_.get());
+  const auto shards = detail::lock_shards(shards_.get());
   closed_ = true;
-  for (std::size_t i = 0; i < detail::block_shards; ++i) {
-    auto& sh = shards_[i];
-    for (auto& p : sh.pools)
-      for (auto* head : p.heads)
-        for (auto* b = head; b != nullptr; b = b->next)
-          if (auto* e = std::exchange(b->event, nullptr))
-            b->rec.parent->events().destroy_event(e);
-    sh.pools.clear();
-    sh.free = 0;
-  }
-  auto& counts = shards_[0];  // the blocks given up leave the sums: any shard's counters do
-  for (auto* s : registry_->take_all()) {
-    s->let_go_done = true;
-    s->unpin();  // post_stop has decided what to leak: the pin did its work
-    for (std::uint32_t i = 0; i < s->count(); ++i)
-      if (auto& b = s->at(i); b.raw && b.out.exchange(false, std::memory_order_acq_rel)) {
-        b.raw = false;  // given up: its memory was leaked or freed with its slab
-        s->count_out(b.shard, -1);
-        counts.in_use -= static_cast<std::int64_t>(s->block_bytes());
-        counts.requested -= static_cast<std::int64_t>(b.requested);
-        --counts.blocks;
-      }
-    s->remaining.store(s->out(), std::memory_order_release);
-    if (s->remaining.load(std::memory_order_relaxed) == 0)
-      delete s;  // else the last block coming back deletes it (put_back)
-  }
+  detail::let_go_all(*registry_, shards_.get());
 }
 
 }  // namespace uma

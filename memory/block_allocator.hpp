@@ -189,8 +189,6 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   /// held); when its slab was let go, the block is not listed and the caller finishes it (and
   /// deletes the slab when it was the slab's last block out).
   pushed push(detail::block_shard& sh, detail::block& b) noexcept;
-  [[nodiscard]] std::vector<detail::slab*> unlink_idle(std::vector<detail::block*>& free_blocks);
-  void finish(std::vector<detail::block*>& free_blocks) noexcept;
 
   std::shared_ptr<memory_resource> stack_;
   std::shared_ptr<detail::control_block> control_;

@@ -17,23 +17,6 @@
 
 namespace uma::detail {
 
-std::uint64_t session::held_bytes() const {
-  std::uint64_t n = 0;
-  for (const auto& [h, l] : leases)
-    if (l.ref.valid())
-      n += l.ref.bytes();
-  return n;
-}
-
-std::uint64_t session::charged() const {
-  // No overflow: every charge was admitted against a 64-bit quota with checked sums.
-  std::uint64_t n = pending_charge;
-  for (const auto& [h, l] : leases)
-    if (l.ref.valid())
-      n += l.charge;
-  return n;
-}
-
 session session::opened(const caf::actor& peer, const session_key& key, std::string tenant) {
   session s;
   s.tenant = std::move(tenant);
@@ -137,7 +120,7 @@ std::optional<refusal> admit(const session& s, const std::map<std::uint64_t, ses
   std::uint64_t used = 0;
   for (const auto& [sid, other] : sessions)
     if (other.tenant == s.tenant)
-      used += other.charged();
+      used += other.leases.charged();
   const auto total = checked_add(used, *charge);
   if (!total || *total > config_.tenant_quota_bytes)
     return refusal{errc::quota_exceeded,
@@ -171,21 +154,8 @@ std::optional<std::string> refuse_peer(const caf::actor& peer, const caf::strong
 std::optional<lookup_failure> resolve(const session& s, std::uint64_t sid,
                                       const std::vector<region_handle>& handles, const char* op,
                                       std::vector<byte_ref>& refs) {
-  const auto& leases = s.leases;
-  refs.reserve(handles.size());
-  for (const auto& h : handles) {
-    auto lease = leases.find(h);
-    if (lease != leases.end() && lease->second.ref.valid()) {
-      refs.push_back(lease->second.ref);
-      continue;
-    }
-    lookup_failure f{op, sid, false, h, lease != leases.end()};
-    for (auto same = leases.lower_bound({h.id, 0}); same != leases.end() && same->first.id == h.id;
-         ++same)
-      if (same->first != h)
-        f.same_id = same->first;
-    return f;
-  }
+  if (auto miss = s.leases.resolve(handles, refs))
+    return lookup_failure{op, sid, false, std::move(*miss)};
   return std::nullopt;
 }
 
@@ -216,9 +186,10 @@ std::optional<std::string> refused_system_message(const caf::mailbox_element& x,
 leased_map live_leases(const std::map<std::uint64_t, session>& sessions, std::uint64_t only) {
   leased_map out;
   for (const auto& [sid, s] : sessions)
-    for (const auto& [h, l] : s.leases)
-      if (l.ref.valid() && (only == 0 || sid == only))
-        out.emplace(h, std::pair(sid, l.ref));
+    if (only == 0 || sid == only)
+      s.leases.for_each_live([&out, sid = sid](const region_handle& h, const byte_ref& ref) {
+        out.emplace(h, std::pair(sid, ref));
+      });
   return out;
 }
 
@@ -240,7 +211,7 @@ void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& ses
   out.sessions = sessions.size();
   for (const auto& [sid, s] : sessions) {
     out.leases += s.leases.size();
-    out.leased_bytes += s.held_bytes();
+    out.leased_bytes += s.leases.held_bytes();
   }
 }
 
@@ -284,6 +255,7 @@ caf::error lookup_failure::to_error(const supervision_stats* sv) const {
                           op + ": session " + sid +
                               " is not open (never opened, closed, or its peer went down) or the "
                               "key and node given are not the session's");
+  const auto& [wanted, held_inert, same_id] = miss;
   const auto what = op + ": " + to_string(wanted);
   const std::uint64_t current = sv ? sv->current_generation : 0;
   std::string now = "the allocator's current generation is unknown";

@@ -1,7 +1,8 @@
 #pragma once
 
-// The remote gateway's bookkeeping (actors/remote_gateway.cpp): sessions, their leases, and
-// why a lookup failed. Plain data; the gateway actor owns it and is its only user.
+// The remote gateway's bookkeeping (actors/remote_gateway.cpp): sessions (each with its lease
+// book, actors/detail/lease_book.hpp) and why a lookup failed. Plain data; the gateway actor
+// owns it and is its only user.
 
 #include <chrono>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include <uma/actors/detail/lease_book.hpp>
 #include <uma/actors/detail/remote_checks.hpp>
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/memory/managed_ref.hpp>
@@ -26,30 +28,18 @@
 
 namespace uma::detail {
 
-/// A region held for a session, and what it counts against the tenant's quota (its bytes plus
-/// its label's: the serving node keeps the label as long as the region lives).
-struct lease {
-  byte_ref ref;
-  std::uint64_t charge = 0;
-};
-
 /// One remote peer's session: the actor the gateway monitors for it, the node it belongs to
-/// (the tenant), its secret and its leases. Holding a lease's ref keeps the region allocated.
+/// (the tenant), its secret and its leases.
 struct session {
   caf::actor_addr peer;
   caf::node_id node;
   std::string tenant;  ///< who opened it: quotas and session caps count per tenant
   std::uint64_t secret_hi = 0;
   std::uint64_t secret_lo = 0;
-  std::map<region_handle, lease> leases;
-  std::uint64_t pending_charge = 0;  ///< charged by allocations the allocator still works on
-  std::uint32_t in_flight = 0;       ///< requests forwarded and not yet answered
+  lease_book leases;
+  std::uint32_t in_flight = 0;  ///< requests forwarded and not yet answered
   std::chrono::steady_clock::time_point last_used{};
 
-  /// Bytes still held (a lease of a stopped incarnation holds none).
-  [[nodiscard]] std::uint64_t held_bytes() const;
-  /// What the session counts against its tenant's quota now, pending allocations included.
-  [[nodiscard]] std::uint64_t charged() const;
   /// Compares the secret in constant time.
   [[nodiscard]] bool has_secret(const session_key& key) const noexcept;
   /// A session of `peer` for `tenant` opened now with `key`'s secret.
@@ -142,9 +132,7 @@ struct lookup_failure {
   std::string op;
   std::uint64_t session = 0;
   bool no_session = false;
-  region_handle wanted{};
-  bool held_inert = false;  ///< the session leases exactly `wanted`, but its incarnation stopped
-  std::optional<region_handle> same_id{};  ///< the session's lease of that id in another generation
+  lease_miss miss{};  ///< the handle that failed (when the session is open)
 
   [[nodiscard]] caf::error to_error(const supervision_stats* sv) const;
 };

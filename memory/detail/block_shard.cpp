@@ -8,6 +8,13 @@
 
 namespace uma::detail {
 
+shard_locks lock_shards(block_shard* shards) {
+  shard_locks locks;
+  for (std::size_t i = 0; i < block_shards; ++i)
+    locks[i] = std::unique_lock(shards[i].mutex);
+  return locks;
+}
+
 block_shard::stream_pool& block_shard::pool_of(int device, void* stream, std::uint32_t classes) {
   if (last_pool < pools.size() && pools[last_pool].stream == stream &&
       pools[last_pool].device == device)

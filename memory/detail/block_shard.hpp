@@ -1,7 +1,9 @@
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include <uma/sys/detail/spin_mutex.hpp>
@@ -42,6 +44,12 @@ struct alignas(64) block_shard {
   /// Puts a free block on the list of its (device, stream) and class.
   void list(block& b, std::uint32_t cls, std::uint32_t classes) noexcept;
 };
+
+/// Every shard's lock, held.
+using shard_locks = std::array<std::unique_lock<spin_mutex>, block_shards>;
+/// Every shard of `shards` locked, in index order (after the slab registry's lock, if that is
+/// taken too): what the give-back path (trim, seal, close) holds.
+[[nodiscard]] shard_locks lock_shards(block_shard* shards);
 
 /// Whether free block `b`, last used on another stream, may be handed out now: it is clean,
 /// or the event recorded after its free completed (recorded now, on a lasting stream).

@@ -1,0 +1,76 @@
+#pragma once
+
+// One remote session's leases (actors/remote_gateway.cpp): the regions it holds, what they
+// count against its tenant's quota, and their release. Plain data; the gateway actor owns one
+// per session and is its only user.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <uma/memory/managed_ref.hpp>
+#include <uma/messages/remote_types.hpp>
+
+namespace uma::detail {
+
+/// Why a handle names no live lease of a book.
+struct lease_miss {
+  region_handle wanted{};
+  bool held_inert = false;  ///< the book leases exactly `wanted`, but its incarnation stopped
+  std::optional<region_handle> same_id{};  ///< the book's lease of that id in another generation
+};
+
+/// What a book let go of at once (`release_all`).
+struct leases_released {
+  std::uint64_t leases = 0;
+  std::uint64_t bytes = 0;  ///< of live leases (a stopped incarnation's hold none)
+};
+
+/// A session's leases. Holding a lease's ref keeps its region allocated on the serving node:
+/// a release drops the ref, and the allocator frees what nobody else holds. Each lease carries
+/// its charge (its bytes plus its label's: the serving node keeps the label as long as the
+/// region lives); allocations still underway are charged as pending until they settle.
+class lease_book {
+ public:
+  /// Leases `ref` (a region of the current incarnation) with `charge`; returns its handle. A
+  /// lease of the same handle is replaced.
+  region_handle add(byte_ref ref, std::uint64_t charge);
+  /// Ends the lease of `h`: the bytes it held (0 for a stopped incarnation's), or nullopt when
+  /// the book leases no `h` (nothing changes).
+  [[nodiscard]] std::optional<std::uint64_t> release(const region_handle& h);
+  /// Ends every lease (the session ends): how many there were and the bytes they held.
+  leases_released release_all() noexcept;
+
+  /// An allocation of `charge` is underway: it counts against the quota until `settle`.
+  void reserve(std::uint64_t charge) noexcept { pending_ += charge; }
+  /// The allocation reserved with `charge` has been answered (a lease or an error).
+  void settle(std::uint64_t charge) noexcept { pending_ -= charge; }
+
+  /// The refs of `handles`, each a live lease of the book, appended to `refs`; or the first
+  /// handle that is not (`refs` may then hold the ones before it).
+  [[nodiscard]] std::optional<lease_miss> resolve(const std::vector<region_handle>& handles,
+                                                  std::vector<byte_ref>& refs) const;
+  /// Calls `f(handle, ref)` for each live lease (a stopped incarnation's are skipped).
+  void for_each_live(const std::function<void(const region_handle&, const byte_ref&)>& f) const;
+
+  /// Leases held, live or not (each counts against the session's lease cap until released).
+  [[nodiscard]] std::size_t size() const noexcept { return leases_.size(); }
+  /// Bytes of the live leases.
+  [[nodiscard]] std::uint64_t held_bytes() const noexcept;
+  /// What the book counts against its tenant's quota now: live leases' charges and pending ones.
+  [[nodiscard]] std::uint64_t charged() const noexcept;
+
+ private:
+  struct lease {
+    byte_ref ref;
+    std::uint64_t charge = 0;
+  };
+
+  std::map<region_handle, lease> leases_;
+  std::uint64_t pending_ = 0;  // charged by allocations the allocator still works on
+};
+
+}  // namespace uma::detail
