@@ -482,8 +482,7 @@ class managed_allocator final : public allocator_impl::base {
   detail::pending_jobs pending_;
   detail::allocation_core core_;  // holds a reference to lanes_, used only after construction
   detail::release_ticker ticker_{*control_, core_};
-  detail::residency_core residency_{config_, backend_, core_.table(),
-                                    [this](const void* data) { return core_.label_of(data); }};
+  detail::residency_core residency_{config_, backend_, core_};
   worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};  // last: joined first
 };
 

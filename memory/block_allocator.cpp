@@ -238,6 +238,11 @@ std::vector<labelled_block> block_allocator::labelled_blocks() const {
   return labels_->list();
 }
 
+std::optional<labelled_block> block_allocator::labelled_holding(const void* p,
+                                                                std::size_t bytes) const {
+  return labels_->holding(static_cast<const std::byte*>(p), bytes);
+}
+
 void block_allocator::record_labels_in(std::shared_ptr<event_history> history,
                                        std::uint64_t generation) noexcept {
   labels_->record_in(std::move(history), generation);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,9 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   [[nodiscard]] block_stats stats() const;
   /// The labelled blocks out now, in no particular order.
   [[nodiscard]] std::vector<labelled_block> labelled_blocks() const;
+  /// The labelled block out whose slot holds bytes [p, p + bytes) whole, if any.
+  [[nodiscard]] std::optional<labelled_block> labelled_holding(const void* p,
+                                                               std::size_t bytes) const;
   /// A labelled block's hand-out and return become allocate and release events of `history`
   /// (generation `generation`), as a labelled region's are. Before the allocator is shared.
   void record_labels_in(std::shared_ptr<event_history> history, std::uint64_t generation) noexcept;

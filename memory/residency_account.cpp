@@ -186,6 +186,8 @@ residency_account::decision residency_account::decide(std::span<const planned_re
       raise(errc::invalid_argument, "will_access: " + name_of(r.id) + " has " +
                                         std::to_string(e.bytes) + " bytes; the plan says " +
                                         std::to_string(r.bytes));
+    } else if (!r.label.empty()) {
+      e.label = r.label;  // relabelled, if it differs: the old label keeps its share (below)
     }
     if (e.holds > 0 && e.device >= 0 && e.device != device)
       raise(errc::invalid_argument, "will_access: " + name_of(r.id) +
@@ -335,7 +337,13 @@ residency_plan residency_account::will_access(std::span<const planned_region> re
     plan.evictions.push_back(evict(id, entries_.at(id)));
   ++clock_;
   for (const auto& r : regions) {
-    auto& e = entries_[r.id] = std::move(decided.next.at(r.id));
+    auto& next = decided.next.at(r.id);
+    if (const auto was = entries_.find(r.id);
+        was != entries_.end() && was->second.label != next.label) {
+      keep(was->second);  // the moves so far stay with the old label; the new one's start here
+      next.labelled = {};
+    }
+    auto& e = entries_[r.id] = std::move(next);
     apply(r.id, e, device, mode, plan);
   }
   return plan;
@@ -399,6 +407,7 @@ void residency_account::split(std::uint64_t id, std::uint64_t to, std::size_t by
   entry part = it->second;
   part.bytes = bytes;
   part.ledger = {};
+  part.labelled = {};
   entries_.emplace(to, std::move(part));  // may rehash: `it` is not used after it
   entries_.at(id).bytes -= bytes;         // the device's and tenants' sums do not change
 }
@@ -414,12 +423,13 @@ void residency_account::forget(std::uint64_t id) noexcept {
 
 void residency_account::charge(entry& e, const residency_ledger& moved) noexcept {
   e.ledger += moved;
+  e.labelled += moved;
   totals_ += moved;
 }
 
 void residency_account::keep(const entry& e) noexcept {
   try {
-    forgotten_by_label_[e.label] += e.ledger;
+    forgotten_by_label_[e.label] += e.labelled;
   } catch (const std::bad_alloc&) {
     // The label's share is lost (no memory for a new label); the totals keep it.
   }
@@ -442,7 +452,7 @@ const residency_ledger* residency_account::ledger(std::uint64_t id) const noexce
 std::map<std::string, residency_ledger> residency_account::by_label() const {
   auto out = forgotten_by_label_;
   for (const auto& [id, e] : entries_)
-    out[e.label] += e.ledger;
+    out[e.label] += e.labelled;
   return out;
 }
 

@@ -62,7 +62,10 @@ class residency_account {
   /// budget: moving it would cost both ways every pass); before that it is read_mostly while
   /// only read (eviction then moves nothing) and migrate once written.
   /// A region's bytes and requested policy are taken from its first plan; later plans must
-  /// name the same bytes (the policy may change: it applies from that plan on).
+  /// name the same bytes (the policy may change: it applies from that plan on). Its label too,
+  /// unless a later plan names another (not empty): the moves counted so far stay with the old
+  /// label, the next ones count for the new (an extent of a slab whose slot was handed out
+  /// again under another label; docs/residency.md "Labels").
   [[nodiscard]] residency_plan will_access(std::span<const planned_region> regions, int device,
                                            access_mode mode);
   /// The plans on `ids` are over: their regions may be evicted again (one hold each).
@@ -110,6 +113,7 @@ class residency_account {
     std::uint32_t holds = 0;
     std::uint64_t last_use = 0;
     residency_ledger ledger;
+    residency_ledger labelled;  // the part of `ledger` counted under `label` (by_label's)
     std::string label;
     std::string tenant;
   };
@@ -147,7 +151,7 @@ class residency_account {
   [[nodiscard]] residency_move evict(std::uint64_t id, entry& e);
   /// Counts `moved` in `e`'s ledger and in the totals.
   void charge(entry& e, const residency_ledger& moved) noexcept;
-  /// A leaving region's ledger stays in its label's.
+  /// A leaving (or relabelled) region's share stays in its label's.
   void keep(const entry& e) noexcept;
   void place(std::uint64_t id, entry& e, int device, residency_plan& plan);
 

@@ -76,7 +76,9 @@ struct planned_region {
   std::uint64_t id = 0;  ///< the account's id (an extent's id under the allocator)
   std::size_t bytes = 0;
   residency_policy policy = residency_policy::automatic;
-  std::string label{};  ///< kept from the region's first plan: the ledger's per-label sums
+  /// The ledger's per-label sums: kept from the region's first plan; a later plan that names
+  /// another (not empty) relabels the region from then on (residency_account::will_access).
+  std::string label{};
   /// The tenant whose bytes the region counts as (docs/residency.md "Tenants"), fixed by its
   /// first plan; "" for none. Later plans must name the same tenant.
   std::string tenant{};

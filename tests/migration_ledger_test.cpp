@@ -137,6 +137,38 @@ TEST(residency_labels, TheAccountSumsItsMovesPerLabelAndKeepsAFreedRegionsShare)
   EXPECT_EQ(account.resident(), 8 * MiB);
 }
 
+TEST(residency_labels, ALaterPlanNamingAnotherLabelRelabelsAndTheOldKeepsItsShare) {
+  residency_account account({64 * MiB});
+  account.set_budget(0, 8 * MiB);
+  const std::vector<planned_region> first{{1, 4 * MiB, residency_policy::migrate, "first"}};
+  static_cast<void>(account.will_access(first, 0, access_mode::read));
+  account.done_with(std::vector<std::uint64_t>{1});
+  // An empty label keeps the region's; a refused plan relabels nothing.
+  const std::vector<planned_region> same{{1, 4 * MiB, residency_policy::migrate, ""}};
+  static_cast<void>(account.will_access(same, 0, access_mode::read));
+  account.done_with(std::vector<std::uint64_t>{1});
+  const std::vector<planned_region> refused{{1, 4 * MiB, residency_policy::migrate, "second"},
+                                            {2, 8 * MiB, residency_policy::migrate, "other"}};
+  EXPECT_THROW(static_cast<void>(account.will_access(refused, 0, access_mode::read)), error);
+  EXPECT_EQ(account.by_label().size(), 1u);
+  // Evicted, then placed under its new label: the eviction stays with the old one.
+  const std::vector<planned_region> push{{3, 8 * MiB, residency_policy::migrate, "push"}};
+  static_cast<void>(account.will_access(push, 0, access_mode::write));
+  account.done_with(std::vector<std::uint64_t>{3});
+  const std::vector<planned_region> next{{1, 4 * MiB, residency_policy::migrate, "second"}};
+  static_cast<void>(account.will_access(next, 0, access_mode::read));
+  const auto labels = account.by_label();
+  ASSERT_EQ(labels.size(), 3u);
+  EXPECT_EQ(labels.at("first").to_device_bytes, 4 * MiB);
+  EXPECT_EQ(labels.at("first").evictions, 1u);
+  EXPECT_EQ(labels.at("second").to_device_bytes, 4 * MiB);
+  EXPECT_EQ(labels.at("second").placements, 1u);
+  EXPECT_EQ(account.ledger(1)->placements, 2u);  // the region's own ledger keeps both
+  account.forget(1);
+  EXPECT_EQ(account.by_label().at("second").placements, 1u);
+  EXPECT_EQ(account.by_label().at("first").placements, 1u);
+}
+
 // -- through the allocator -----------------------------------------------------------------------
 
 /// What a test feeds the allocator as the driver's records.

@@ -16,23 +16,17 @@
 namespace uma::detail {
 
 residency_core::residency_core(const allocator_config& config, std::shared_ptr<backend> backend,
-                               const region_table& table,
-                               std::function<std::string(const void*)> label_of)
+                               const allocation_core& core)
     : backend_(std::move(backend)),
-      table_(table),
-      label_of_(std::move(label_of)),
+      table_(core.table()),
+      core_(core),
       emulated_(backend_->kind() == backend_kind::host),
       account_(devices_of(*backend_)) {
   for (const auto& [device, bytes] : config.device_budgets)
     account_.set_budget(device, bytes);
   for (const auto& [tenant, device, bytes] : config.tenant_budgets)
     account_.set_tenant_budget(tenant, device, bytes);
-  account_.set_namer([this](std::uint64_t id) {  // the account's entries are extents
-    const auto x = extents_.find(id);
-    return x ? "bytes [" + std::to_string(x->offset) + ", +" + std::to_string(x->bytes) +
-                   ") of region " + std::to_string(x->region)
-             : "extent " + std::to_string(id);
-  });
+  account_.set_namer([this](std::uint64_t id) { return name_of(id); });
   if (!config.driver_counters) {
     driver_status_ = "off (allocator_config::driver_counters)";
     return;
@@ -124,13 +118,15 @@ std::vector<planned_region> residency_core::planned(std::span<const std::uint64_
   std::vector<planned_region> out;
   out.reserve(ids.size());
   for (const auto id : ids) {
-    const auto e = extents_.find(id);
+    const auto x = extents_.find(id);
     auto& r = out.emplace_back(like);
     r.id = id;
-    r.bytes = e->bytes;
-    if (account_.ledger(id) == nullptr && label_of_)  // the account keeps a first label
-      if (const auto* t = table_.find(e->region))
-        r.label = label_of_(t->region->data);
+    r.bytes = x->bytes;
+    // The account keeps a first label; a slab's extent is asked every plan, since the block
+    // holding it may have been handed out again under another label (or none) since.
+    if (const auto* t = table_.find(x->region))
+      if (t->slab_blocks != 0 || account_.ledger(id) == nullptr)
+        r.label = label_of(*t, *x);
   }
   return out;
 }
@@ -305,7 +301,29 @@ std::uint64_t residency_core::budget(int device, std::uint64_t bytes) {
 
 std::string residency_core::label_of(std::uint64_t id) const {
   const auto* e = table_.find(id);
-  return e != nullptr && label_of_ ? label_of_(e->region->data) : std::string{};
+  return e != nullptr ? core_.label_of(e->region->data) : std::string{};
+}
+
+std::string residency_core::label_of(const region_table::entry& e,
+                                     const planned_extents::extent& x) const {
+  if (e.slab_blocks != 0)
+    if (auto b = core_.blocks()->labelled_holding(e.region->data + x.offset, x.bytes))
+      return std::move(b->label);
+  return core_.label_of(e.region->data);
+}
+
+std::string residency_core::name_of(std::uint64_t id) const {
+  const auto x = extents_.find(id);
+  if (!x)
+    return "extent " + std::to_string(id);
+  std::string out = "bytes [" + std::to_string(x->offset) + ", +" + std::to_string(x->bytes) +
+                    ") of region " + std::to_string(x->region);
+  const auto* e = table_.find(x->region);
+  if (e != nullptr && e->slab_blocks != 0)
+    if (const auto b = core_.blocks()->labelled_holding(e->region->data + x->offset, x->bytes))
+      out += ", of block " + std::to_string(b->id) + " ('" + b->label + "', " +
+             std::to_string(b->bytes) + " bytes)";
+  return out;
 }
 
 std::shared_ptr<residency_core::driver_take_in> residency_core::driver_take_in_job() const {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <uma/actors/allocator_config.hpp>
+#include <uma/actors/detail/allocation_core.hpp>
 #include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/detail/region_table.hpp>
 #include <uma/memory/migration_ledger.hpp>
@@ -42,10 +43,11 @@ struct residency_work {
 /// (counted, no data copied). Actor-thread only; throws uma::error (nothing changed).
 class residency_core {
  public:
-  /// `label_of(data)`: the label of the region whose data starts at `data` (the ledger's
-  /// per-label sums).
+  /// `core`: the allocator's regions (its table), their labels, and its block allocator, whose
+  /// labelled blocks name the extents of a slab they hold (docs/residency.md "The ledger"). It
+  /// outlives the residency core.
   residency_core(const allocator_config& config, std::shared_ptr<backend> backend,
-                 const region_table& table, std::function<std::string(const void*)> label_of);
+                 const allocation_core& core);
 
   /// Throws what the constructor would for `config`'s device budgets (invalid_argument naming
   /// the device and the bytes).
@@ -123,10 +125,17 @@ class residency_core {
   /// The plan's moves as lane jobs (none on the host backend).
   [[nodiscard]] residency_work carry_out(const residency_plan& plan, stream_view stream) const;
   [[nodiscard]] std::string label_of(std::uint64_t id) const;
+  /// The label extent `x` counts for: that of the labelled block holding it, if its region is a
+  /// slab and one does, else its region's.
+  [[nodiscard]] std::string label_of(const region_table::entry& e,
+                                     const planned_extents::extent& x) const;
+  /// How a refusal names extent `id`: its bytes of its region, and the labelled block holding
+  /// them, if any.
+  [[nodiscard]] std::string name_of(std::uint64_t id) const;
 
   std::shared_ptr<backend> backend_;
   const region_table& table_;
-  std::function<std::string(const void*)> label_of_;
+  const allocation_core& core_;
   const bool emulated_;  // the host backend: moves to its emulated devices, no data copied
   residency_account account_;
   planned_extents extents_;  // the account's entries: extents of pages of the table's regions

@@ -2,6 +2,8 @@
 
 #include <uma/memory/control_block.hpp>
 
+#include <cstdint>
+
 namespace uma::detail {
 
 void block_labels::add(const region* rec, std::size_t bytes, std::string label) {
@@ -43,6 +45,18 @@ std::vector<labelled_block> block_labels::list() const {
   for (const auto& [id, e] : entries_)
     out.push_back({id, e.bytes, e.label, e.rec->refs.load(std::memory_order_relaxed), e.created});
   return out;
+}
+
+std::optional<labelled_block> block_labels::holding(const std::byte* p, std::size_t bytes) const {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(mutex_);
+  for (const auto& [id, e] : entries_) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(e.rec->data);
+    if (at >= begin && bytes <= e.rec->bytes && at - begin <= e.rec->bytes - bytes)
+      return labelled_block{id, e.bytes, e.label, e.rec->refs.load(std::memory_order_relaxed),
+                            e.created};
+  }
+  return std::nullopt;
 }
 
 }  // namespace uma::detail

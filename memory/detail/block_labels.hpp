@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -38,6 +39,10 @@ class block_labels {
   void remove(std::uint64_t id) noexcept;
   /// Every labelled block out, in no particular order.
   [[nodiscard]] std::vector<labelled_block> list() const;
+  /// The labelled block out whose slot holds bytes [p, p + bytes) whole, if any (the residency
+  /// report names an extent of a slab by it). A scan: labelled blocks are few, and only the
+  /// residency core asks, when it plans or names an extent of a slab.
+  [[nodiscard]] std::optional<labelled_block> holding(const std::byte* p, std::size_t bytes) const;
 
  private:
   struct entry {
