@@ -23,9 +23,9 @@ residency_core::residency_core(const allocator_config& config, std::shared_ptr<b
       label_of_(std::move(label_of)),
       emulated_(backend_->kind() == backend_kind::host),
       account_(devices_of(*backend_)) {
-  for (const auto& [device, bytes] : config.device_budgets)
+  for (const auto& [device, bytes] : config.residency.device_budgets)
     account_.set_budget(device, bytes);
-  for (const auto& [tenant, device, bytes] : config.tenant_budgets)
+  for (const auto& [tenant, device, bytes] : config.residency.tenant_budgets)
     account_.set_tenant_budget(tenant, device, bytes);
   account_.set_namer([this](std::uint64_t id) {  // the account's entries are extents
     const auto x = extents_.find(id);
@@ -33,8 +33,8 @@ residency_core::residency_core(const allocator_config& config, std::shared_ptr<b
                    ") of region " + std::to_string(x->region)
              : "extent " + std::to_string(id);
   });
-  if (!config.driver_counters) {
-    driver_status_ = "off (allocator_config::driver_counters)";
+  if (!config.backend.driver_counters) {
+    driver_status_ = "off (allocator_config::backend.driver_counters)";
     return;
   }
   auto source = backend_->subscribe_um_counters();
@@ -46,9 +46,9 @@ residency_core::residency_core(const allocator_config& config, std::shared_ptr<b
 
 void residency_core::check(const allocator_config& config, const backend& b) {
   residency_account probe(devices_of(b));
-  for (const auto& [device, bytes] : config.device_budgets)
+  for (const auto& [device, bytes] : config.residency.device_budgets)
     probe.set_budget(device, bytes);
-  for (const auto& [tenant, device, bytes] : config.tenant_budgets)
+  for (const auto& [tenant, device, bytes] : config.residency.tenant_budgets)
     probe.set_tenant_budget(tenant, device, bytes);
 }
 
