@@ -18,25 +18,15 @@
 
 namespace uma {
 
-/// How an allocator incarnation is set up.
-struct allocator_config {
-  /// Which backend to create (ignored when `backend` is given).
+/// Which backend an incarnation runs on, and what it asks of the driver.
+struct backend_config {
+  /// Which backend to create (ignored when `instance` is given).
   backend_choice choice = backend_choice::automatic;
   /// A backend to use instead of creating one (tests: a fault-injecting decorator).
-  std::shared_ptr<uma::backend> backend{};
-  /// Most bytes the allocator may hold from the backend at once (pool slabs and direct
-  /// regions: memory/limit_resource.hpp); 0 takes the backend's default (on CUDA 3/4 of
-  /// the smallest free device memory at start, on the host half of physical memory).
-  std::uint64_t quota_bytes = 0;
-  /// Device budgets of the residency account (docs/residency.md): (device, bytes), set when the
-  /// incarnation starts; a supervisor keeps the budgets set through it here.
-  std::vector<std::pair<int, std::uint64_t>> device_budgets{};
-  /// Tenant budgets (docs/residency.md "Tenants"): (tenant, device, bytes), set when the
-  /// incarnation starts; a supervisor keeps the ones set through it here.
-  std::vector<std::tuple<std::string, int, std::uint64_t>> tenant_budgets{};
+  std::shared_ptr<uma::backend> instance{};
   /// The devices a host backend created from `choice` emulates (sys/backend.hpp; one by
   /// default): prefetch, advice, budgets and plans take them as on CUDA, the moves recorded and
-  /// counted, no data copied. Ignored on CUDA and when `backend` is given (its own count).
+  /// counted, no data copied. Ignored on CUDA and when `instance` is given (its own count).
   emulated_devices host_devices{};
   /// The migration ledger's driver half (docs/residency.md): subscribe to the driver's
   /// unified-memory counters (CUPTI, loaded at run time, on the CUDA backend) and attribute them
@@ -44,16 +34,34 @@ struct allocator_config {
   /// on every migration and fault. When the backend cannot give them, the residency report says
   /// why and everything else works as before.
   bool driver_counters = false;
-  /// How long post_stop waits for pins to be released before leaking what is still pinned.
-  std::chrono::milliseconds drain_timeout{5000};
+
+  /// `instance`, or else a backend made from `choice` and `host_devices` (throws as
+  /// `make_backend` does: `cuda` without a usable device is `uma::error(no_device)`).
+  [[nodiscard]] std::shared_ptr<uma::backend> resolve() const {
+    return instance ? instance : make_backend(choice, host_devices);
+  }
+};
+
+/// The residency account's budgets (docs/residency.md), set when the incarnation starts; a
+/// supervisor keeps the ones set through it here (actors/allocator_settings.hpp).
+struct residency_budgets {
+  /// Device budgets: (device, bytes).
+  std::vector<std::pair<int, std::uint64_t>> device_budgets{};
+  /// Tenant budgets (docs/residency.md "Tenants"): (tenant, device, bytes).
+  std::vector<std::tuple<std::string, int, std::uint64_t>> tenant_budgets{};
+};
+
+/// How one incarnation lives among its predecessors and successors: its number, how it stops,
+/// who hears of the stop, the history that spans restarts, and the thread it runs on. A
+/// supervisor fills the first four per incarnation; `detached` is how any runner starts it.
+struct supervision_config {
   /// Incarnation number; refs of other generations are inert for this allocator.
   std::uint64_t generation = 1;
-  /// Which resource stack serves allocations (memory/resource_stack.hpp): `direct` (the
-  /// default: every region is its own allocation) or `pool`.
-  allocation_policy policy = allocation_policy::direct;
-  /// Pool growth unit, and the largest request the pool serves (larger ones go direct).
-  std::size_t slab_bytes = std::size_t{64} << 20;
-  std::size_t max_pooled_block = std::size_t{16} << 20;
+  /// How long post_stop waits for pins to be released before leaking what is still pinned.
+  std::chrono::milliseconds drain_timeout{5000};
+  /// Called at the end of post_stop with the incarnation's final counters and what post_stop
+  /// did (a supervisor keeps per-generation totals with it). Runs on the actor's thread.
+  std::function<void(const allocator_stats&, const stop_report&)> on_stop{};
   /// Capacity of the event history (memory/event_history.hpp) that snapshots report: the last
   /// this many allocations, releases, prefetches, advice, discards, stops and restarts. 0
   /// turns it off.
@@ -63,9 +71,21 @@ struct allocator_config {
   std::shared_ptr<uma::event_history> history{};
   /// Run the actor on its own thread rather than on CAF's scheduler.
   bool detached = false;
-  /// Called at the end of post_stop with the incarnation's final counters and what post_stop
-  /// did (a supervisor keeps per-generation totals with it). Runs on the actor's thread.
-  std::function<void(const allocator_stats&, const stop_report&)> on_stop{};
+};
+
+/// How an allocator incarnation is set up, by concern.
+struct allocator_config {
+  /// Which backend, and what it asks of the driver.
+  backend_config backend{};
+  /// The resource stack that serves allocations (memory/resource_stack.hpp): policy (`direct`
+  /// by default, or `pool`), quota, slab size and the largest pooled block. A quota of 0 takes
+  /// the backend's default (on CUDA 3/4 of the smallest free device memory at start, on the
+  /// host half of physical memory).
+  resource_stack_config memory{};
+  /// The residency account's budgets.
+  residency_budgets residency{};
+  /// Generation, stop, history and thread.
+  supervision_config supervision{};
 };
 
 }  // namespace uma

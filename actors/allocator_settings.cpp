@@ -7,13 +7,12 @@
 namespace uma {
 
 allocator_settings allocator_settings::of(const allocator_config& config) {
-  return {config.quota_bytes, config.device_budgets, config.tenant_budgets};
+  return {config.memory.quota_bytes, config.residency};
 }
 
 void allocator_settings::apply_to(allocator_config& config) const {
-  config.quota_bytes = quota_bytes;
-  config.device_budgets = device_budgets;
-  config.tenant_budgets = tenant_budgets;
+  config.memory.quota_bytes = quota_bytes;
+  config.residency = residency;
 }
 
 void allocator_settings::set_quota(std::uint64_t bytes) noexcept {
@@ -26,8 +25,9 @@ void allocator_settings::set_budget(int device, std::uint64_t bytes,
   if (bytes == 0)
     return;
   auto next = *this;
-  std::erase_if(next.device_budgets, [device](const auto& b) { return b.first == device; });
-  next.device_budgets.emplace_back(device, bytes);
+  std::erase_if(next.residency.device_budgets,
+                [device](const auto& b) { return b.first == device; });
+  next.residency.device_budgets.emplace_back(device, bytes);
   next.check(device_memory);  // throws before anything changed
   *this = std::move(next);
 }
@@ -36,7 +36,7 @@ void allocator_settings::set_tenant_budget(const std::string& tenant, int device
                                            std::uint64_t bytes,
                                            const std::vector<std::size_t>& device_memory) {
   auto next = *this;
-  std::erase_if(next.tenant_budgets, [&](const auto& b) {
+  std::erase_if(next.residency.tenant_budgets, [&](const auto& b) {
     return std::get<0>(b) == tenant && std::get<1>(b) == device;
   });
   // The new value is checked even when it removes the budget: a bad tenant or device is refused
@@ -44,7 +44,7 @@ void allocator_settings::set_tenant_budget(const std::string& tenant, int device
   residency_account probe(device_memory);
   probe.set_tenant_budget(tenant, device, bytes);
   if (bytes != 0)
-    next.tenant_budgets.emplace_back(tenant, device, bytes);
+    next.residency.tenant_budgets.emplace_back(tenant, device, bytes);
   next.check(device_memory);
   *this = std::move(next);
 }
@@ -52,9 +52,9 @@ void allocator_settings::set_tenant_budget(const std::string& tenant, int device
 void allocator_settings::check(const std::vector<std::size_t>& device_memory) const {
   // The same account the incarnation keeps, so that both refuse exactly the same values.
   residency_account probe(device_memory);
-  for (const auto& [device, bytes] : device_budgets)
+  for (const auto& [device, bytes] : residency.device_budgets)
     probe.set_budget(device, bytes);
-  for (const auto& [tenant, device, bytes] : tenant_budgets)
+  for (const auto& [tenant, device, bytes] : residency.tenant_budgets)
     probe.set_tenant_budget(tenant, device, bytes);
 }
 

@@ -17,15 +17,13 @@ namespace uma {
 struct allocator_settings {
   /// Most bytes the allocator may hold from the backend; 0: the backend's default.
   std::uint64_t quota_bytes = 0;
-  /// Device budgets: (device, bytes).
-  std::vector<std::pair<int, std::uint64_t>> device_budgets{};
-  /// Tenant budgets: (tenant, device, bytes).
-  std::vector<std::tuple<std::string, int, std::uint64_t>> tenant_budgets{};
+  /// The residency budgets, as an incarnation's config holds them.
+  residency_budgets residency{};
 
   /// The settings a config starts an incarnation with.
   [[nodiscard]] static allocator_settings of(const allocator_config& config);
 
-  /// Writes these settings into `config` (the other fields stay).
+  /// Writes these settings into `config` (`memory.quota_bytes` and `residency`; the rest stays).
   void apply_to(allocator_config& config) const;
 
   /// `quota_atom`: a quota of `bytes` (0 asks and changes nothing).

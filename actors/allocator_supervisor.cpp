@@ -37,8 +37,8 @@ class allocator_supervisor final : public supervisor_impl::base {
       : supervisor_impl::base(cfg), config_(std::move(config)) {
     if (!config_.decider)
       config_.decider = default_decider;
-    if (!config_.allocator.history)  // one history across incarnations: restarts show in it
-      config_.allocator.history = std::make_shared<event_history>(config_.allocator.event_history);
+    if (auto& s = config_.allocator.supervision; !s.history)  // one history spans restarts
+      s.history = std::make_shared<event_history>(s.event_history);
     set_down_handler([this](caf::down_msg& dm) { on_down(dm); });
     set_exit_handler([this](caf::exit_msg& em) { on_exit_request(em); });
   }
@@ -284,9 +284,9 @@ class allocator_supervisor final : public supervisor_impl::base {
   void spawn_child() {
     auto cfg = config_.allocator;
     settings_.apply_to(cfg);  // the settings in force, set through this supervisor or not
-    cfg.generation = ++generation_;
-    cfg.on_stop = [log = log_, gen = generation_, user = config_.allocator.on_stop](
-                      const allocator_stats& s, const stop_report& r) {
+    cfg.supervision.generation = ++generation_;
+    cfg.supervision.on_stop = [log = log_, gen = generation_, user = cfg.supervision.on_stop](
+                                  const allocator_stats& s, const stop_report& r) {
       {
         std::lock_guard lock(log->mutex);
         auto& rec = log->records[gen];
@@ -301,9 +301,8 @@ class allocator_supervisor final : public supervisor_impl::base {
     try {
       // The supervisor makes the backend, so that it knows the devices its settings are checked
       // against.
-      if (!cfg.backend)
-        cfg.backend = make_backend(cfg.choice, cfg.host_devices);
-      devices_ = detail::residency_core::devices_of(*cfg.backend);
+      cfg.backend.instance = cfg.backend.resolve();
+      devices_ = detail::residency_core::devices_of(*cfg.backend.instance);
       child_ = spawn_allocator(system(), std::move(cfg));
     } catch (const error& e) {
       // No backend (e.g. the device went away): nothing to supervise.

@@ -47,7 +47,7 @@ client::client(caf::actor_system& sys, allocator_supervisor_actor supervisor)
 
 client::client(caf::actor_system& sys, allocator_config config)
     : sys_(sys), channel_(std::make_shared<detail::call_channel>(sys)), owns_(true) {
-  config.on_stop = recording(slot_, std::move(config.on_stop));
+  config.supervision.on_stop = recording(slot_, std::move(config.supervision.on_stop));
   allocator_ = spawn_allocator(sys, std::move(config));
   target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
 }
@@ -55,7 +55,8 @@ client::client(caf::actor_system& sys, allocator_config config)
 client::client(caf::actor_system& sys, supervisor_config config)
     : sys_(sys), channel_(std::make_shared<detail::call_channel>(sys)), owns_(true) {
   // Every incarnation records; the one that runs last (stopped by stop()) is the final report.
-  config.allocator.on_stop = recording(slot_, std::move(config.allocator.on_stop));
+  config.allocator.supervision.on_stop =
+      recording(slot_, std::move(config.allocator.supervision.on_stop));
   supervisor_ = spawn_supervisor(sys, std::move(config));
   allocator_ = caf::actor_cast<managed_allocator_actor>(*supervisor_);
   target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);

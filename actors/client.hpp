@@ -34,8 +34,8 @@ struct allocate_options {
 };
 
 /// What the allocator's last post_stop did, as the client that stopped it saw it: both parts
-/// come from the post_stop that ran (through `allocator_config::on_stop`), not from a request
-/// sent before the stop.
+/// come from the post_stop that ran (through `allocator_config::supervision.on_stop`), not from a
+/// request sent before the stop.
 struct final_report {
   allocator_stats stats{};  ///< the counters at the end of post_stop
   stop_report stop{};       ///< regions and bytes freed and leaked, leaked ids, pins, duration
@@ -78,7 +78,7 @@ class client {
   /// Spawns an allocator with `config` and stops it when the client is destroyed.
   explicit client(caf::actor_system& sys, allocator_config config = {});
   /// Spawns a supervisor with `config` (which restarts the allocator per its decision table)
-  /// and stops it when the client is destroyed. `config.allocator.on_stop` still runs.
+  /// and stops it when the client is destroyed. `config.allocator.supervision.on_stop` still runs.
   client(caf::actor_system& sys, supervisor_config config);
   client(const client&) = delete;
   client& operator=(const client&) = delete;

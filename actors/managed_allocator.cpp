@@ -39,7 +39,7 @@ class managed_allocator final : public allocator_impl::base {
       : allocator_impl::base(cfg),
         config_(std::move(config)),
         backend_(std::move(backend)),
-        control_(std::make_shared<detail::control_block>(config_.generation, backend_)),
+        control_(std::make_shared<detail::control_block>(config_.supervision.generation, backend_)),
         core_(config_, backend_, control_, lanes_) {
     core_.set_on_free([this](std::uint64_t id) { residency_.forget(id); });
     control_->set_waker([addr = address()] {
@@ -489,9 +489,9 @@ class managed_allocator final : public allocator_impl::base {
 }  // namespace
 
 managed_allocator_actor spawn_allocator(caf::actor_system& sys, allocator_config config) {
-  auto b = config.backend ? config.backend : make_backend(config.choice, config.host_devices);
+  auto b = config.backend.resolve();
   detail::residency_core::check(config, *b);  // device budgets: refused here, before a spawn
-  if (config.detached)
+  if (config.supervision.detached)
     return sys.spawn<managed_allocator, caf::detached>(std::move(config), b);
   return sys.spawn<managed_allocator>(std::move(config), b);
 }

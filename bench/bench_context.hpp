@@ -36,10 +36,10 @@ struct context {
   /// An allocator of `policy` on the shared backend, with the budget as its quota.
   [[nodiscard]] allocator_config config(allocation_policy policy) const {
     allocator_config c;
-    c.backend = backend;
-    c.quota_bytes = budget;
-    c.policy = policy;
-    c.detached = opt.detached;
+    c.backend.instance = backend;
+    c.memory.quota_bytes = budget;
+    c.memory.policy = policy;
+    c.supervision.detached = opt.detached;
     return c;
   }
 

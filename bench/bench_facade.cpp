@@ -165,7 +165,7 @@ int run_facade_bench(backend_choice choice, int samples, bool tuned) {
   } cfg{tuned};
   caf::actor_system sys{cfg};
   allocator_config ac;
-  ac.choice = choice;
+  ac.backend.choice = choice;
   client c(sys, ac);
   auto b = make_backend(choice);
   const location where = b->device_count() > 0 ? location::device(0) : location::host();

@@ -69,8 +69,9 @@ int main(int argc, char** argv) {
   caf::actor_system sys{cfg};
   auto backend = std::make_shared<uma::host_backend>();
   const auto make = [&](std::size_t history) {
-    return uma::allocator_config{
-        .backend = backend, .policy = uma::allocation_policy::pool, .event_history = history};
+    return uma::allocator_config{.backend = {.instance = backend},
+                                 .memory = {.policy = uma::allocation_policy::pool},
+                                 .supervision = {.event_history = history}};
   };
   uma::client on(sys, make(4096));
   on.set_cache_max_bytes(0);  // the history is recorded on the message path

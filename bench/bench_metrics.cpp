@@ -98,7 +98,8 @@ void print(const char* what, const bench::summary& s) {
 int run(const shape& s) {
   config cfg;
   caf::actor_system sys{cfg};
-  client uma(sys, allocator_config{.choice = s.backend, .policy = allocation_policy::pool});
+  client uma(sys, allocator_config{.backend = {.choice = s.backend},
+                                   .memory = {.policy = allocation_policy::pool}});
   uma.set_cache_max_bytes(0);  // the allocate latency of the message path
   std::vector<ManagedRef<float>> live;
   live.reserve(s.live_regions);

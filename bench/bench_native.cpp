@@ -132,7 +132,7 @@ std::vector<row> facade_rows(uma::backend_choice choice, int pairs) {
   uma_system_config cfg(0);  // CAF defaults: nothing set
   caf::actor_system sys{cfg};
   uma::allocator_config ac;
-  ac.choice = choice;
+  ac.backend.choice = choice;
   uma::client c(sys, ac);
   std::vector<row> out;
   for (int threads : {1, 8})
@@ -242,8 +242,8 @@ std::vector<row> actor_rows(uma::backend_choice choice, int pairs, int max_threa
   uma_system_config cfg(max_threads);
   caf::actor_system sys{cfg};
   uma::allocator_config ac;
-  ac.choice = choice;
-  ac.policy = uma::allocation_policy::pool;
+  ac.backend.choice = choice;
+  ac.memory.policy = uma::allocation_policy::pool;
   uma::client c(sys, ac);
   c.set_cache_max_bytes(0);  // the facade's caching layer aside: every pair is a message
   const auto alloc = c.handle();

@@ -22,7 +22,7 @@ struct options {
   int caf_threads = 0;             ///< scheduler.max-threads; 0: CAF's default
   std::string caf_policy{};        ///< scheduler.policy: "stealing" or "sharing"; empty: CAF's
   int caf_moderate_sleep_us = -1;  ///< work-stealing.moderate-sleep-duration; -1: CAF's (50 us)
-  bool detached = false;           ///< allocator_config::detached (its own thread)
+  bool detached = false;           ///< allocator_config::supervision.detached (its own thread)
   std::string policy{};            ///< sections 1, 2: "pool" or "direct" only; empty: both
   std::string json_path{};
   std::string plot_path{};

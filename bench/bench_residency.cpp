@@ -154,9 +154,9 @@ std::vector<row> baselines(const options& o, std::size_t set, pattern p, void* s
 row uma_run(caf::actor_system& sys, const options& o, std::size_t set, pattern p,
             uma::residency_policy policy, void* stream) {
   uma::allocator_config ac;
-  ac.choice = uma::backend_choice::cuda;
-  ac.quota_bytes = set + o.budget;
-  ac.driver_counters = o.driver_counters;
+  ac.backend.choice = uma::backend_choice::cuda;
+  ac.memory.quota_bytes = set + o.budget;
+  ac.backend.driver_counters = o.driver_counters;
   uma::client c(sys, ac);
   c.device_budget(0, o.budget);
   const std::size_t chunks = set / o.chunk;

@@ -44,7 +44,7 @@ void run_case(context& ctx, section& s, const stop_case& c) {
   const std::string what = std::to_string(c.count) + " live " + c.name;
   const auto before = ctx.backend->counters();
   auto cfg = ctx.config(c.policy);
-  const std::size_t slab = cfg.slab_bytes;
+  const std::size_t slab = cfg.memory.slab_bytes;
   managed_allocator_actor hdl = spawn_allocator(ctx.sys, cfg);
 
   std::vector<byte_ref> refs;

@@ -273,7 +273,7 @@ int main(int argc, char** argv) {
   net::io_context io;
   config cfg;
   caf::actor_system sys{cfg};
-  uma::client uma(sys, {.choice = o.backend});
+  uma::client uma(sys, {.backend = {.choice = o.backend}});
   const uma::asio::bridge bridge(sys, uma.handle(), io);
 
   auto acceptor_strand = net::make_strand(io);

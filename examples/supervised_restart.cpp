@@ -95,7 +95,7 @@ int run(int workers, uma::backend_choice choice) {
   std::printf("backend: %s\n", faults->description().c_str());
 
   uma::supervisor_config sc;
-  sc.allocator.backend = faults;
+  sc.allocator.backend.instance = faults;
   sc.max_restarts = 3;
   uma::client uma(sys, sc);  // spawns and owns a supervisor
   const auto supervisor = *uma.supervisor();

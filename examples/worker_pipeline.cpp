@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
 
     config cfg;
     caf::actor_system sys{cfg};
-    uma::client uma(sys, uma::allocator_config{.backend = backend});
+    uma::client uma(sys, uma::allocator_config{.backend = {.instance = backend}});
     const auto result = uma::pipeline::run_pipeline(sys, uma.handle(), args->pipeline);
 
     std::cout << "pipeline: " << uma::pipeline::summarize(result) << "stats after flush:\n"

@@ -18,12 +18,16 @@ enum class allocation_policy : std::uint8_t {
   pool,    ///< tracking > statistics > pool > limit > backend: blocks carved from slabs
 };
 
-/// What a stack is composed from (the allocator_config values that concern memory).
+/// What a stack is composed from (an allocator_config's `memory`).
 struct resource_stack_config {
+  /// Which stack serves allocations: `direct` (every region is its own allocation) or `pool`.
   allocation_policy policy = allocation_policy::direct;
-  /// The limit on bytes held from the backend; 0 takes the backend's default quota.
+  /// Most bytes held from the backend at once (pool slabs and direct regions:
+  /// memory/limit_resource.hpp); 0 takes the backend's default quota.
   std::uint64_t quota_bytes = 0;
+  /// Pool growth unit.
   std::size_t slab_bytes = std::size_t{64} << 20;
+  /// The largest request the pool serves (larger ones go direct).
   std::size_t max_pooled_block = std::size_t{16} << 20;
 };
 

@@ -134,8 +134,8 @@ struct residency_report {
   std::vector<device_residency> devices{};
   residency_ledger totals{};
   std::string moves;  ///< how the moves are made: by the backend, or counted only (host backend)
-  /// The driver's counters: on (`allocator_config::driver_counters` and the backend has them),
-  /// with their source in `driver_counters`, or off with the reason there.
+  /// The driver's counters: on (`allocator_config::backend.driver_counters` and the backend has
+  /// them), with their source in `driver_counters`, or off with the reason there.
   bool driver_counters_on = false;
   std::string driver_counters{};
   driver_ledger driver_totals{};        ///< every record, attributed or not

@@ -19,7 +19,7 @@ class sequences : public test::actor_fixture {
  protected:
   sequences() {
     auto c = host_config();
-    c.backend = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
     uma_ = make_client(c);
   }
 

@@ -67,7 +67,7 @@ TEST_F(allocator, AlignmentIsHonouredAndMustBeAPowerOfTwo) {
 }
 
 TEST_F(allocator, QuotaRefusesWhatWouldPassItAndNamesTheSizes) {
-  auto c = make_client({.quota_bytes = 1 << 20});
+  auto c = make_client({.memory = {.quota_bytes = 1 << 20}});
   auto a = c->allocate<std::byte>(600 * 1024);
   UMA_EXPECT_ERROR((void)c->allocate<std::byte>(600 * 1024), errc::quota_exceeded,
                    "over the quota of 1048576 bytes");

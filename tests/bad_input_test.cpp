@@ -85,7 +85,7 @@ const std::vector<bad_input>& catalogue() {
      [](e& x) { (void)x.raw_allocate({16, 4, 24}); }},
     {"QuotaBreach", errc::quota_exceeded, "over the quota of 1048576 bytes",
      [](e& x) {
-       auto small = x.make_client({.quota_bytes = 1 << 20});
+       auto small = x.make_client({.memory = {.quota_bytes = 1 << 20}});
        auto held = small->allocate<std::byte>(768 << 10);
        (void)small->allocate<std::byte>(512 << 10);
      }},

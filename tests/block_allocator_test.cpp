@@ -33,8 +33,8 @@ class block_allocator_test : public test::actor_fixture {
 
   allocator_config with_faults(std::uint64_t quota) {
     allocator_config c;
-    c.backend = faults_;
-    c.quota_bytes = quota;
+    c.backend.instance = faults_;
+    c.memory.quota_bytes = quota;
     return c;
   }
 
@@ -235,7 +235,7 @@ TEST_F(block_allocator_test, StopWithBlocksOutMakesThemInertFreesTheSlabsAndHand
 
 TEST_F(block_allocator_test, StopLeaksASlabWhoseRawBlockIsOutAndFreesTheIdleOnes) {
   allocator_config c = with_faults(0);
-  c.drain_timeout = std::chrono::milliseconds{0};
+  c.supervision.drain_timeout = std::chrono::milliseconds{0};
   uma_ = make_client(c);
   auto blocks = uma_->blocks();
   void* out = blocks->allocate_raw(65536, 0, stream_a);

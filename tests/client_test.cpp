@@ -20,7 +20,7 @@ class client_facade : public test::actor_fixture {
  protected:
   supervisor_config supervised() {
     supervisor_config c;
-    c.allocator.backend = backend_;
+    c.allocator.backend.instance = backend_;
     c.backoff_initial = 0ms;
     return c;
   }
@@ -55,7 +55,7 @@ TEST_F(client_facade, StopReturnsWhatTheAllocatorsPostStopDid) {
 
 TEST_F(client_facade, StopReportsALeakForcedByAPin) {
   auto config = host_config();
-  config.drain_timeout = 10ms;
+  config.supervision.drain_timeout = 10ms;
   client c(sys_, config);
   c.set_cache_max_bytes(0);  // the leaked id is the region's: the message path
   auto ref = c.allocate<int>(16);
@@ -78,7 +78,9 @@ TEST_F(client_facade, AClientGivenAHandleReportsNothingItCouldNotSee) {
 TEST_F(client_facade, ASupervisedClientHandsOutItsSupervisor) {
   std::atomic<int> user_on_stop{0};
   auto config = supervised();
-  config.allocator.on_stop = [&](const allocator_stats&, const stop_report&) { ++user_on_stop; };
+  config.allocator.supervision.on_stop = [&](const allocator_stats&, const stop_report&) {
+    ++user_on_stop;
+  };
   client c(sys_, config);
   ASSERT_TRUE(c.supervisor());
   const auto sup = *c.supervisor();

@@ -174,7 +174,7 @@ class fault_matrix : public test::reliability_fixture {
   /// Runs the script without faults: the backend calls counted after each step.
   std::vector<call_counts> dry_run() {
     rig r;
-    client c(sys_, allocator_config{.backend = r.faults});
+    client c(sys_, allocator_config{.backend = {.instance = r.faults}});
     c.set_cache_max_bytes(0);  // the message path: every backend call fails
     script_env e{c, r.inner->guaranteed_alignment()};
     std::vector<call_counts> after;
@@ -212,7 +212,7 @@ TEST_F(fault_matrix, EveryBackendCallFailingAtEveryPositionGivesAClearErrorAndLe
           if (dry[i][static_cast<std::size_t>(op)] >= n)
             failing = i;
       rig r;
-      client c(sys_, allocator_config{.backend = r.faults});
+      client c(sys_, allocator_config{.backend = {.instance = r.faults}});
       c.set_cache_max_bytes(0);  // the message path: every backend call fails
       script_env e{c, r.inner->guaranteed_alignment()};
       r.faults->inject({op, n, errc::backend_error});
@@ -268,7 +268,7 @@ TEST_F(fault_matrix, EveryFatalFailureRestartsTheAllocatorAndLeaksNothing) {
       const auto where = std::string(to_string(op)) + " call #" + std::to_string(n) + " (fatal)";
       rig r;
       supervisor_config cfg;
-      cfg.allocator.backend = r.faults;
+      cfg.allocator.backend.instance = r.faults;
       cfg.backoff_initial = 0ms;
       auto sup = spawn_supervisor(sys_, cfg);
       client c(sys_, sup);

@@ -23,7 +23,7 @@ class gpu_allocator : public test::actor_fixture {
     if (!probe.usable)
       GTEST_SKIP() << "no usable CUDA device: " << probe.reason;
     cuda_ = make_backend(backend_choice::cuda);
-    gpu_ = make_client({.backend = cuda_, .quota_bytes = 8ull << 30});
+    gpu_ = make_client({.backend = {.instance = cuda_}, .memory = {.quota_bytes = 8ull << 30}});
   }
   void TearDown() override { gpu_.reset(); }
 
@@ -196,10 +196,10 @@ TEST_F(gpu_allocator, StatsAreAnsweredWhileA1GiBPrefetchRuns) {
 }
 
 TEST_F(gpu_allocator, BlocksWorkWithKernelsPrefetchAndAdvice) {
-  auto pool = make_client({.backend = cuda_,
-                           .quota_bytes = 1ull << 30,
-                           .policy = allocation_policy::pool,
-                           .slab_bytes = 64 << 20});
+  auto pool = make_client(
+      {.backend = {.instance = cuda_},
+       .memory = {
+           .policy = allocation_policy::pool, .quota_bytes = 1ull << 30, .slab_bytes = 64 << 20}});
   auto cache = pool->blocks();
   std::vector<ManagedRef<float>> blocks;
   for (int i = 0; i < 4; ++i)
@@ -237,10 +237,10 @@ TEST_F(gpu_allocator, BlocksWorkWithKernelsPrefetchAndAdvice) {
 
 TEST_F(gpu_allocator, WhileADevicePrefetchIsHeldOtherLanesAndPoolGrowthAreServed) {
   auto faults = std::make_shared<fault_injecting_backend>(cuda_);
-  auto pool = make_client({.backend = faults,
-                           .quota_bytes = 1ull << 30,
-                           .policy = allocation_policy::pool,
-                           .slab_bytes = 16 << 20});
+  auto pool = make_client(
+      {.backend = {.instance = faults},
+       .memory = {
+           .policy = allocation_policy::pool, .quota_bytes = 1ull << 30, .slab_bytes = 16 << 20}});
   auto big = pool->allocate<float>(1 << 20);  // 4 MiB of the first 16 MiB slab
   auto small = pool->allocate<float>(1024);
   struct resume_on_exit {
@@ -280,8 +280,8 @@ TEST_F(gpu_allocator, TwoGpuPrefetchToDevice1AndPeerAccess) {
 TEST_F(gpu_allocator, SupervisorRestartsACudaAllocatorWhoseContextIsLost) {
   auto faults = std::make_shared<fault_injecting_backend>(cuda_);
   supervisor_config cfg;
-  cfg.allocator.backend = faults;
-  cfg.allocator.quota_bytes = 1ull << 30;
+  cfg.allocator.backend.instance = faults;
+  cfg.allocator.memory.quota_bytes = 1ull << 30;
   cfg.backoff_initial = std::chrono::milliseconds(0);
   auto sup = spawn_supervisor(sys_, cfg);
   client c(sys_, sup);
@@ -315,8 +315,8 @@ TEST_F(gpu_allocator, RequestsDuringRepeatedCudaRestartsAreAllAnswered) {
   auto faults = std::make_shared<fault_injecting_backend>(cuda_);
   faults->inject({backend_op::allocate, 10, errc::context_lost, true, true});
   supervisor_config cfg;
-  cfg.allocator.backend = faults;
-  cfg.allocator.quota_bytes = 1ull << 30;
+  cfg.allocator.backend.instance = faults;
+  cfg.allocator.memory.quota_bytes = 1ull << 30;
   cfg.max_restarts = 100000;
   cfg.backoff_initial = std::chrono::milliseconds(0);
   auto sup = spawn_supervisor(sys_, cfg);

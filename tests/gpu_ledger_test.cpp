@@ -41,9 +41,9 @@ class gpu_ledger : public test::actor_fixture {
     const auto probe = probe_cuda();
     if (!probe.usable)
       GTEST_SKIP() << "no usable CUDA device: " << probe.reason;
-    gpu_ = make_client({.backend = make_backend(backend_choice::cuda),
-                        .quota_bytes = std::uint64_t{1} << 30,
-                        .driver_counters = true});
+    gpu_ = make_client(
+        {.backend = {.instance = make_backend(backend_choice::cuda), .driver_counters = true},
+         .memory = {.quota_bytes = std::uint64_t{1} << 30}});
     const auto r = gpu_->residency();
     std::printf("driver counters: %s\n", r.driver_counters.c_str());
     ASSERT_TRUE(r.driver_counters_on) << r.driver_counters;

@@ -36,7 +36,8 @@ class gpu_residency : public test::actor_fixture {
     const auto probe = probe_cuda();
     if (!probe.usable)
       GTEST_SKIP() << "no usable CUDA device: " << probe.reason;
-    gpu_ = make_client({.backend = make_backend(backend_choice::cuda), .quota_bytes = 4ull << 30});
+    gpu_ = make_client({.backend = {.instance = make_backend(backend_choice::cuda)},
+                        .memory = {.quota_bytes = 4ull << 30}});
   }
   void TearDown() override { gpu_.reset(); }
 

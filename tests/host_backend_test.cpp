@@ -153,7 +153,7 @@ TEST(HostBackend, DiscardDropsWholePages) {
 class readme_on_the_host : public test::actor_fixture {};
 
 TEST_F(readme_on_the_host, PrefetchAdviceAndAttributesToDeviceZeroWork) {
-  client uma(sys_, allocator_config{.choice = backend_choice::host});
+  client uma(sys_, allocator_config{.backend = {.choice = backend_choice::host}});
   auto weights = uma.allocate<float>(1 << 20);
   {
     auto pin = weights.pin();
@@ -178,8 +178,8 @@ TEST_F(readme_on_the_host, PrefetchAdviceAndAttributesToDeviceZeroWork) {
 }
 
 TEST_F(readme_on_the_host, BlocksBudgetsAndPlansUseTheEmulatedDevice) {
-  client fast(sys_,
-              allocator_config{.choice = backend_choice::host, .policy = allocation_policy::pool});
+  client fast(sys_, allocator_config{.backend = {.choice = backend_choice::host},
+                                     .memory = {.policy = allocation_policy::pool}});
   auto frame = fast.blocks()->allocate_n<float>(16 * 1024, 0, {});
   fast.prefetch(frame, location::device(0));
   EXPECT_EQ(fast.attributes(frame).last_prefetch_location, location::device(0));

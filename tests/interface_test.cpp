@@ -65,7 +65,7 @@ struct config : caf::actor_system_config {
 TEST(interface, EachSliceOfAnAllocatorHandleServesItsRequests) {
   config cfg;
   caf::actor_system sys{cfg};
-  client owner(sys, allocator_config{.choice = backend_choice::host});
+  client owner(sys, allocator_config{.backend = {.choice = backend_choice::host}});
   const allocation_actor allocation = owner.handle();
   const placement_actor placement = owner.handle();
   const inspection_actor inspection = owner.handle();

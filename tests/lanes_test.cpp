@@ -76,10 +76,10 @@ class off_loop : public test::reliability_fixture {
  protected:
   std::shared_ptr<fault_injecting_backend> faults_ =
       std::make_shared<fault_injecting_backend>(backend_);
-  std::unique_ptr<client> pool_ = make_client({.backend = faults_,
-                                               .policy = allocation_policy::pool,
-                                               .slab_bytes = 1 << 20,
-                                               .max_pooled_block = 1 << 20});
+  std::unique_ptr<client> pool_ = make_client(
+      {.backend = {.instance = faults_},
+       .memory = {
+           .policy = allocation_policy::pool, .slab_bytes = 1 << 20, .max_pooled_block = 1 << 20}});
 };
 
 TEST_F(off_loop, ThePoolGrowsOnAWorkerWhileTheActorKeepsServing) {
@@ -191,7 +191,7 @@ TEST_F(off_loop, AFlushAfterACompletedDiscardCountsTheCallersLastDrop) {
   // stream callback at once) while the job still held a copy of the ref, so the caller's drop
   // after the reply was not the last, and a flush could count the region live. The lane is
   // held right after the reply: the caller's drop must already be the last one then.
-  auto c = make_client({.backend = faults_});
+  auto c = make_client({.backend = {.instance = faults_}});
   auto held = std::make_shared<std::atomic<bool>>(false);
   auto entered = std::make_shared<std::promise<void>>();
   const auto lane_held = entered->get_future();
@@ -236,7 +236,7 @@ TEST_F(off_loop, AnAllocatorWhoseLastHandleEndsInsideALaneJobStopsCleanly) {
   // itself. Which thread ends the allocator is a race: repeat, and require a clean stop each time.
   for (int round = 0; round < 20; ++round) {
     resume_on_exit guard{*faults_};
-    auto handle = spawn_allocator(sys_, {.backend = faults_});
+    auto handle = spawn_allocator(sys_, {.backend = {.instance = faults_}});
     byte_ref ref;
     {
       client c(sys_, handle);  // does not own the allocator

@@ -123,7 +123,7 @@ TEST_P(lifetime, AHeldPinDelaysTheFreeUntilReleased) {
 }
 
 TEST_P(lifetime, APinOutlivingTheDrainTimeoutLeaksTheRegionAndReportsIt) {
-  auto c = make_client({.drain_timeout = std::chrono::milliseconds(50)});
+  auto c = make_client({.supervision = {.drain_timeout = std::chrono::milliseconds(50)}});
   auto ref = c->allocate<int>(1024, {.label = "held"});
   auto pin = ref.pin();
   c->stop();

@@ -95,12 +95,12 @@ TEST_F(MetricsEndpoint, LeavesTheLabelFamiliesOutUnlessAskedFor) {
 
 TEST_F(MetricsEndpoint, AddsTheResidencyAccountWhenTheAllocatorHasDevicesToBudget) {
   auto none = host_config();
-  none.backend = std::make_shared<host_backend>(emulated_devices{0, 0});
+  none.backend.instance = std::make_shared<host_backend>(emulated_devices{0, 0});
   EXPECT_EQ(http_get(metrics_endpoint(sys_, make_client(none)->handle()).port(), "/metrics")
                 .body.find("uma_residency_"),
             std::string::npos);  // no devices: no residency families
   auto c = host_config();
-  c.backend = std::make_shared<host_backend>(emulated_devices{1, 64 << 20});
+  c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 << 20});
   auto with_devices = make_client(c);
   with_devices->device_budget(0, 16 << 20);
   auto ref = client::erase(with_devices->allocate<std::byte>(4 << 20));

@@ -200,8 +200,8 @@ class ledger_through_allocator : public test::actor_fixture {
       return um_counter_source{std::make_unique<scripted_counters>(feed), {}};
     });
     auto c = host_config();
-    c.backend = faulty_;
-    c.driver_counters = true;
+    c.backend.instance = faulty_;
+    c.backend.driver_counters = true;
     uma_ = make_client(std::move(c));
   }
 
@@ -295,15 +295,15 @@ TEST_F(ledger_through_allocator, StatsDoNotAskTheDriverOnlyReportsAndSnapshotsDo
 
 TEST_F(ledger_through_allocator, OffByDefaultAndOnTheHostBackendTheReportSaysWhy) {
   auto off = host_config();
-  off.backend = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+  off.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
   const auto report_off = make_client(off)->residency();
   EXPECT_FALSE(report_off.driver_counters_on);
   EXPECT_NE(report_off.driver_counters.find("off"), std::string::npos)
       << report_off.driver_counters;
 
   auto asked = host_config();
-  asked.backend = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
-  asked.driver_counters = true;
+  asked.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+  asked.backend.driver_counters = true;
   auto uma = make_client(asked);
   const auto r = uma->residency();
   EXPECT_FALSE(r.driver_counters_on);

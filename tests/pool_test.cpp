@@ -155,7 +155,8 @@ TEST(AdviceState, KnowsWhatChangesNothing) {
 class pooled_allocator : public test::actor_fixture {
  protected:
   std::unique_ptr<client> pool_ = make_client(
-      {.policy = allocation_policy::pool, .slab_bytes = 4 << 20, .max_pooled_block = 1 << 20});
+      {.memory = {
+           .policy = allocation_policy::pool, .slab_bytes = 4 << 20, .max_pooled_block = 1 << 20}});
 };
 
 TEST_F(pooled_allocator, SmallRequestsShareOneSlabAndReleaseWithoutBackendCalls) {
@@ -238,9 +239,8 @@ TEST_F(pooled_allocator, StopFreesEverySlab) {
 }
 
 TEST_F(pooled_allocator, APinnedBlockPastTheDrainTimeoutKeepsItsWholeSlab) {
-  auto c = make_client({.drain_timeout = std::chrono::milliseconds(20),
-                        .policy = allocation_policy::pool,
-                        .slab_bytes = 1 << 20});
+  auto c = make_client({.memory = {.policy = allocation_policy::pool, .slab_bytes = 1 << 20},
+                        .supervision = {.drain_timeout = std::chrono::milliseconds(20)}});
   auto held = c->allocate<int>(1024);
   auto other = c->allocate<int>(1024);
   auto pin = held.pin();

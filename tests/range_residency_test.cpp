@@ -23,7 +23,7 @@ class range_plans : public test::actor_fixture {
  protected:
   range_plans() {
     auto c = host_config();
-    c.backend = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
     uma_ = make_client(std::move(c));
     region_ = client::erase(uma_->allocate<std::byte>(64 * page));
   }

@@ -33,7 +33,7 @@ class gateway : public test::actor_fixture {
  protected:
   void SetUp() override {
     supervisor_config cfg;
-    cfg.allocator.backend = faults_;
+    cfg.allocator.backend.instance = faults_;
     cfg.backoff_initial = 0ms;
     sup_ = spawn_supervisor(sys_, std::move(cfg));
     start_gateway({});

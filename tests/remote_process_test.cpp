@@ -112,9 +112,9 @@ class two_processes : public ::testing::Test {
   void serve_here(wire_limits limits = {}) {
     supervisor_config cfg;
     const auto choice = parse_backend_choice(backend_name());
-    cfg.allocator.backend =
+    cfg.allocator.backend.instance =
         choice ? make_backend(*choice) : std::shared_ptr<backend>(std::make_shared<host_backend>());
-    cfg.allocator.quota_bytes = 1ull << 30;
+    cfg.allocator.memory.quota_bytes = 1ull << 30;
     sup_ = spawn_supervisor(sys_, std::move(cfg));
     gw_ = spawn_remote_gateway(sys_, sup_, {.operator_secret = operator_});
     wire_ = std::make_unique<wire_server>(sys_, gw_,

@@ -30,7 +30,7 @@ class remote_residency : public test::actor_fixture {
   void SetUp() override {
     supervisor_config cfg;
     cfg.allocator = host_config();
-    cfg.allocator.backend = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    cfg.allocator.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
     sup_ = spawn_supervisor(sys_, std::move(cfg));
     gateway_config gw;
     gw.tenant_device_budget_bytes = 8 * MiB;

@@ -1,7 +1,7 @@
 // Residency through the allocator (issue 15, docs/residency.md), on the host backend: its
-// emulated devices (allocator_config::host_devices) take the moves: recorded, no data copied.
-// Budgets under concurrent plans, freed regions leaving the account, plans racing a restart,
-// bad plans changing nothing.
+// emulated devices (allocator_config::backend.host_devices) take the moves: recorded, no data
+// copied. Budgets under concurrent plans, freed regions leaving the account, plans racing a
+// restart, bad plans changing nothing.
 
 #include <gtest/gtest.h>
 
@@ -28,7 +28,7 @@ class residency_plans : public test::actor_fixture {
 
   allocator_config with_devices() {
     auto c = host_config();
-    c.backend = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
     return c;
   }
 
@@ -168,7 +168,8 @@ TEST_F(residency_plans, BadPlansAreRefusedNamingWhatIsWrongAndChangeNothing) {
 }
 
 TEST_F(residency_plans, WithoutEmulatedDevicesTheHostBackendRefusesPlansClearly) {
-  auto plain = make_client({.backend = std::make_shared<host_backend>(emulated_devices{0, 0})});
+  auto plain = make_client(
+      {.backend = {.instance = std::make_shared<host_backend>(emulated_devices{0, 0})}});
   auto ref = client::erase(plain->allocate<std::byte>(4096));
   UMA_EXPECT_ERROR((void)plain->will_access({ref}, 0, access_mode::read), errc::invalid_argument,
                    "device 0 does not exist (devices: 0)");
@@ -177,7 +178,7 @@ TEST_F(residency_plans, WithoutEmulatedDevicesTheHostBackendRefusesPlansClearly)
 
 TEST_F(residency_plans, ABadBudgetInTheConfigIsRefusedBeforeTheAllocatorStarts) {
   auto c = with_devices();
-  c.device_budgets = {{0, 128 * MiB}};
+  c.residency.device_budgets = {{0, 128 * MiB}};
   UMA_EXPECT_ERROR((void)make_client(c), errc::invalid_argument, "134217728 bytes on device 0");
 }
 

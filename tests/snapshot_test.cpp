@@ -77,7 +77,7 @@ TEST_F(snapshot_test, RecordsEventsInOrderWithKindsLabelsAndTimes) {
 }
 
 TEST_F(snapshot_test, ABoundedRingDropsTheOldestEvents) {
-  auto c = make_client(allocator_config{.event_history = 3});
+  auto c = make_client(allocator_config{.supervision = {.event_history = 3}});
   for (int i = 0; i < 5; ++i)
     static_cast<void>(
         c->allocate<std::byte>(64, {.label = std::string("r").append(std::to_string(i))}));
@@ -95,7 +95,7 @@ TEST_F(snapshot_test, ABoundedRingDropsTheOldestEvents) {
 }
 
 TEST_F(snapshot_test, CapacityZeroRecordsNothing) {
-  auto c = make_client(allocator_config{.event_history = 0});
+  auto c = make_client(allocator_config{.supervision = {.event_history = 0}});
   auto r = c->allocate<float>(16, {.label = "kept"});
   const auto s = c->snapshot();
   EXPECT_TRUE(s.events.empty());
@@ -106,7 +106,7 @@ TEST_F(snapshot_test, CapacityZeroRecordsNothing) {
 
 TEST_F(snapshot_test, ASupervisorsHistorySpansRestarts) {
   supervisor_config cfg;
-  cfg.allocator.backend = backend_;
+  cfg.allocator.backend.instance = backend_;
   cfg.backoff_initial = 0ms;
   client c(sys_, cfg);
   static_cast<void>(c.allocate<float>(16, {.label = "before"}));
@@ -153,7 +153,7 @@ TEST_F(snapshot_test, JsonAndPageEscapeLabels) {
 
 TEST_F(snapshot_test, JsonCarriesARegionsResidencyAndNullWithoutOne) {
   auto c = host_config();
-  c.backend = std::make_shared<host_backend>(emulated_devices{1, std::uint64_t{64} << 20});
+  c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, std::uint64_t{64} << 20});
   auto uma = make_client(c);
   auto planned = client::erase(uma->allocate<std::byte>(4096, {.label = "planned"}));
   auto other = uma->allocate<std::byte>(4096, {.label = "other"});

@@ -236,8 +236,9 @@ class stress : public test::reliability_fixture {
 TEST_F(stress, SixteenThreadsShareRefsWhileTheAllocatorIsRestartedUnderThem) {
   segv_namer namer;
   supervisor_config cfg;
-  cfg.allocator.backend = faults_;
-  cfg.allocator.drain_timeout = 60s;  // pins are short: nothing may be leaked for a timeout
+  cfg.allocator.backend.instance = faults_;
+  cfg.allocator.supervision.drain_timeout =
+      60s;  // pins are short: nothing may be leaked for a timeout
   cfg.max_restarts = 1'000'000;
   cfg.backoff_initial = 0ms;
   auto sup = spawn_supervisor(sys_, cfg);

@@ -24,7 +24,7 @@ using namespace std::chrono_literals;
 class supervisor_restart : public test::actor_fixture {
  protected:
   allocator_supervisor_actor start(supervisor_config cfg = {}) {
-    cfg.allocator.backend = faults_;
+    cfg.allocator.backend.instance = faults_;
     cfg.backoff_initial = 0ms;
     sup_ = spawn_supervisor(sys_, std::move(cfg));
     return sup_;

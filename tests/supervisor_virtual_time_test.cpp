@@ -45,7 +45,7 @@ class supervisor_virtual_time : public ::testing::Test {
   }
 
   allocator_supervisor_actor start(supervisor_config cfg) {
-    cfg.allocator.backend = faults_;
+    cfg.allocator.backend.instance = faults_;
     auto sup = spawn_supervisor(sys_, std::move(cfg));
     sup_ = sup;
     sched_.run();

@@ -85,8 +85,9 @@ std::optional<uma::Pin<int>> static_pin;
 
 uma::allocator_config config(std::shared_ptr<uma::backend> b) {
   uma::allocator_config c;
-  c.backend = std::move(b);
-  c.drain_timeout = std::chrono::milliseconds(200);  // bounds the wait for a pin held at exit
+  c.backend.instance = std::move(b);
+  c.supervision.drain_timeout =
+      std::chrono::milliseconds(200);  // bounds the wait for a pin held at exit
   return c;
 }
 

@@ -179,7 +179,7 @@ class tenant_plans : public test::actor_fixture {
  protected:
   allocator_config with_devices() {
     auto c = host_config();
-    c.backend = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
     return c;
   }
   residency_result plan(client& c, const byte_ref& ref, const std::string& tenant) {
@@ -231,7 +231,7 @@ TEST_F(tenant_plans, BadTenantBudgetsAreRefusedNamingWhatIsWrongBeforeAnythingCh
   UMA_EXPECT_ERROR(uma->tenant_budget("t", 0, 65 * MiB), errc::invalid_argument, "67108864");
   EXPECT_TRUE(uma->residency().tenants.empty());
   auto bad = with_devices();
-  bad.tenant_budgets = {{"t", 0, 128 * MiB}};
+  bad.residency.tenant_budgets = {{"t", 0, 128 * MiB}};
   UMA_EXPECT_ERROR((void)make_client(bad), errc::invalid_argument, "tenant 't'");
 }
 

@@ -104,7 +104,7 @@ int run_demo(const options& o) {
   configure(cfg, o);
   caf::actor_system sys{cfg};
   supervisor_config supervision;
-  supervision.allocator.backend = backend;
+  supervision.allocator.backend.instance = backend;
   supervision.backoff_initial = std::chrono::milliseconds(1);
   client uma(sys, supervision);  // spawns the supervisor, stops it at the latest on return
   const auto supervisor = *uma.supervisor();

@@ -239,8 +239,8 @@ int run_serve(const options& o) {
   configure(cfg, o);
   caf::actor_system sys{cfg};
   supervisor_config supervision;
-  supervision.allocator.backend = backend;
-  supervision.allocator.quota_bytes = o.quota_bytes;
+  supervision.allocator.backend.instance = backend;
+  supervision.allocator.memory.quota_bytes = o.quota_bytes;
   const auto supervisor = spawn_supervisor(sys, supervision);
   const auto gw_config = make_gateway_config(o, hardening, *backend);
   const auto gateway = spawn_remote_gateway(sys, supervisor, gw_config);

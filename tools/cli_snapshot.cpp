@@ -82,7 +82,7 @@ int run_local(const options& o) {
   actor_config cfg;
   configure(cfg, o);
   caf::actor_system sys{cfg};
-  client uma(sys, allocator_config{.backend = backend});
+  client uma(sys, allocator_config{.backend = {.instance = backend}});
   std::vector<ManagedRef<float>> live;
   if (o.workload)
     live = run_workload(uma, backend->device_count() > 0 ? location::device(0) : location::host());

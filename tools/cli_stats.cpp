@@ -81,7 +81,7 @@ int run_stats(const options& o) {
   actor_config cfg;
   configure(cfg, o);
   caf::actor_system sys{cfg};
-  client uma(sys, allocator_config{.backend = backend});
+  client uma(sys, allocator_config{.backend = {.instance = backend}});
   if (o.workload) {
     run_workload(uma, backend->device_count() > 0 ? location::device(0) : location::host());
     // Its labelled blocks went back to cached slabs (those it advised once their advice was

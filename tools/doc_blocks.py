@@ -172,20 +172,20 @@ HARNESSES = {
     "split_main": None,
     # sys (an actor system with uma's types), cfg (its config), uma (a client on the host
     # backend), supervisor_or_allocator_handle (its allocator), n (a count of floats).
-    "with_client": """  [[maybe_unused]] uma::client uma(sys, {{.choice = uma::backend_choice::host}});
+    "with_client": """  [[maybe_unused]] uma::client uma(sys, {{.backend = {{.choice = uma::backend_choice::host}}}});
   [[maybe_unused]] auto supervisor_or_allocator_handle = uma.handle();
   [[maybe_unused]] std::size_t n = 1024;
   using namespace std::chrono_literals;
 {body}
 """,
     # config (an allocator_config for the host backend), n (a count of floats).
-    "with_residency": """  [[maybe_unused]] uma::allocator_config config{{.choice = uma::backend_choice::host}};
+    "with_residency": """  [[maybe_unused]] uma::allocator_config config{{.backend = {{.choice = uma::backend_choice::host}}}};
   [[maybe_unused]] std::size_t n = 1024;
 {body}
 """,
     # c (a client), chunks (eight refs), passes, stream, and stand-ins for a kernel launch and
     # cudaStreamSynchronize (the block's CUDA work, which the host backend has none of).
-    "with_chunks": """  uma::client c(sys, {{.choice = uma::backend_choice::host}});
+    "with_chunks": """  uma::client c(sys, {{.backend = {{.choice = uma::backend_choice::host}}}});
   std::vector<uma::ManagedRef<float>> chunks;
   for (int i = 0; i < 8; ++i)
     chunks.push_back(c.allocate<float>(1024));
@@ -197,14 +197,14 @@ HARNESSES = {
 """,
     # sup: a supervisor over a host allocator (and sys, cfg).
     "with_supervisor": """  uma::supervisor_config supervised;
-  supervised.allocator.choice = uma::backend_choice::host;
+  supervised.allocator.backend.choice = uma::backend_choice::host;
   auto sup = uma::spawn_supervisor(sys, supervised);
   using namespace std::chrono_literals;
 {body}
 """,
     # self (caf::event_based_actor*) in a function-based actor, and alloc: an allocator that has
     # stopped already (the trap such handlers meet: CAF answers request_receiver_down).
-    "in_actor": """  auto alloc = uma::spawn_allocator(sys, {{.choice = uma::backend_choice::host}});
+    "in_actor": """  auto alloc = uma::spawn_allocator(sys, {{.backend = {{.choice = uma::backend_choice::host}}}});
   {{
     caf::scoped_actor stopper{{sys}};
     stopper->monitor(alloc);
@@ -238,7 +238,7 @@ SERVED_PRELUDE = """  const char* uma_server = std::getenv("UMA_SERVER");  // do
 
 COROUTINE = """  net::io_context io;
   {{
-    uma::client uma(sys, {{.choice = uma::backend_choice::host}});
+    uma::client uma(sys, {{.backend = {{.choice = uma::backend_choice::host}}}});
     uma::asio::bridge bridge(sys, uma.handle(), io);
     auto work = [&]() -> net::awaitable<void> {{
 {body}

@@ -25,25 +25,25 @@ uma::allocator_config allocator_config_of(const uma_config& c,
                                      " backend has no device whose residency to budget (host: "
                                      "host_devices is 0); leave it 0");
     for (int d = 0; d < backend->device_count(); ++d)
-      out.device_budgets.emplace_back(d, c.device_budget_bytes);
+      out.residency.device_budgets.emplace_back(d, c.device_budget_bytes);
   }
-  out.backend = std::move(backend);
-  out.quota_bytes = c.quota_bytes;
-  out.driver_counters = c.driver_counters != 0;
-  out.policy =
+  out.backend.instance = std::move(backend);
+  out.memory.quota_bytes = c.quota_bytes;
+  out.backend.driver_counters = c.driver_counters != 0;
+  out.memory.policy =
       c.policy == UMA_POLICY_POOL ? uma::allocation_policy::pool : uma::allocation_policy::direct;
   // Only this allocator's own slabs and large blocks can be pinned, and no caller can give one
   // back while uma_destroy runs: waiting would change nothing. What is pinned is leaked at once.
-  out.drain_timeout = std::chrono::milliseconds{0};
+  out.supervision.drain_timeout = std::chrono::milliseconds{0};
   // The largest block of the block allocator (uma_malloc above it takes the message path). By
   // default every size, as PyTorch's own allocator caches every size: a framework's largest
   // buffers come back every step (GPT-2's fp32 logits at 8192 tokens, 1.65 GB), and a region of
   // their own each time cost a cudaMallocManaged, first-touch faults on the device and a
   // cudaFree that synchronizes (H200: offload_bench steps of 282-316 ms against 33 native).
-  out.max_pooled_block = c.cache_max_bytes != 0 ? c.cache_max_bytes : std::size_t{1} << 40;
+  out.memory.max_pooled_block = c.cache_max_bytes != 0 ? c.cache_max_bytes : std::size_t{1} << 40;
   // Its own thread: a miss or a range operation is answered without waiting for a scheduler
   // worker to wake up.
-  out.detached = true;
+  out.supervision.detached = true;
   return out;
 }
 

@@ -41,7 +41,9 @@ std::string describe(const advice_state& a) {
 }
 
 std::shared_ptr<event_history> history_for(const allocator_config& config) {
-  return config.history ? config.history : std::make_shared<event_history>(config.event_history);
+  return config.supervision.history
+             ? config.supervision.history
+             : std::make_shared<event_history>(config.supervision.event_history);
 }
 
 }  // namespace
@@ -52,19 +54,19 @@ allocation_core::allocation_core(const allocator_config& config, std::shared_ptr
       backend_(std::move(backend)),
       control_(std::move(control)),
       lanes_(lanes),
-      stack_(make_resource_stack(backend_, {config.policy, config.quota_bytes, config.slab_bytes,
-                                            config.max_pooled_block})),
-      blocks_(std::make_shared<block_allocator>(resources(), control_,
-                                                block_allocator_config{config.max_pooled_block})),
+      stack_(make_resource_stack(backend_, config.memory)),
+      blocks_(std::make_shared<block_allocator>(
+          resources(), control_, block_allocator_config{config.memory.max_pooled_block})),
       block_advice_(backend_, lanes) {
   stats_.backend = std::string(to_string(backend_->kind()));
-  stats_.generation = config.generation;
+  stats_.generation = config.supervision.generation;
   history_ = history_for(config);
-  blocks_->record_labels_in(history_, config.generation);
-  if (config.generation > 1)
-    history_->record(
-        event_kind::restart, config.generation, 0, 0, {},
-        std::string("generation ").append(std::to_string(config.generation)).append(" started"));
+  blocks_->record_labels_in(history_, config.supervision.generation);
+  if (config.supervision.generation > 1)
+    history_->record(event_kind::restart, config.supervision.generation, 0, 0, {},
+                     std::string("generation ")
+                         .append(std::to_string(config.supervision.generation))
+                         .append(" started"));
 }
 
 std::shared_ptr<memory_resource> allocation_core::resources() const noexcept {
@@ -109,7 +111,7 @@ byte_ref allocation_core::adopt(const allocation& a, attach_flag attach) {
     throw;
   }
   if (history_->enabled())
-    history_->record(event_kind::allocate, config_.generation, reg->id, a.bytes,
+    history_->record(event_kind::allocate, config_.supervision.generation, reg->id, a.bytes,
                      stack_->tracking().label_of(a.data));
   adopt_first_ref(reg);  // the reply's count; the table keeps the initial one
   return detail::adopt_ref<std::byte>(reg, 0, a.bytes);
@@ -193,8 +195,8 @@ void allocation_core::adopt_slabs(const std::vector<slab_adoption>& slabs) {
     ++stats_.live_leases;
     stats_.leased_bytes += s.home->backend_bytes;
     if (history_->enabled())
-      history_->record(event_kind::allocate, config_.generation, s.home->id, s.home->bytes,
-                       stack_->tracking().label_of(s.home->data));
+      history_->record(event_kind::allocate, config_.supervision.generation, s.home->id,
+                       s.home->bytes, stack_->tracking().label_of(s.home->data));
   }
 }
 
@@ -218,7 +220,7 @@ void allocation_core::drain_releases() {
     }
     const auto memory = allocation_of(r);
     if (history_->enabled())
-      history_->record(event_kind::release, config_.generation, id, r->bytes,
+      history_->record(event_kind::release, config_.supervision.generation, id, r->bytes,
                        stack_->tracking().label_of(r->data));
     if (!memory.pooled()) {
       table_.erase(id);
@@ -297,14 +299,15 @@ allocator_stats allocation_core::stats() const {
 }
 
 std::vector<region_info> allocation_core::report() const {
-  auto out = table_.report(config_.generation, stack_->tracking());
+  auto out = table_.report(config_.supervision.generation, stack_->tracking());
   // Labelled blocks are rows of their own (a label is for the report), not regions: their
   // bytes lie in a slab's row, and their pins count there.
   const auto now = std::chrono::steady_clock::now();
   for (auto& b : blocks_->labelled_blocks())
     if (b.refs > 0)  // else its last drop is on its way back (an advice reset, say)
       out.push_back(region_info{
-          b.id, config_.generation, b.bytes, std::move(b.label), attach_flag::global, b.refs, 0,
+          b.id, config_.supervision.generation, b.bytes, std::move(b.label), attach_flag::global,
+          b.refs, 0,
           std::chrono::duration_cast<std::chrono::milliseconds>(now - b.created).count()});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return out;
@@ -325,7 +328,7 @@ void allocation_core::note(event_kind kind, std::span<const byte_ref> refs,
     std::string text(detail);
     if (loc != nullptr)
       text.append(text.empty() ? "" : " ").append(to_string(*loc));
-    history_->record(kind, config_.generation, home->id, refs[i].bytes(),
+    history_->record(kind, config_.supervision.generation, home->id, refs[i].bytes(),
                      stack_->tracking().label_of(home->data), text);
   }
 }
@@ -335,7 +338,7 @@ allocator_snapshot allocation_core::snapshot() const {
   out.taken_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count();
-  out.generation = config_.generation;
+  out.generation = config_.supervision.generation;
   out.stats = stats();
   out.backend = out.stats.backend;
   for (auto& info : report()) {
@@ -375,8 +378,9 @@ void allocation_core::leak(std::uint64_t id, const region_table::entry& e, stop_
   report.leaked_ids.push_back(id);
   log(log_level::warning,
       "region " + std::to_string(id) + " ('" + stack_->tracking().label_of(r->data) + "', " +
-          std::to_string(r->bytes) + " bytes, generation " + std::to_string(config_.generation) +
-          ") is still pinned after the " + std::to_string(config_.drain_timeout.count()) +
+          std::to_string(r->bytes) + " bytes, generation " +
+          std::to_string(config_.supervision.generation) + ") is still pinned after the " +
+          std::to_string(config_.supervision.drain_timeout.count()) +
           " ms drain timeout: leaked on purpose, never freed under a reader");
 }
 
@@ -429,7 +433,7 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
   stack_->tracking().keep_only(leaked_data);
   blocks_->close();  // after the leak decisions: its raw pins kept pinned slabs from being freed
   try {
-    history_->record(event_kind::stop, config_.generation, 0, report.bytes_freed, {},
+    history_->record(event_kind::stop, config_.supervision.generation, 0, report.bytes_freed, {},
                      std::to_string(report.regions_freed) + " regions freed, " +
                          std::to_string(report.regions_leaked) + " leaked");
   } catch (...) {

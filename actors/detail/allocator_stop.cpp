@@ -14,7 +14,8 @@ void stop_allocator(const stop_parts& p) noexcept {
   p.control.begin_stop();
   stop_report report;
   try {
-    report.pins_drained = p.control.pins() == 0 || p.control.wait_for_pins(p.config.drain_timeout);
+    report.pins_drained =
+        p.control.pins() == 0 || p.control.wait_for_pins(p.config.supervision.drain_timeout);
   } catch (...) {
     report.pins_drained = false;
   }
@@ -35,9 +36,9 @@ void stop_allocator(const stop_parts& p) noexcept {
   }
   report.duration = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - start);
-  if (p.config.on_stop) {
+  if (p.config.supervision.on_stop) {
     try {
-      p.config.on_stop(p.core.stats(), report);
+      p.config.supervision.on_stop(p.core.stats(), report);
     } catch (const std::exception& e) {
       log(log_level::error, std::string("on_stop callback failed: ") + e.what());
     }

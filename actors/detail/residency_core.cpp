@@ -22,13 +22,13 @@ residency_core::residency_core(const allocator_config& config, std::shared_ptr<b
       core_(core),
       emulated_(backend_->kind() == backend_kind::host),
       account_(devices_of(*backend_)) {
-  for (const auto& [device, bytes] : config.device_budgets)
+  for (const auto& [device, bytes] : config.residency.device_budgets)
     account_.set_budget(device, bytes);
-  for (const auto& [tenant, device, bytes] : config.tenant_budgets)
+  for (const auto& [tenant, device, bytes] : config.residency.tenant_budgets)
     account_.set_tenant_budget(tenant, device, bytes);
   account_.set_namer([this](std::uint64_t id) { return name_of(id); });
-  if (!config.driver_counters) {
-    driver_status_ = "off (allocator_config::driver_counters)";
+  if (!config.backend.driver_counters) {
+    driver_status_ = "off (allocator_config::backend.driver_counters)";
     return;
   }
   auto source = backend_->subscribe_um_counters();
@@ -40,9 +40,9 @@ residency_core::residency_core(const allocator_config& config, std::shared_ptr<b
 
 void residency_core::check(const allocator_config& config, const backend& b) {
   residency_account probe(devices_of(b));
-  for (const auto& [device, bytes] : config.device_budgets)
+  for (const auto& [device, bytes] : config.residency.device_budgets)
     probe.set_budget(device, bytes);
-  for (const auto& [tenant, device, bytes] : config.tenant_budgets)
+  for (const auto& [tenant, device, bytes] : config.residency.tenant_budgets)
     probe.set_tenant_budget(tenant, device, bytes);
 }
 

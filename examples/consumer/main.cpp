@@ -23,7 +23,7 @@ int main() {
   try {
     config cfg;
     caf::actor_system sys{cfg};
-    uma::client uma(sys, uma::allocator_config{.choice = uma::backend_choice::host});
+    uma::client uma(sys, uma::allocator_config{.backend = {.choice = uma::backend_choice::host}});
 
     auto numbers = uma.allocate<int>(1000, {.label = "consumer"});
     long long sum = 0;

@@ -284,10 +284,10 @@ class session {
  private:
   void start() {
     allocator_config cfg;
-    cfg.backend = faults_;
-    cfg.quota_bytes = quota;
-    cfg.drain_timeout = std::chrono::milliseconds(100);
-    cfg.generation = ++generation_;
+    cfg.backend.instance = faults_;
+    cfg.memory.quota_bytes = quota;
+    cfg.supervision.drain_timeout = std::chrono::milliseconds(100);
+    cfg.supervision.generation = ++generation_;
     client_.emplace(actor_system(), cfg);
     alive_ = true;
   }

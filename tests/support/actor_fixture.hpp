@@ -24,7 +24,7 @@ class basic_actor_fixture : public ::testing::Test {
  protected:
   allocator_config host_config() {
     allocator_config c;
-    c.backend = backend_;
+    c.backend.instance = backend_;
     return c;
   }
 
@@ -33,8 +33,8 @@ class basic_actor_fixture : public ::testing::Test {
   /// path and count its regions; tests/block_allocator_test.cpp and the parameterized lifetime
   /// and client suites run the facade with the block allocator on.
   std::unique_ptr<client> make_client(allocator_config c) {
-    if (!c.backend)
-      c.backend = backend_;
+    if (!c.backend.instance)
+      c.backend.instance = backend_;
     auto out = std::make_unique<client>(sys_, std::move(c));
     out->set_cache_max_bytes(0);
     return out;
