@@ -24,10 +24,10 @@ function(check_no_empty_folder root)
   endforeach()
 endfunction()
 
-# build_consumer(<source> <build> <cmake args...>): configures examples/consumer with the args
-# (the prefix to find uma in) and this tree's generator, compiler, build type and sanitizers,
-# builds it and runs its programs, each of which must report OK.
-function(build_consumer source build)
+# configure_project(<what> <source> <build> <cmake args...>): configures a project that finds
+# the installed uma with the args (the prefix to find it in) and this tree's generator, compiler,
+# build type and sanitizers (a sanitized libuma.a needs the sanitizer runtimes in its users too).
+function(configure_project what source build)
   set(args -S "${source}" -B "${build}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF ${ARGN})
   if(GENERATOR)
     list(APPEND args -G "${GENERATOR}")
@@ -39,12 +39,17 @@ function(build_consumer source build)
     list(APPEND args "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
   endif()
   if(SANITIZE)
-    # A sanitized libuma.a needs the sanitizer runtimes in the consumer too.
     string(REPLACE ";" "," flags "${SANITIZE}")
     list(APPEND args "-DCMAKE_CXX_FLAGS=-fsanitize=${flags}"
          "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${flags}")
   endif()
-  run("configure examples/consumer" "${CMAKE_COMMAND}" ${args})
+  run("configure ${what}" "${CMAKE_COMMAND}" ${args})
+endfunction()
+
+# build_consumer(<source> <build> <cmake args...>): configures examples/consumer as
+# configure_project does, builds it and runs its programs, each of which must report OK.
+function(build_consumer source build)
+  configure_project("examples/consumer" "${source}" "${build}" ${ARGN})
   run("build examples/consumer" "${CMAKE_COMMAND}" --build "${build}")
   foreach(program uma_consumer_sys uma_consumer uma_consumer_allocator)
     run("run ${program}" "${build}/${program}")
