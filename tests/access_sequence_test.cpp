@@ -18,8 +18,7 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 class sequences : public test::actor_fixture {
  protected:
   sequences() {
-    auto c = host_config();
-    c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    auto c = one_device_config();
     uma_ = make_client(c);
   }
 

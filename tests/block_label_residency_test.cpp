@@ -21,8 +21,7 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 class labelled_block_residency : public test::actor_fixture {
  protected:
   labelled_block_residency() {
-    auto c = host_config();
-    c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    auto c = one_device_config();
     uma_ = make_client(std::move(c));
     uma_->set_cache_max_bytes(16 * MiB);  // the block allocator on: labelled allocates are blocks
   }

@@ -294,15 +294,13 @@ TEST_F(ledger_through_allocator, StatsDoNotAskTheDriverOnlyReportsAndSnapshotsDo
 }
 
 TEST_F(ledger_through_allocator, OffByDefaultAndOnTheHostBackendTheReportSaysWhy) {
-  auto off = host_config();
-  off.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+  auto off = one_device_config();
   const auto report_off = make_client(off)->residency();
   EXPECT_FALSE(report_off.driver_counters_on);
   EXPECT_NE(report_off.driver_counters.find("off"), std::string::npos)
       << report_off.driver_counters;
 
-  auto asked = host_config();
-  asked.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+  auto asked = one_device_config();
   asked.backend.driver_counters = true;
   auto uma = make_client(asked);
   const auto r = uma->residency();

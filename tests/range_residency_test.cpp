@@ -22,8 +22,7 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 class range_plans : public test::actor_fixture {
  protected:
   range_plans() {
-    auto c = host_config();
-    c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    auto c = one_device_config();
     uma_ = make_client(std::move(c));
     region_ = client::erase(uma_->allocate<std::byte>(64 * page));
   }

@@ -29,8 +29,7 @@ class remote_residency : public test::actor_fixture {
  protected:
   void SetUp() override {
     supervisor_config cfg;
-    cfg.allocator = host_config();
-    cfg.allocator.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    cfg.allocator = one_device_config();
     sup_ = spawn_supervisor(sys_, std::move(cfg));
     gateway_config gw;
     gw.tenant_device_budget_bytes = 8 * MiB;

@@ -27,8 +27,7 @@ class residency_plans : public test::actor_fixture {
   }
 
   allocator_config with_devices() {
-    auto c = host_config();
-    c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    auto c = one_device_config();
     return c;
   }
 

@@ -27,7 +27,7 @@ class supervisor_settings : public test::actor_fixture {
   /// A supervised client over one emulated device of 64 MiB.
   client& start() {
     supervisor_config cfg;
-    cfg.allocator.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    cfg.allocator = one_device_config();
     sup_ = spawn_supervisor(sys_, std::move(cfg));
     auto& c = client_.emplace(sys_, sup_);
     c.set_cache_max_bytes(0);  // the message path

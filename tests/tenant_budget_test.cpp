@@ -178,8 +178,7 @@ TEST_F(tenants, RandomPlansKeepEveryTenantWithinItsBudgetAndTheSumsAgree) {
 class tenant_plans : public test::actor_fixture {
  protected:
   allocator_config with_devices() {
-    auto c = host_config();
-    c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+    auto c = one_device_config();
     return c;
   }
   residency_result plan(client& c, const byte_ref& ref, const std::string& tenant) {

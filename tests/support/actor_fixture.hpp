@@ -28,6 +28,14 @@ class basic_actor_fixture : public ::testing::Test {
     return c;
   }
 
+  /// A config on a host backend of its own that emulates one device of `device_bytes` (the
+  /// residency suites: budgets and plans need a device).
+  static allocator_config one_device_config(std::size_t device_bytes = std::size_t{64} << 20) {
+    allocator_config c;
+    c.backend.instance = std::make_shared<host_backend>(emulated_devices{1, device_bytes});
+    return c;
+  }
+
   /// A fresh allocator on the fixture's backend. Its facade sends every allocation to the
   /// allocator (the block allocator off): the suites on this fixture test the allocator's message
   /// path and count its regions; tests/block_allocator_test.cpp and the parameterized lifetime
