@@ -16,6 +16,8 @@ synchronizes; median over --steps after --warmup. Rows:
   uma_2x_bw   offload(..., step_in_backward=True) at S/2: the optimizer steps during the
   uma_3x_bw   backward pass, gradients transient (docs/frameworks.md); and at S/3
   uma_2x_bwmap  uma_2x_bw with the mapped state updated across the link (no staging copies)
+  uma_2x_bwce   uma_2x_bw (and uma_3x_bwce: _3x_bw) with the mapped state staged through device
+  uma_3x_bwce   buffers by the copy engines (cudaMemcpyAsync) around each chunk's step
   pinned_2x   PyTorch's allocator; AdamW's moments in pinned host memory, copied in and out
               around the update in chunks through two device buffers with non-blocking copies
               on a side stream (the torchao CPU-offload shape); parameters and gradients stay
@@ -38,10 +40,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-ROWS = ("native", "uma_2x", "uma_3x", "uma_2x_bw", "uma_3x_bw", "uma_2x_bwmap", "pinned_2x", "uma",
-        "uma_fit")
+ROWS = ("native", "uma_2x", "uma_3x", "uma_2x_bw", "uma_3x_bw", "uma_2x_bwmap", "uma_2x_bwce",
+        "uma_3x_bwce", "pinned_2x", "uma", "uma_fit")
 DEFAULT_ROWS = "native,uma_2x_bw,uma_3x_bw,pinned_2x,uma_2x"
 FACTORS = {"uma_2x": 2, "uma_3x": 3, "uma_2x_bw": 2, "uma_3x_bw": 3, "uma_2x_bwmap": 2,
+           "uma_2x_bwce": 2, "uma_3x_bwce": 3,
            "pinned_2x": 2, "uma_fit": 0.5}
 GiB = 1 << 30
 LR, BETAS, EPS, WD = 1e-4, (0.9, 0.999), 1e-8, 0.01
@@ -282,12 +285,14 @@ def child(args):
         optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS,
                                       weight_decay=WD, fused=True if args.fused else None)
     handle = None
-    if row in ("uma_2x", "uma_3x", "uma_fit", "uma_2x_bw", "uma_3x_bw", "uma_2x_bwmap"):
+    if row in FACTORS and row.startswith("uma"):
         handle = uma_torch.offload(model, optimizer, budget_bytes=budget, policy=args.policy,
                                    lookahead=args.lookahead,
                                    step_in_backward="_bw" in row)
         if row.endswith("_bwmap"):
             handle.backward_step.stage = False
+        if row.endswith("_bwce"):  # staged through device buffers by the copy engines
+            handle.backward_step.stage = handle.backward_step.copy_engines = True
     data = batches(torch, args)
     before = residency(uma_torch)
     samples, losses = run_steps(torch, model, optimizer, data[:args.warmup], args) \
@@ -296,6 +301,8 @@ def child(args):
     timed, timed_losses = run_steps(torch, model, optimizer, data[args.warmup:],
                                     argparse.Namespace(warmup=0))
     after = residency(uma_torch)
+    if args.trace_dir:
+        result["trace"] = traced_step(torch, model, optimizer, data[-1], args, row)
     moved = delta(after, middle, LEDGER)
     if moved:
         result["moved_bytes_per_step"] = {k: v / len(timed) for k, v in moved.items()}
@@ -310,7 +317,48 @@ def child(args):
         handle.undo()
     if uma_torch is not None:
         result["uma_stats"] = uma_torch.stats()
+        # every byte uma held at once (slabs and cached blocks included): state + activations
+        result["memory_peak_bytes"] = result["uma_stats"]["peak_bytes"]
+    else:
+        result["memory_peak_bytes"] = torch.cuda.max_memory_allocated()
     common.emit(result)
+
+
+def traced_step(torch, model, optimizer, tokens, args, row):
+    """One more step under torch.profiler: its chrome trace in --trace-dir and, per CUDA
+    stream, when its first kernel or copy started and its last ended (ms from the step's first
+    GPU event), its busy time and its busiest kernels: where a step's time goes."""
+    import gzip
+    import json
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        run_steps(torch, model, optimizer, [tokens], argparse.Namespace(warmup=0))
+    os.makedirs(args.trace_dir, exist_ok=True)
+    path = os.path.join(args.trace_dir, f"{row}.json")
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        events = [e for e in json.load(f).get("traceEvents", [])
+                  if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
+    with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as out:
+        out.write(f.read())
+    os.remove(path)
+    if not events:
+        return {}
+    origin = min(e["ts"] for e in events)
+    streams = {}
+    for e in events:
+        s = streams.setdefault(str(e.get("args", {}).get("stream")),
+                               {"first_ms": 1e18, "last_ms": 0.0, "busy_ms": 0.0, "kernels": {}})
+        start, dur = (e["ts"] - origin) / 1e3, e["dur"] / 1e3
+        s["first_ms"], s["last_ms"] = min(s["first_ms"], start), max(s["last_ms"], start + dur)
+        s["busy_ms"] += dur
+        name = e["name"][:60]
+        s["kernels"][name] = s["kernels"].get(name, 0.0) + dur
+    for s in streams.values():
+        top = sorted(s["kernels"].items(), key=lambda kv: -kv[1])[:4]
+        s["kernels"] = {k: round(v, 2) for k, v in top}
+        s.update({k: round(s[k], 2) for k in ("first_ms", "last_ms", "busy_ms")})
+    return streams
 
 
 def floors(results, names):
@@ -326,10 +374,23 @@ def floors(results, names):
     return out
 
 
+def beside(r):
+    """GiB beside the persistent state at the memory peak: activations, workspaces and (uma
+    rows) cached free blocks. uma's peak counts every managed byte wherever it is resident, so
+    the whole state is subtracted; the pinned row holds parameters and gradients (S/2) on the
+    device and the moments in host memory."""
+    peak, state = r.get("memory_peak_bytes"), r.get("state_bytes")
+    if peak is None or not state:
+        return None
+    held = state / 2 if r["allocator"] == "pinned_2x" else state
+    return max(peak - held, 0) / GiB
+
+
 def report(names, results):
     baseline = results.get("native", {}).get("step_ms")
     limits = floors(results, names)
     header = ["row", "step ms (median)", "x native", "x floor", "budget GiB", "peak GiB",
+              "beside it GiB",
               "moved in/out MB/step", "driver faults in/out MB/step", "loss max |diff|"]
     native_losses = results.get("native", {}).get("losses")
     rows = []
@@ -352,6 +413,7 @@ def report(names, results):
             common.fmt(common.ratio(r.get("step_ms"), limits.get(factor)), 3),
             common.fmt(budget / GiB if budget else None, 2),
             common.fmt(peak / GiB if peak is not None else None, 2),
+            common.fmt(beside(r), 2),
             "-" if to_dev is None else f"{to_dev / 1e6:.0f}/{to_host / 1e6:.0f}",
             "-" if "driver_fault_to_device_bytes" not in moved else
             f"{moved['driver_fault_to_device_bytes'] / 1e6:.0f}/"
@@ -382,6 +444,9 @@ def report(names, results):
             print(f"{name}: residency {res if 'error' in res else _residency_line(res)}")
         if r.get("offload_stats"):
             print(f"{name}: offload {r['offload_stats']}")
+        for stream, t in (r.get("trace") or {}).items():
+            print(f"{name}: trace stream {stream}: {t['first_ms']:.1f}-{t['last_ms']:.1f} ms, "
+                  f"busy {t['busy_ms']:.1f} ms; {t['kernels']}")
         if r.get("losses"):
             print(f"{name}: losses {', '.join(f'{x:.4f}' for x in r['losses'])}")
 
@@ -389,8 +454,9 @@ def report(names, results):
 def _residency_line(res):
     device = res["devices"][0] if res.get("devices") else {}
     budget, peak = device.get("budget_bytes", 0), device.get("peak_bytes", 0)
-    honest = "within" if budget and peak <= budget else "OVER"
-    return (f"budget {budget / GiB:.2f} GiB, peak {peak / GiB:.2f} GiB ({honest} the budget), "
+    honest = "no budget" if not budget else \
+        "within the budget" if peak <= budget else "OVER the budget"
+    return (f"budget {budget / GiB:.2f} GiB, peak {peak / GiB:.2f} GiB ({honest}), "
             f"moves in/out "
             f"{res['to_device_bytes'] / 1e9:.2f}/{res['to_host_bytes'] / 1e9:.2f} GB, dropped "
             f"{res['dropped_bytes'] / 1e9:.2f} GB, discarded {res['discarded_bytes'] / 1e9:.2f} "
@@ -423,6 +489,9 @@ def arguments():
     parser.add_argument("--lookahead", type=int, default=1)
     parser.add_argument("--link-mib", type=int, default=1024)
     parser.add_argument("--pinned-chunk-mib", type=int, default=64)
+    parser.add_argument("--trace-dir", metavar="DIR",
+                        help="one more step per row under torch.profiler: its trace here, a "
+                             "per-stream summary in the report")
     parser.add_argument("--quota-gib", type=int, default=16,
                         help="uma's quota for the uma rows (../shared/GPU.md: total <= 16 GiB)")
     args = parser.parse_args()
