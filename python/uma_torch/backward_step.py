@@ -17,6 +17,7 @@ backward() and step()) and how those are refused.
 import collections
 
 PAGE = 4096
+OWN_PAGES_PAD = 2 << 20  # a GPU large page: mapped state shares none with other blocks
 
 
 class StepInBackwardError(RuntimeError):
@@ -45,6 +46,8 @@ class BackwardStep:
         # (foreach). A fused step reads and writes each element once, and does so faster
         # across the link itself (H200: 72 ms a step against 90 staged).
         self.stage = not all(group.get("fused") for group in self.optimizer.param_groups)
+        # Staging copies by kernel (False) or by the copy engines (True, cudaMemcpyAsync).
+        self.copy_engines = False
         self.owed = False  # a backward pass stepped and optimizer.step() has not come since
         self.backward_open = False  # between a backward pass's first gradient and its end
         self.stats = {"backward_chunks": 0, "gradient_peak_bytes": 0,
@@ -163,7 +166,7 @@ class BackwardStep:
         """Copies by kernel (torch._foreach_copy_) where there is one: a kernel reads and writes
         mapped memory at up to 40 GB/s each way at once on the H200, where cudaMemcpy (copy_)
         shares ~52 GB/s between the two directions."""
-        if hasattr(self.torch, "_foreach_copy_"):
+        if not self.copy_engines and hasattr(self.torch, "_foreach_copy_"):
             self.torch._foreach_copy_(destinations, sources)
         else:
             for destination, source in zip(destinations, sources):
@@ -183,26 +186,58 @@ class BackwardStep:
     def place_new_state(self, chunk, stream):
         """State the step just made on `stream` (the first step): resident while the room
         lasts for the parameters it was kept for (_reserve_state: the first layers),
-        else sent to the host once and mapped. The plans are held until undo."""
+        else moved onto pages of its own (_own_pages), sent to the host once and mapped. The
+        plans are held until undo."""
         offload = self.offload
         resident, mapped = [], []
         for param in chunk:
-            tensors = [t for t in offload._state_tensors(param)
-                       if t.data_ptr() not in offload.seen_state]
-            if not tensors:
+            state = self.optimizer.state.get(param) or {}
+            fresh = [(state, key, t) for key, t in state.items()
+                     if self.torch.is_tensor(t) and t.is_cuda and t.numel() > 0
+                     and t.data_ptr() not in offload.seen_state]
+            if not fresh:
                 continue
-            nbytes = sum(t.numel() * t.element_size() for t in tensors)
+            nbytes = sum(t.numel() * t.element_size() for _, _, t in fresh)
             if id(param) in self.reserved and nbytes <= self.state_room:
                 self.state_room -= nbytes
-                resident += tensors
+                resident += [t for _, _, t in fresh]
                 self.stats["resident_state_bytes"] += nbytes
             else:
-                mapped += tensors
-                self.mapped.update(t.data_ptr() for t in tensors)
+                mapped += fresh
                 self.stats["mapped_state_bytes"] += nbytes
-            offload.seen_state.update(t.data_ptr() for t in tensors)
+        offload.seen_state.update(t.data_ptr() for t in resident)
+        # (not the mapped originals: they are freed, and new state may come at their address)
+        mapped = self._own_pages(mapped)
+        self.mapped.update(t.data_ptr() for t in mapped)
+        offload.seen_state.update(t.data_ptr() for t in mapped)
         if resident or mapped:
             offload._hold_state(resident, mapped, stream)
+
+    def _own_pages(self, entries):
+        """The mapped state [(state dict, key, tensor)] copied into one buffer of its own, each
+        tensor page-aligned, with OWN_PAGES_PAD unused bytes at either end: a placement applies
+        to whole pages, and the small-block cache packs blocks from many owners into a page, so
+        a 4 KiB moment mapped in place would put its neighbours (a LayerNorm's gradient, an
+        activation) on the host too, and the kernels writing them would cross the link (H200:
+        the LayerNorm weight-gradient kernels 6.6x slower in the backward pass). Returns the
+        copies, which replace the tensors in the optimizer's state."""
+        if not entries:
+            return []
+        torch = self.torch
+        sizes = [-(-t.numel() * t.element_size() // PAGE) * PAGE for _, _, t in entries]
+        buffer = torch.empty(sum(sizes) + 2 * OWN_PAGES_PAD + PAGE, dtype=torch.uint8,
+                             device=entries[0][2].device)
+        offset = OWN_PAGES_PAD + (-(buffer.data_ptr() + OWN_PAGES_PAD)) % PAGE
+        copies = []
+        for (state, key, tensor), size in zip(entries, sizes):
+            nbytes = tensor.numel() * tensor.element_size()
+            copy = buffer[offset:offset + nbytes].view(tensor.dtype).view(tensor.shape)
+            copy.copy_(tensor)
+            state[key] = copy
+            copies.append(copy)
+            offset += size
+        self.stats["own_pages_bytes"] = self.stats.get("own_pages_bytes", 0) + buffer.numel()
+        return copies
 
     # --- optimizer.step() -----------------------------------------------------------------
 

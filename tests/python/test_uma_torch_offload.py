@@ -457,10 +457,20 @@ class StepInBackwardTest(unittest.TestCase):
             for part in parts:
                 part["trace"] = trace(part["backward"], table)
             holds, stats = sum(fake.holds.values()), dict(handle.backward_step.stats)
+            mapped = handle.backward_step.mapped
+            pages = lambda t: set(range(t.data_ptr() // 4096,
+                                        (t.data_ptr() + 4 * t.numel() - 1) // 4096 + 1))
+            state = [t for p in model.parameters() for t in opt.state[p].values()]
+            mapped_pages = set().union(*(pages(t) for t in state if t.data_ptr() in mapped))
+            shared = [n for n, p in model.named_parameters() if pages(p) & mapped_pages] + [
+                t.data_ptr() for t in state if t.data_ptr() not in mapped
+                and pages(t) & mapped_pages]
+            aligned = all(t.data_ptr() % 4096 == 0 for t in state if t.data_ptr() in mapped)
             handle.undo()
             model(None)
             torch.autograd.run_backward()  # after undo: no step in the backward pass
             print(json.dumps(dict(parts=parts, sides=sides, holds=holds, stats=stats,
+                                  shared=shared, aligned=aligned, mapped=len(mapped),
                                   after=sum(fake.holds.values()),
                                   grads_after_undo=sum(p.grad is not None
                                                        for p in model.parameters()))))
@@ -493,6 +503,12 @@ class StepInBackwardTest(unittest.TestCase):
                          "each chunk's copies on its step stream (b2 then b1)")
         self.assertEqual([e[0] for e in second["trace"]], ["step"] * 4, "no plan after the first")
         self.assertEqual(result["stats"]["resident_state_bytes"], 3 * 2 * 16384 + 2 * 256)
+        self.assertEqual(result["mapped"], 2 * 2 * 3, "b2's and b1's moments mapped")
+        self.assertTrue(result["aligned"], "each mapped moment starts a page")
+        self.assertEqual(result["shared"], [], "no parameter or resident state shares a page "
+                         "with mapped state (a placement covers whole pages)")
+        self.assertGreater(result["stats"]["own_pages_bytes"], 2 * 2 * (2 << 20),
+                           "two buffers, each with its padding at both ends")
         self.assertEqual(result["holds"], 10 + 20, "parameters and state held until undo")
         self.assertEqual(result["after"], 0)
         self.assertEqual(result["grads_after_undo"], 10, "undo: gradients stay for a plain step")

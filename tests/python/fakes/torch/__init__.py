@@ -35,17 +35,22 @@ class _Storage:
         return self._nbytes
 
 
+uint8, float32 = "uint8", "float32"  # dtypes: their names
+_ITEM_BYTES = {uint8: 1, float32: 4}
+
+
 class Tensor:
-    """A float32 tensor whose storage came from the current pluggable allocator (CUDA), or
-    from the native stand-in before one is installed, or from host memory ("cpu")."""
+    """A one-dimensional tensor (float32 unless asked) whose storage came from the current
+    pluggable allocator (CUDA), or from the native stand-in before one is installed, or from
+    host memory ("cpu"). Slicing and view() give views of it (_View)."""
 
     requires_grad = False
 
-    def __init__(self, count, dev):
+    def __init__(self, count, dev, dtype=float32):
         self.device = dev
         self.is_cuda = dev.type == "cuda"
-        self._count = count
-        nbytes = 4 * count
+        self._count, self.dtype = count, dtype
+        nbytes = _ITEM_BYTES[dtype] * count
         allocator = cuda.memory.current if self.is_cuda else None
         if allocator is None:
             buffer = ctypes.create_string_buffer(max(nbytes, 1))
@@ -66,7 +71,26 @@ class Tensor:
         return self._count
 
     def element_size(self):
-        return 4
+        return _ITEM_BYTES[self.dtype]
+
+    @property
+    def shape(self):
+        return (self._count,)
+
+    def __getitem__(self, index):
+        """A slice [start:stop] of elements: a view."""
+        start, stop, _ = index.indices(self._count)
+        return _View(self, (start - 0) * self.element_size(), max(stop - start, 0), self.dtype)
+
+    def view(self, what):
+        """view(dtype): the same bytes as that dtype; view(shape): the same tensor (a
+        one-dimensional shape of the same count)."""
+        if what in _ITEM_BYTES:
+            nbytes = self._count * self.element_size()
+            return _View(self, 0, nbytes // _ITEM_BYTES[what], what)
+        if tuple(what) != self.shape:
+            raise RuntimeError(f"view{tuple(what)} of a tensor of shape {self.shape}")
+        return self
 
     def is_contiguous(self):
         return True
@@ -85,9 +109,23 @@ class Tensor:
             _native.pop(ptr, None)
 
 
-def empty(count, device="cpu"):
-    """torch.empty(count, device=...) of float32, as the docs' examples call it."""
-    return Tensor(count, globals()["device"](device))
+class _View(Tensor):
+    """Elements of another tensor from a byte offset on: no storage of its own (the base
+    stays alive while the view does)."""
+
+    def __init__(self, base, offset, count, dtype):
+        self._base, self.device, self.is_cuda = base, base.device, base.is_cuda
+        self._count, self.dtype = count, dtype
+        self._storage = _Storage(base.data_ptr() + offset, count * _ITEM_BYTES[dtype])
+        self._allocator = None
+
+    def __del__(self):
+        pass
+
+
+def empty(count, dtype=float32, device="cpu"):
+    """torch.empty(count, dtype=..., device=...), as the docs' examples and uma_torch call it."""
+    return Tensor(count, globals()["device"](device), dtype)
 
 
 def zeros_like(tensor):
