@@ -18,6 +18,8 @@ synchronizes; median over --steps after --warmup. Rows:
   uma_2x_bwmap  uma_2x_bw with the mapped state updated across the link (no staging copies)
   uma_2x_bwce   uma_2x_bw (and uma_3x_bwce: _3x_bw) with the mapped state staged through device
   uma_3x_bwce   buffers by the copy engines (cudaMemcpyAsync) around each chunk's step
+  uma_2x_bwwhole  uma_2x_bw (uma_3x_bwwhole: _3x_bw) with the fused step over mapped state in
+  uma_3x_bwwhole  the optimizer's own launches, not sliced (backward_step.sliced)
   pinned_2x   PyTorch's allocator; AdamW's moments in pinned host memory, copied in and out
               around the update in chunks through two device buffers with non-blocking copies
               on a side stream (the torchao CPU-offload shape); parameters and gradients stay
@@ -41,10 +43,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 ROWS = ("native", "uma_2x", "uma_3x", "uma_2x_bw", "uma_3x_bw", "uma_2x_bwmap", "uma_2x_bwce",
-        "uma_3x_bwce", "pinned_2x", "uma", "uma_fit")
+        "uma_3x_bwce", "uma_2x_bwwhole", "uma_3x_bwwhole", "pinned_2x", "uma", "uma_fit")
 DEFAULT_ROWS = "native,uma_2x_bw,uma_3x_bw,pinned_2x,uma_2x"
 FACTORS = {"uma_2x": 2, "uma_3x": 3, "uma_2x_bw": 2, "uma_3x_bw": 3, "uma_2x_bwmap": 2,
-           "uma_2x_bwce": 2, "uma_3x_bwce": 3,
+           "uma_2x_bwce": 2, "uma_3x_bwce": 3, "uma_2x_bwwhole": 2, "uma_3x_bwwhole": 3,
            "pinned_2x": 2, "uma_fit": 0.5}
 GiB = 1 << 30
 LR, BETAS, EPS, WD = 1e-4, (0.9, 0.999), 1e-8, 0.01
@@ -293,6 +295,10 @@ def child(args):
             handle.backward_step.stage = False
         if row.endswith("_bwce"):  # staged through device buffers by the copy engines
             handle.backward_step.stage = handle.backward_step.copy_engines = True
+        if row.endswith("_bwwhole"):  # the fused step in the optimizer's own launches
+            handle.backward_step.slice_elements = 0
+        elif handle.backward_step is not None and args.slice_elements is not None:
+            handle.backward_step.slice_elements = args.slice_elements
     data = batches(torch, args)
     before = residency(uma_torch)
     samples, losses = run_steps(torch, model, optimizer, data[:args.warmup], args) \
@@ -489,6 +495,9 @@ def arguments():
     parser.add_argument("--lookahead", type=int, default=1)
     parser.add_argument("--link-mib", type=int, default=1024)
     parser.add_argument("--pinned-chunk-mib", type=int, default=64)
+    parser.add_argument("--slice-elements", type=int, metavar="N",
+                        help="step_in_backward rows: elements per launch of a fused step over "
+                             "mapped state (default: uma_torch's, 1 Mi)")
     parser.add_argument("--trace-dir", metavar="DIR",
                         help="one more step per row under torch.profiler: its trace here, a "
                              "per-stream summary in the report")

@@ -15,9 +15,53 @@ backward() and step()) and how those are refused.
 """
 
 import collections
+import contextlib
 
 PAGE = 4096
 OWN_PAGES_PAD = 2 << 20  # a GPU large page: mapped state shares none with other blocks
+# Elements a fused step's launch may cover when it updates mapped state: 16 thread blocks of
+# multi_tensor_apply's 64 Ki elements (docs/frameworks.md "Stepping in the backward pass").
+SLICE_ELEMENTS = 1 << 20
+FUSED_STEPS = ("_fused_adamw_", "_fused_adam_")
+
+
+def sliced(fused, limit):
+    """`fused` (torch._fused_adamw_'s signature: params, grads, exp_avgs, exp_avg_sqs,
+    max_exp_avg_sqs, state_steps, **hyperparameters) issued in launches of at most `limit`
+    elements: each tensor cut into flat slices, each slice stepped once with its parameter's
+    step count. The update is elementwise, so the result is the same; what changes is that no
+    launch holds the GPU's thread blocks for as long as a whole chunk's moments take to cross
+    the link (on the H200, a kernel across the link delays the kernels of other streams for its
+    whole duration: 6-7x the backward pass's own kernels' time in bench/python/
+    link_interference.py; in 1 Mi-element launches 1.4-1.8x, at the same link rate)."""
+    def run(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, **kwargs):
+        lists = [params, grads, exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs]
+                                                          if max_exp_avg_sqs else [])
+        if not all(t.is_contiguous() for group in lists for t in group):
+            return fused(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                         **kwargs)
+        batch, steps, size = [[] for _ in lists], [], 0
+
+        def launch():
+            if steps:
+                fused(*batch[:4], batch[4] if max_exp_avg_sqs else [], list(steps), **kwargs)
+            for part in batch:
+                part.clear()
+            steps.clear()
+
+        for i, param in enumerate(params):
+            count = param.numel()
+            for start in range(0, count, limit):
+                end = min(count, start + limit)
+                if size + end - start > limit:
+                    launch()
+                    size = 0
+                for part, group in zip(batch, lists):
+                    part.append(group[i].view(-1)[start:end])
+                steps.append(state_steps[i])
+                size += end - start
+        launch()
+    return run
 
 
 class StepInBackwardError(RuntimeError):
@@ -48,6 +92,9 @@ class BackwardStep:
         self.stage = not all(group.get("fused") for group in self.optimizer.param_groups)
         # Staging copies by kernel (False) or by the copy engines (True, cudaMemcpyAsync).
         self.copy_engines = False
+        # A fused step of a chunk with mapped state in launches of at most this many elements
+        # (sliced()); 0: one launch per chunk as the optimizer issues it.
+        self.slice_elements = SLICE_ELEMENTS
         self.owed = False  # a backward pass stepped and optimizer.step() has not come since
         self.backward_open = False  # between a backward pass's first gradient and its end
         self.stats = {"backward_chunks": 0, "gradient_peak_bytes": 0,
@@ -120,7 +167,8 @@ class BackwardStep:
         self.stream.wait_stream(torch.cuda.current_stream(self.device))  # the gradients made
         with torch.cuda.stream(self.stream):
             staged = self._stage_in(chunk) if self.stage else []
-            self.offload._step_only(chunk)
+            with self._sliced_if_mapped(chunk, staged):
+                self.offload._step_only(chunk)
             self._stage_out(staged)
             self.place_new_state(chunk, self.stream)
         done = torch.cuda.Event()
@@ -137,6 +185,27 @@ class BackwardStep:
         self.stats["backward_chunks"] += 1
         self.owed = True
         self._let_go(wait=False)
+
+    @contextlib.contextmanager
+    def _sliced_if_mapped(self, chunk, staged):
+        """While the chunk steps: torch's fused Adam/AdamW steps in launches of at most
+        slice_elements (sliced()), where the chunk updates mapped state in place (not staged,
+        not the first step, which makes the state on the device)."""
+        torch = self.torch
+        mapped = self.slice_elements and not staged and any(
+            t.data_ptr() in self.mapped for p in chunk
+            for t in (self.optimizer.state.get(p) or {}).values() if torch.is_tensor(t))
+        saved = {name: getattr(torch, name) for name in FUSED_STEPS
+                 if mapped and hasattr(torch, name)}
+        try:
+            for name, fused in saved.items():
+                setattr(torch, name, sliced(fused, self.slice_elements))
+            if saved:
+                self.stats["sliced_chunks"] = self.stats.get("sliced_chunks", 0) + 1
+            yield
+        finally:
+            for name, fused in saved.items():
+                setattr(torch, name, fused)
 
     def _stage_in(self, chunk):
         """[(state dict, key, mapped tensor, device copy)]: each mapped state tensor of `chunk`

@@ -579,6 +579,53 @@ class StepInBackwardTest(unittest.TestCase):
         self.assertEqual(result["hooks"], 0, "a refused offload leaves no hook behind")
 
 
+class SlicedFusedStepTest(unittest.TestCase):
+    """backward_step.sliced(): a fused step over mapped state in launches of at most N
+    elements, each element stepped exactly once, with its own parameter's step count."""
+
+    def test_every_element_once_in_launches_of_at_most_the_limit_with_its_step(self):
+        result = fresh("""
+            from uma_torch.backward_step import sliced
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            sizes = [3000, 500, 10, 1024]
+            lists = [[torch.empty(n, device="cuda") for n in sizes] for _ in range(4)]
+            steps = [f"step{i}" for i in range(len(sizes))]
+            launches = []
+
+            def fused(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                      **kwargs):
+                launches.append(dict(
+                    spans=[[t.data_ptr() for t in group] for group in
+                           (params, grads, exp_avgs, exp_avg_sqs)],
+                    counts=[t.numel() for t in params], steps=list(state_steps),
+                    max=len(max_exp_avg_sqs), kwargs=kwargs))
+
+            sliced(fused, 1024)(*lists, [], steps, lr=0.1, maximize=False)
+            covered = [[[] for _ in sizes] for _ in range(4)]
+            for launch in launches:
+                for g, ptrs in enumerate(launch["spans"]):
+                    for ptr, count, step in zip(ptrs, launch["counts"], launch["steps"]):
+                        i = steps.index(step)
+                        covered[g][i].append([(ptr - lists[g][i].data_ptr()) // 4, count])
+            print(json.dumps(dict(totals=[sum(l["counts"]) for l in launches],
+                                  covered=covered, kwargs=[l["kwargs"] for l in launches],
+                                  max=[l["max"] for l in launches])))
+            """)
+        self.assertTrue(all(0 < total <= 1024 for total in result["totals"]),
+                        f"every launch at most the limit: {result['totals']}")
+        self.assertEqual(sum(result["totals"]), 3000 + 500 + 10 + 1024)
+        for group in result["covered"]:  # params, grads, moments: the same cuts
+            self.assertEqual(group, result["covered"][0])
+        for spans, size in zip(result["covered"][0], [3000, 500, 10, 1024]):
+            start = 0
+            for offset, count in spans:  # consecutive slices of the tensor, with its step
+                self.assertEqual(offset, start)
+                start += count
+            self.assertEqual(start, size, "every element once")
+        self.assertTrue(all(k == {"lr": 0.1, "maximize": False} for k in result["kwargs"]))
+        self.assertEqual(set(result["max"]), {0}, "no max_exp_avg_sqs without amsgrad")
+
+
 class OffloadWithTheLibrarysPlansTest(unittest.TestCase):
     """Against libuma_c.so's own plan calls (host backend, its emulated device), where it has
     them; skipped before."""

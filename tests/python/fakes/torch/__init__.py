@@ -83,13 +83,14 @@ class Tensor:
         return _View(self, (start - 0) * self.element_size(), max(stop - start, 0), self.dtype)
 
     def view(self, what):
-        """view(dtype): the same bytes as that dtype; view(shape): the same tensor (a
-        one-dimensional shape of the same count)."""
+        """view(dtype): the same bytes as that dtype; view(shape) or view(-1): the same tensor
+        (a one-dimensional shape of the same count)."""
         if what in _ITEM_BYTES:
             nbytes = self._count * self.element_size()
             return _View(self, 0, nbytes // _ITEM_BYTES[what], what)
-        if tuple(what) != self.shape:
-            raise RuntimeError(f"view{tuple(what)} of a tensor of shape {self.shape}")
+        shape = (what,) if isinstance(what, int) else tuple(what)
+        if shape not in (self.shape, (-1,)):
+            raise RuntimeError(f"view{shape} of a tensor of shape {self.shape}")
         return self
 
     def is_contiguous(self):
