@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,8 +41,8 @@ class block_labels {
   /// Every labelled block out, in no particular order.
   [[nodiscard]] std::vector<labelled_block> list() const;
   /// The labelled block out whose slot holds bytes [p, p + bytes) whole, if any (the residency
-  /// report names an extent of a slab by it). A scan: labelled blocks are few, and only the
-  /// residency core asks, when it plans or names an extent of a slab.
+  /// report names an extent of a slab by it, for every plan on a slab's extent and every
+  /// report row). A lookup by address: the slots of blocks out never overlap.
   [[nodiscard]] std::optional<labelled_block> holding(const std::byte* p, std::size_t bytes) const;
 
  private:
@@ -53,6 +54,7 @@ class block_labels {
   };
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, entry> entries_;
+  std::map<std::uintptr_t, std::uint64_t> by_address_;  // a slot's first byte -> its block id
   /// Records `kind` of block `id` in the history, if there is one; never throws.
   void note(event_kind kind, std::uint64_t id, std::size_t bytes,
             std::string_view label) const noexcept;
