@@ -14,6 +14,7 @@
 
 #include <uma/memory/block_allocator.hpp>
 #include <uma/memory/event_history.hpp>
+#include <uma/sys/detail/spin_mutex.hpp>
 
 namespace uma::detail {
 
@@ -22,7 +23,8 @@ struct region;
 /// The labels of the block allocator's labelled blocks that are out: a label is for the report,
 /// so it lives here, beside the block, and costs no region and no message. Entries are added
 /// after a block was handed out and removed before it is counted back, so an entry's record is
-/// alive (its slab cannot go while the block is out). Thread-safe (one mutex); never touched by
+/// alive (its slab cannot go while the block is out). Thread-safe (one spinning lock, as the free
+/// lists have: threads handing out labelled blocks take it at once); never touched by
 /// unlabelled blocks.
 class block_labels {
  public:
@@ -52,7 +54,7 @@ class block_labels {
     std::string label;
     std::chrono::steady_clock::time_point created;
   };
-  mutable std::mutex mutex_;
+  mutable spin_mutex mutex_;  // held for a map insert or erase; many threads at once
   std::unordered_map<std::uint64_t, entry> entries_;
   std::map<std::uintptr_t, std::uint64_t> by_address_;  // a slot's first byte -> its block id
   /// Records `kind` of block `id` in the history, if there is one; never throws.
