@@ -11,7 +11,8 @@ Traffic (256 MiB buffers, repeated until the timed kernels are done):
   none            nothing
   device_add      an in-place add on device memory (SMs and HBM busy, no link)
   pinned_copy     copy_ pinned host <-> device, both ways (copy engines over the link)
-  managed_copy    copy_ managed memory preferred on the host and mapped <-> device (copy engines)
+  managed_copy    copy_ managed memory preferred on the host and mapped <-> device (a
+                  device-to-device cudaMemcpyAsync on managed pointers: the driver chooses how)
   managed_add     an in-place add on that mapped managed memory (a kernel across the link, as a
                   fused AdamW on mapped moments)
   pinned_add      an in-place add on pinned host memory mapped into the device (zero-copy)
@@ -66,7 +67,7 @@ def _cudart(torch):
 def managed_tensor(torch, shape, dtype, populate):
     """A device tensor over fresh managed memory: populated by the first kernel that writes it
     ("touch": the driver maps what each fault asks for) or prefetched whole to the device first
-    ("prefetch"); the memory is kept alive by the returned tensor's _keep."""
+    ("prefetch"). Never freed: the probe's process ends with it."""
     rt = _cudart(torch)
     ptr = ctypes.c_void_p()
     nbytes = torch.empty((), dtype=dtype).element_size()
@@ -75,7 +76,8 @@ def managed_tensor(torch, shape, dtype, populate):
     if rt.cudaMallocManaged(ctypes.byref(ptr), ctypes.c_size_t(nbytes), 1):
         raise RuntimeError("cudaMallocManaged failed")
     if populate == "prefetch":
-        rt.cudaMemPrefetchAsync(ptr, ctypes.c_size_t(nbytes), _Location(1, 0), 0, None)
+        if rt.cudaMemPrefetchAsync(ptr, ctypes.c_size_t(nbytes), _Location(1, 0), 0, None):
+            raise RuntimeError("cudaMemPrefetchAsync failed (a CUDA 13 runtime is needed)")
         torch.cuda.synchronize()
     raw = torch.as_tensor(_Wrapped(ptr.value, nbytes), device="cuda")
     return raw.view(torch.uint8).view(dtype).view(shape)
@@ -200,8 +202,9 @@ def main():
     def prefetch_both_ways():
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         for where in (_Location(1, 0), _Location(2, 0)):
-            rt.cudaMemPrefetchAsync(ctypes.c_void_p(managed.data_ptr()),
-                                    ctypes.c_size_t(nbytes), where, 0, stream)
+            if rt.cudaMemPrefetchAsync(ctypes.c_void_p(managed.data_ptr()),
+                                       ctypes.c_size_t(nbytes), where, 0, stream):
+                raise RuntimeError("cudaMemPrefetchAsync failed (a CUDA 13 runtime is needed)")
 
     traffic["managed_prefetch"] = None if managed is None else prefetch_both_ways
     if managed is None:
@@ -228,7 +231,7 @@ def main():
                 end.record(side)
             torch.cuda.synchronize()
             op_ms[t] = start.elapsed_time(end)
-    alone = {}
+    calls_ms = {}  # all the timed calls of a kernel, back to back, alone
     for name, kernel in kernels.items():
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -236,7 +239,7 @@ def main():
             kernel()
         end.record()
         torch.cuda.synchronize()
-        alone[name] = start.elapsed_time(end)  # all the timed calls, back to back
+        calls_ms[name] = start.elapsed_time(end)
     for _ in range(args.rounds):
         for name, kernel in kernels.items():
             for t in kinds:
@@ -244,7 +247,7 @@ def main():
                 if traffic[t]:
                     side.wait_stream(torch.cuda.current_stream())
                     with torch.cuda.stream(side):
-                        for _ in range(int(4 * alone[name] / op_ms[t]) + 2):
+                        for _ in range(int(4 * calls_ms[name] / op_ms[t]) + 2):
                             traffic[t]()
                 events = [(torch.cuda.Event(enable_timing=True),
                            torch.cuda.Event(enable_timing=True)) for _ in range(args.calls)]

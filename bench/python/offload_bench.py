@@ -508,6 +508,8 @@ def arguments():
         args.layers, args.width, args.heads, args.vocab = 2, 128, 4, 1024
         args.batch, args.seq, args.steps, args.warmup, args.repeat = 2, 64, 2, 1, 1
         args.link_mib = 64
+    if args.slice_elements is not None and args.slice_elements < 0:
+        parser.error("--slice-elements must be 0 (the optimizer's own launches) or more")
     if min(args.steps, args.layers, args.width, args.heads, args.batch, args.seq, args.vocab,
            args.link_mib, args.pinned_chunk_mib, args.quota_gib) < 1 or args.warmup < 0 \
             or args.width % args.heads:

@@ -16,6 +16,7 @@ backward() and step()) and how those are refused.
 
 import collections
 import contextlib
+import threading
 
 PAGE = 4096
 OWN_PAGES_PAD = 2 << 20  # a GPU large page: mapped state shares none with other blocks
@@ -34,6 +35,10 @@ def sliced(fused, limit):
     the link (on the H200, a kernel across the link delays the kernels of other streams for its
     whole duration: 6-7x the backward pass's own kernels' time in bench/python/
     link_interference.py; in 1 Mi-element launches 1.4-1.8x, at the same link rate)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"uma_torch: a sliced step's launch must cover at least 1 element, "
+                         f"not {limit!r}")
+
     def run(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, **kwargs):
         lists = [params, grads, exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs]
                                                           if max_exp_avg_sqs else [])
@@ -62,6 +67,51 @@ def sliced(fused, limit):
                 size += end - start
         launch()
     return run
+
+
+class _Slicing:
+    """torch's fused Adam/AdamW entry points replaced, while any thread steps a chunk with
+    mapped state, by a dispatcher that slices only on that thread (threading.local limit) and
+    passes every other call through. Reference-counted under a lock: the first user installs
+    the dispatchers, the last one puts the originals back, however the users' steps interleave
+    (one autograd device thread per GPU may step at once)."""
+
+    lock = threading.Lock()
+    users = 0
+    originals = {}
+    local = threading.local()
+
+    @classmethod
+    @contextlib.contextmanager
+    def on(cls, torch, limit):
+        sliced(lambda *a, **k: None, limit)  # the limit is checked before anything changes
+        with cls.lock:
+            if cls.users == 0:
+                for name in FUSED_STEPS:
+                    if hasattr(torch, name):
+                        cls.originals[name] = getattr(torch, name)
+                        setattr(torch, name, cls._dispatcher(cls.originals[name]))
+            cls.users += 1
+        previous = getattr(cls.local, "limit", 0)
+        cls.local.limit = limit
+        try:
+            yield
+        finally:
+            cls.local.limit = previous
+            with cls.lock:
+                cls.users -= 1
+                if cls.users == 0:
+                    for name, original in cls.originals.items():
+                        setattr(torch, name, original)
+                    cls.originals.clear()
+
+    @classmethod
+    def _dispatcher(cls, original):
+        def step(*args, **kwargs):
+            limit = getattr(cls.local, "limit", 0)
+            return sliced(original, limit)(*args, **kwargs) if limit else \
+                original(*args, **kwargs)
+        return step
 
 
 class StepInBackwardError(RuntimeError):
@@ -189,23 +239,18 @@ class BackwardStep:
     @contextlib.contextmanager
     def _sliced_if_mapped(self, chunk, staged):
         """While the chunk steps: torch's fused Adam/AdamW steps in launches of at most
-        slice_elements (sliced()), where the chunk updates mapped state in place (not staged,
-        not the first step, which makes the state on the device)."""
+        slice_elements (sliced(), _Slicing) on this thread, where the chunk updates mapped state
+        in place (not staged, not the first step, which makes the state on the device)."""
         torch = self.torch
         mapped = self.slice_elements and not staged and any(
             t.data_ptr() in self.mapped for p in chunk
             for t in (self.optimizer.state.get(p) or {}).values() if torch.is_tensor(t))
-        saved = {name: getattr(torch, name) for name in FUSED_STEPS
-                 if mapped and hasattr(torch, name)}
-        try:
-            for name, fused in saved.items():
-                setattr(torch, name, sliced(fused, self.slice_elements))
-            if saved:
-                self.stats["sliced_chunks"] = self.stats.get("sliced_chunks", 0) + 1
+        if not mapped or not any(hasattr(torch, name) for name in FUSED_STEPS):
             yield
-        finally:
-            for name, fused in saved.items():
-                setattr(torch, name, fused)
+            return
+        with _Slicing.on(torch, self.slice_elements):
+            self.stats["sliced_chunks"] = self.stats.get("sliced_chunks", 0) + 1
+            yield
 
     def _stage_in(self, chunk):
         """[(state dict, key, mapped tensor, device copy)]: each mapped state tensor of `chunk`
@@ -255,8 +300,8 @@ class BackwardStep:
     def place_new_state(self, chunk, stream):
         """State the step just made on `stream` (the first step): resident while the room
         lasts for the parameters it was kept for (_reserve_state: the first layers),
-        else moved onto pages of its own (_own_pages), sent to the host once and mapped. The
-        plans are held until undo."""
+        else moved onto pages of its own (_own_pages; a strided tensor stays where it is), sent
+        to the host once and mapped. The plans are held until undo."""
         offload = self.offload
         resident, mapped = [], []
         for param in chunk:
@@ -276,7 +321,10 @@ class BackwardStep:
                 self.stats["mapped_state_bytes"] += nbytes
         offload.seen_state.update(t.data_ptr() for t in resident)
         # (not the mapped originals: they are freed, and new state may come at their address)
-        mapped = self._own_pages(mapped)
+        # A strided moment (a channels_last parameter's) keeps its place and layout: the fused
+        # kernels want every list's strides alike, and a copy would be contiguous.
+        strided = [t for _, _, t in mapped if not t.is_contiguous()]
+        mapped = self._own_pages([m for m in mapped if m[2].is_contiguous()]) + strided
         self.mapped.update(t.data_ptr() for t in mapped)
         offload.seen_state.update(t.data_ptr() for t in mapped)
         if resident or mapped:

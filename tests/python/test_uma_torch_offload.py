@@ -513,6 +513,28 @@ class StepInBackwardTest(unittest.TestCase):
         self.assertEqual(result["after"], 0)
         self.assertEqual(result["grads_after_undo"], 10, "undo: gradients stay for a plain step")
 
+    def test_a_strided_moment_is_mapped_where_it_is_and_keeps_its_layout(self):
+        result = fresh(textwrap.dedent(self.RUN.replace(
+            "        fake, model, opt = planned()\n",
+            "        fake, model, opt = planned()\n"
+            "        model.blocks[2].fc.weight._contiguous = False  # channels_last-like\n"))
+            + textwrap.dedent("""
+            step(model, opt)
+            strided = list(opt.state[model.blocks[2].fc.weight].values())
+            others = list(opt.state[model.blocks[2].proj.weight].values())
+            mapped = handle.backward_step.mapped
+            print(json.dumps(dict(
+                strided_kept=[not t.is_contiguous() for t in strided],
+                strided_mapped=[t.data_ptr() in mapped for t in strided],
+                others_aligned=[t.data_ptr() % 4096 == 0 for t in others],
+                others_mapped=[t.data_ptr() in mapped for t in others])))
+            handle.undo()
+            """))
+        self.assertEqual(result["strided_kept"], [True, True], "not copied into own pages")
+        self.assertEqual(result["strided_mapped"], [True, True], "mapped where it is")
+        self.assertEqual(result["others_mapped"], [True, True])
+        self.assertEqual(result["others_aligned"], [True, True], "the rest on own pages")
+
     def test_a_parameter_the_optimizer_does_not_step_keeps_its_gradient(self):
         result = fresh(textwrap.dedent("""
             uma_fake_plans.install(path, torch.cuda.log)
@@ -624,6 +646,81 @@ class SlicedFusedStepTest(unittest.TestCase):
             self.assertEqual(start, size, "every element once")
         self.assertTrue(all(k == {"lr": 0.1, "maximize": False} for k in result["kwargs"]))
         self.assertEqual(set(result["max"]), {0}, "no max_exp_avg_sqs without amsgrad")
+
+
+class SlicingPatchTest(unittest.TestCase):
+    """backward_step._Slicing: torch's fused step replaced while any thread steps with mapped
+    state, slicing only on that thread, put back by the last user however they interleave."""
+
+    def test_interleaved_users_slice_only_their_own_calls_and_the_last_one_restores(self):
+        result = fresh("""
+            import threading
+            from uma_torch.backward_step import _Slicing
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            calls = []
+
+            def original(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, **kw):
+                calls.append([threading.current_thread().name, [t.numel() for t in params]])
+
+            torch._fused_adamw_ = original
+            lists = [[torch.empty(3000, device="cuda")] for _ in range(4)]
+            step = lambda: torch._fused_adamw_(*lists, [], ["s"], lr=0.1)
+            a_in, b_in, a_out, b_called = (threading.Event() for _ in range(4))
+            seen = {}
+
+            def a():
+                cm = _Slicing.on(torch, 1024)
+                cm.__enter__()
+                a_in.set()
+                b_in.wait()
+                step()
+                cm.__exit__(None, None, None)  # A leaves first; B is still inside
+                seen["after_a"] = torch._fused_adamw_ is original
+                a_out.set()
+
+            def b():
+                a_in.wait()
+                with _Slicing.on(torch, 2000):
+                    b_in.set()
+                    a_out.wait()
+                    step()
+                    other = threading.Thread(target=step, name="other")
+                    other.start()
+                    other.join()
+                b_called.set()
+
+            threads = [threading.Thread(target=a, name="a"), threading.Thread(target=b, name="b")]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            restored = torch._fused_adamw_ is original
+            try:
+                with _Slicing.on(torch, -1):
+                    pass
+                refused = None
+            except ValueError as error:
+                refused = str(error)
+            try:
+                with _Slicing.on(torch, 100):
+                    raise KeyError("in the step")
+            except KeyError:
+                pass
+            print(json.dumps(dict(calls=calls, after_a=seen["after_a"], restored=restored,
+                                  refused=refused, unchanged=torch._fused_adamw_ is original,
+                                  users=_Slicing.users)))
+            """)
+        by_thread = {}
+        for name, counts in result["calls"]:
+            by_thread.setdefault(name, []).append(counts)
+        self.assertEqual(by_thread["a"], [[1024], [1024], [952]], "A sliced at its own limit")
+        self.assertEqual(by_thread["b"], [[2000], [1000]], "B sliced at its own limit")
+        self.assertEqual(by_thread["other"], [[3000]], "another thread passes through whole")
+        self.assertFalse(result["after_a"], "still replaced while B steps")
+        self.assertTrue(result["restored"], "the last user put the original back")
+        self.assertIn("at least 1 element", result["refused"])
+        self.assertTrue(result["unchanged"], "a refused limit or a raising step changes nothing")
+        self.assertEqual(result["users"], 0)
 
 
 class OffloadWithTheLibrarysPlansTest(unittest.TestCase):

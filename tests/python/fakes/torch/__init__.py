@@ -94,7 +94,9 @@ class Tensor:
         return self
 
     def is_contiguous(self):
-        return True
+        """True unless a test made the tensor strided (`_contiguous = False`, as a
+        channels_last parameter; zeros_like keeps it, as preserve_format does)."""
+        return getattr(self, "_contiguous", True)
 
     def copy_(self, other, non_blocking=False):
         """Logs ("copy", destination, source) with the current stream."""
@@ -130,7 +132,10 @@ def empty(count, dtype=float32, device="cpu"):
 
 
 def zeros_like(tensor):
-    return Tensor(tensor.numel(), tensor.device)
+    out = Tensor(tensor.numel(), tensor.device)
+    if not tensor.is_contiguous():
+        out._contiguous = False
+    return out
 
 
 def empty_like(tensor):
