@@ -24,7 +24,11 @@ void drain(Entries& entries, std::exception_ptr& first, Call call) {
   }
 }
 
-void rethrow_first(const std::exception_ptr& first) {
+/// Runs `body(first)`, then rethrows the first exception it kept in `first`.
+template <class Body>
+void answering_all(Body body) {
+  std::exception_ptr first;
+  body(first);
   if (first)
     std::rethrow_exception(first);
 }
@@ -40,16 +44,14 @@ void waiting_requests::await_restart(std::function<void(std::uint64_t)> started,
 }
 
 void waiting_requests::incarnation_started(std::uint64_t generation) {
-  std::exception_ptr first;
-  drain(stash_, first, [](stashed_request& s) { s.run(); });
-  drain(restarts_, first, [generation](restart_waiter& w) { w.started(generation); });
-  rethrow_first(first);
+  answering_all([&](std::exception_ptr& first) {
+    drain(stash_, first, [](stashed_request& s) { s.run(); });
+    drain(restarts_, first, [generation](restart_waiter& w) { w.started(generation); });
+  });
 }
 
 void waiting_requests::fail_waiting(const caf::error& err) {
-  std::exception_ptr first;
-  fail_waiting(err, first);
-  rethrow_first(first);
+  answering_all([&](std::exception_ptr& first) { fail_waiting(err, first); });
 }
 
 void waiting_requests::fail_waiting(const caf::error& err, std::exception_ptr& first) {
@@ -68,9 +70,7 @@ bool waiting_requests::answered(in_flight_id id) noexcept {
 }
 
 void waiting_requests::fail_in_flight(const caf::error& err) {
-  std::exception_ptr first;
-  fail_in_flight(err, first);
-  rethrow_first(first);
+  answering_all([&](std::exception_ptr& first) { fail_in_flight(err, first); });
 }
 
 void waiting_requests::fail_in_flight(const caf::error& err, std::exception_ptr& first) {
@@ -78,13 +78,13 @@ void waiting_requests::fail_in_flight(const caf::error& err, std::exception_ptr&
 }
 
 void waiting_requests::fail_all(const caf::error& err) {
-  std::exception_ptr first;
-  // Until nothing is left: a fail function of one kind may have added an entry of another.
-  while (!empty()) {
-    fail_waiting(err, first);
-    fail_in_flight(err, first);
-  }
-  rethrow_first(first);
+  answering_all([&](std::exception_ptr& first) {
+    // Until nothing is left: a fail function of one kind may have added an entry of another.
+    while (!empty()) {
+      fail_waiting(err, first);
+      fail_in_flight(err, first);
+    }
+  });
 }
 
 }  // namespace uma::detail
