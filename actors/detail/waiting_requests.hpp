@@ -6,7 +6,8 @@
 // holds a function that answers it with an error, and the book is the one place that makes
 // sure every waiter is answered exactly once: CAF 0.17 drops an undelivered response promise
 // silently, so a request the supervisor forgot would leave its caller waiting out its timeout.
-// Plain data with callables (no actor); the supervisor owns one and is its only user.
+// Plain data with callables (no actor, no lock): the supervisor owns one and uses it only from
+// its own handlers.
 
 #include <cstddef>
 #include <cstdint>
@@ -24,7 +25,7 @@ namespace uma::detail {
 /// and a function may use the book: an entry it adds while the book runs or fails its kind is
 /// run or failed in the same call (after the ones before it), one it erases that was already
 /// taken out is still answered. A function that throws does not stop the others: the rest of
-/// the call runs, then the first exception is rethrown (the book is then as if none had thrown).
+/// the call runs, then the first exception is rethrown (the entries are gone all the same).
 class waiting_requests {
  public:
   /// Answers a waiter with the error that ends its wait.
