@@ -13,6 +13,7 @@
 
 #include <uma/actors/allocator_settings.hpp>
 #include <uma/actors/detail/residency_core.hpp>
+#include <uma/actors/detail/waiting_requests.hpp>
 #include <uma/actors/managed_allocator.hpp>
 #include <uma/messages/error_category.hpp>
 
@@ -77,11 +78,10 @@ class allocator_supervisor final : public supervisor_impl::base {
     state_ = supervisor_state::stopped;
     const auto stopped =
         make_caf_error(errc::allocator_stopped, "the allocator supervisor stopped");
-    fail_waiting(stopped);
-    // Requests forwarded to the incarnation and not answered yet: their replies would come to
-    // this actor, which is gone (CAF 0.17 does not break a dropped promise).
-    for (auto& [id, fail] : std::exchange(in_flight_, {}))
-      fail(stopped);
+    // Stashed requests and restart waiters, then those forwarded to the incarnation and not
+    // answered yet: their replies would come to this actor, which is gone (CAF 0.17 does not
+    // break a dropped promise).
+    waiting_.fail_all(stopped);
     announce_stop(exit_reason_);
     supervisor_impl::base::on_exit();
   }
@@ -171,10 +171,11 @@ class allocator_supervisor final : public supervisor_impl::base {
       forward_now<R>(rp, std::move(applied), std::move(xs)...);
     } else {
       // Between incarnations: the request waits for the next one.
-      stash_.push_back({[this, rp, applied, xs...]() mutable {
-                          forward_now<R>(rp, std::move(applied), std::move(xs)...);
-                        },
-                        [rp](caf::error err) mutable { rp.deliver(std::move(err)); }});
+      waiting_.stash(
+          [this, rp, applied, xs...]() mutable {
+            forward_now<R>(rp, std::move(applied), std::move(xs)...);
+          },
+          [rp](const caf::error& err) mutable { rp.deliver(err); });
     }
     return rp;
   }
@@ -182,18 +183,17 @@ class allocator_supervisor final : public supervisor_impl::base {
   template <class R, class... Ts>
   void forward_now(caf::typed_response_promise<R> rp, std::function<void()> applied, Ts... xs) {
     const auto gen = generation_;
-    const auto id = ++next_in_flight_;
-    in_flight_.emplace(id, [rp](caf::error err) mutable { rp.deliver(std::move(err)); });
+    const auto id = waiting_.forwarded([rp](const caf::error& err) mutable { rp.deliver(err); });
     request(child_, caf::infinite, std::move(xs)...)
         .then(
             [this, rp, applied, id](R& r) mutable {
-              in_flight_.erase(id);
+              waiting_.answered(id);
               if (applied)
                 applied();
               rp.deliver(std::move(r));
             },
             [this, rp, gen, id](caf::error& err) mutable {
-              in_flight_.erase(id);
+              waiting_.answered(id);
               if (err.category() == error_category) {
                 rp.deliver(std::move(err));
                 return;
@@ -212,14 +212,6 @@ class allocator_supervisor final : public supervisor_impl::base {
                               std::to_string(generation_) + " ended: " + last_reason_);
   }
 
-  /// Answers everything that waits for an incarnation with `err`.
-  void fail_waiting(const caf::error& err) {
-    for (auto& s : std::exchange(stash_, {}))
-      s.fail(err);
-    for (auto& rp : std::exchange(restart_waiters_, {}))
-      rp.deliver(err);
-  }
-
   // -- explicit restarts and observers -----------------------------------------------------------
 
   caf::result<std::uint64_t> restart_on_request() {
@@ -233,7 +225,8 @@ class allocator_supervisor final : public supervisor_impl::base {
       return generation_;
     }
     auto rp = make_response_promise<std::uint64_t>();
-    restart_waiters_.push_back(rp);
+    waiting_.await_restart([rp](std::uint64_t gen) mutable { rp.deliver(gen); },
+                           [rp](const caf::error& err) mutable { rp.deliver(err); });
     if (state_ == supervisor_state::running) {
       // The incarnation stops like any other (post_stop frees, its refs go inert); its down
       // message starts the next one. Requests arriving meanwhile wait for that one.
@@ -320,10 +313,7 @@ class allocator_supervisor final : public supervisor_impl::base {
       ev->generation_after = generation_;
       notify(*ev);
     }
-    for (auto& s : std::exchange(stash_, {}))
-      s.run();
-    for (auto& rp : std::exchange(restart_waiters_, {}))
-      rp.deliver(generation_);
+    waiting_.incarnation_started(generation_);  // stashed requests in arrival order, restarts
   }
 
   void on_down(const caf::down_msg& dm) {
@@ -378,7 +368,7 @@ class allocator_supervisor final : public supervisor_impl::base {
         return;
       case supervisor_decision::stop:
         state_ = supervisor_state::stopped;
-        fail_waiting(stopped_error());
+        waiting_.fail_waiting(stopped_error());
         announce_stop(reason);
         return;
       case supervisor_decision::escalate:
@@ -410,7 +400,7 @@ class allocator_supervisor final : public supervisor_impl::base {
     auto err = make_caf_error(errc::unrecoverable,
                               "allocator supervisor escalates: " + what +
                                   "; last failure: " + (reason ? system().render(reason) : "none"));
-    fail_waiting(err);
+    waiting_.fail_waiting(err);
     exit_reason_ = err;
     quit(std::move(err));
   }
@@ -442,11 +432,6 @@ class allocator_supervisor final : public supervisor_impl::base {
     return s;
   }
 
-  struct stashed {
-    std::function<void()> run;
-    std::function<void(caf::error)> fail;
-  };
-
   supervisor_config config_;
   /// The quota and budgets each incarnation starts with (seeded from config_.allocator).
   allocator_settings settings_ = allocator_settings::of(config_.allocator);
@@ -462,11 +447,9 @@ class allocator_supervisor final : public supervisor_impl::base {
   std::string last_reason_;
   std::vector<std::uint64_t> backoffs_ms_;
   restart_window window_{config_};
-  std::vector<stashed> stash_;
-  /// Requests forwarded to the incarnation, by id: failed with allocator_stopped at exit.
-  std::map<std::uint64_t, std::function<void(caf::error)>> in_flight_;
-  std::uint64_t next_in_flight_ = 0;
-  std::vector<caf::typed_response_promise<std::uint64_t>> restart_waiters_;
+  /// Requests stashed between incarnations, forwarded and not answered, and explicit restarts:
+  /// each answered exactly once (failed with allocator_stopped at exit).
+  detail::waiting_requests waiting_;
   std::vector<caf::actor_addr> observers_;
   std::optional<restart_event> pending_event_;  ///< told to observers once the next one runs
   bool restart_requested_ = false;
