@@ -19,7 +19,8 @@ synchronizes; median over --steps after --warmup. Rows:
   uma_2x_bwce   uma_2x_bw (and uma_3x_bwce: _3x_bw) with the mapped state staged through device
   uma_3x_bwce   buffers by the copy engines (cudaMemcpyAsync) around each chunk's step
   uma_2x_bwwhole  uma_2x_bw (uma_3x_bwwhole: _3x_bw) with the fused step over mapped state in
-  uma_3x_bwwhole  the optimizer's own launches, not sliced (backward_step.sliced)
+  uma_3x_bwwhole  the optimizer's own launches, not sliced (backward_step.sliced); with --fused
+                  only: a foreach step is staged, never sliced, so without it they equal _bw
   pinned_2x   PyTorch's allocator; AdamW's moments in pinned host memory, copied in and out
               around the update in chunks through two device buffers with non-blocking copies
               on a side stream (the torchao CPU-offload shape); parameters and gradients stay
