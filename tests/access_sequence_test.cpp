@@ -17,10 +17,7 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 
 class sequences : public test::actor_fixture {
  protected:
-  sequences() {
-    auto c = one_device_config();
-    uma_ = make_client(c);
-  }
+  sequences() { uma_ = make_client(one_device_config()); }
 
   /// `n` steps, each one region of `bytes`.
   std::vector<access_step> steps(std::size_t n, std::size_t bytes) {

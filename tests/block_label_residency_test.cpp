@@ -21,8 +21,7 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 class labelled_block_residency : public test::actor_fixture {
  protected:
   labelled_block_residency() {
-    auto c = one_device_config();
-    uma_ = make_client(std::move(c));
+    uma_ = make_client(one_device_config());
     uma_->set_cache_max_bytes(16 * MiB);  // the block allocator on: labelled allocates are blocks
   }
   /// The label's row of the residency report, or null.

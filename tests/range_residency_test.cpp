@@ -22,8 +22,7 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 class range_plans : public test::actor_fixture {
  protected:
   range_plans() {
-    auto c = one_device_config();
-    uma_ = make_client(std::move(c));
+    uma_ = make_client(one_device_config());
     region_ = client::erase(uma_->allocate<std::byte>(64 * page));
   }
 

@@ -22,13 +22,8 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 class residency_plans : public test::actor_fixture {
  protected:
   residency_plans() {
-    uma_ = make_client(with_devices());
+    uma_ = make_client(one_device_config());
     uma_->device_budget(0, 16 * MiB);
-  }
-
-  allocator_config with_devices() {
-    auto c = one_device_config();
-    return c;
   }
 
   std::vector<byte_ref> regions(std::size_t n, std::size_t bytes) {
@@ -176,14 +171,14 @@ TEST_F(residency_plans, WithoutEmulatedDevicesTheHostBackendRefusesPlansClearly)
 }
 
 TEST_F(residency_plans, ABadBudgetInTheConfigIsRefusedBeforeTheAllocatorStarts) {
-  auto c = with_devices();
+  auto c = one_device_config();
   c.residency.device_budgets = {{0, 128 * MiB}};
   UMA_EXPECT_ERROR((void)make_client(c), errc::invalid_argument, "134217728 bytes on device 0");
 }
 
 TEST_F(residency_plans, ARestartEndsEveryPlanTheBudgetOutlivesItAndOldRefsAreRefused) {
   supervisor_config cfg;
-  cfg.allocator = with_devices();
+  cfg.allocator = one_device_config();
   client supervised(sys_, cfg);
   supervised.set_cache_max_bytes(0);
   EXPECT_EQ(supervised.device_budget(0, 8 * MiB), 8 * MiB);

@@ -177,10 +177,6 @@ TEST_F(tenants, RandomPlansKeepEveryTenantWithinItsBudgetAndTheSumsAgree) {
 
 class tenant_plans : public test::actor_fixture {
  protected:
-  allocator_config with_devices() {
-    auto c = one_device_config();
-    return c;
-  }
   residency_result plan(client& c, const byte_ref& ref, const std::string& tenant) {
     access_plan_request r;
     r.refs = {ref};
@@ -192,7 +188,7 @@ class tenant_plans : public test::actor_fixture {
 };
 
 TEST_F(tenant_plans, ASessionsPlansStayWithinItsBudgetAndTheReportShowsEachTenant) {
-  auto uma = make_client(with_devices());
+  auto uma = make_client(one_device_config());
   EXPECT_EQ(uma->tenant_budget("session 1", 0, 8 * MiB), 8 * MiB);
   std::vector<byte_ref> mine, theirs;
   for (int i = 0; i < 3; ++i) {
@@ -224,19 +220,19 @@ TEST_F(tenant_plans, ASessionsPlansStayWithinItsBudgetAndTheReportShowsEachTenan
 }
 
 TEST_F(tenant_plans, BadTenantBudgetsAreRefusedNamingWhatIsWrongBeforeAnythingChanges) {
-  auto uma = make_client(with_devices());
+  auto uma = make_client(one_device_config());
   UMA_EXPECT_ERROR(uma->tenant_budget("", 0, MiB), errc::invalid_argument, "tenant name");
   UMA_EXPECT_ERROR(uma->tenant_budget("t", 3, MiB), errc::invalid_argument, "device 3");
   UMA_EXPECT_ERROR(uma->tenant_budget("t", 0, 65 * MiB), errc::invalid_argument, "67108864");
   EXPECT_TRUE(uma->residency().tenants.empty());
-  auto bad = with_devices();
+  auto bad = one_device_config();
   bad.residency.tenant_budgets = {{"t", 0, 128 * MiB}};
   UMA_EXPECT_ERROR((void)make_client(bad), errc::invalid_argument, "tenant 't'");
 }
 
 TEST_F(tenant_plans, ATenantBudgetSetThroughTheSupervisorOutlivesARestart) {
   supervisor_config cfg;
-  cfg.allocator = with_devices();
+  cfg.allocator = one_device_config();
   client supervised(sys_, cfg);
   supervised.set_cache_max_bytes(0);
   EXPECT_EQ(supervised.tenant_budget("kept", 0, 8 * MiB), 8 * MiB);
