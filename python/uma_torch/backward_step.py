@@ -26,6 +26,13 @@ SLICE_ELEMENTS = 1 << 20
 FUSED_STEPS = ("_fused_adamw_", "_fused_adam_")
 
 
+def check_slice_limit(limit):
+    """Raises ValueError unless `limit` is an int of at least 1 (elements a launch covers)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"uma_torch: a sliced step's launch must cover at least 1 element, "
+                         f"not {limit!r}")
+
+
 def sliced(fused, limit):
     """`fused` (torch._fused_adamw_'s signature: params, grads, exp_avgs, exp_avg_sqs,
     max_exp_avg_sqs, state_steps, **hyperparameters) issued in launches of at most `limit`
@@ -35,9 +42,7 @@ def sliced(fused, limit):
     the link (on the H200, a kernel across the link delays the kernels of other streams for its
     whole duration: 6-7x the backward pass's own kernels' time in bench/python/
     link_interference.py; in 1 Mi-element launches 1.4-1.8x, at the same link rate)."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"uma_torch: a sliced step's launch must cover at least 1 element, "
-                         f"not {limit!r}")
+    check_slice_limit(limit)
 
     def run(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, **kwargs):
         lists = [params, grads, exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs]
@@ -56,13 +61,14 @@ def sliced(fused, limit):
 
         for i, param in enumerate(params):
             count = param.numel()
+            flat = [group[i].view(-1) for group in lists]
             for start in range(0, count, limit):
                 end = min(count, start + limit)
                 if size + end - start > limit:
                     launch()
                     size = 0
-                for part, group in zip(batch, lists):
-                    part.append(group[i].view(-1)[start:end])
+                for part, tensor in zip(batch, flat):
+                    part.append(tensor[start:end])
                 steps.append(state_steps[i])
                 size += end - start
         launch()
@@ -84,7 +90,7 @@ class _Slicing:
     @classmethod
     @contextlib.contextmanager
     def on(cls, torch, limit):
-        sliced(lambda *a, **k: None, limit)  # the limit is checked before anything changes
+        check_slice_limit(limit)  # before anything changes
         with cls.lock:
             if cls.users == 0:
                 for name in FUSED_STEPS:
