@@ -141,6 +141,7 @@ class BackwardStep:
         self.inflight_bytes = 0
         self.stepped = set()  # ids of the parameters stepped since the last optimizer.step()
         self.mapped = set()  # data_ptr of every mapped state tensor (staged for each step)
+        self.mapped_params = set()  # ids of the parameters with mapped state
         # Mapped state is copied into device buffers for its step and back after it (one pass
         # each way however many passes the optimizer's kernels make): for a multi-kernel step
         # (foreach). A fused step reads and writes each element once, and does so faster
@@ -249,8 +250,7 @@ class BackwardStep:
         in place (not staged, not the first step, which makes the state on the device)."""
         torch = self.torch
         mapped = self.slice_elements and not staged and any(
-            t.data_ptr() in self.mapped for p in chunk
-            for t in (self.optimizer.state.get(p) or {}).values() if torch.is_tensor(t))
+            id(p) in self.mapped_params for p in chunk)
         if not mapped or not any(hasattr(torch, name) for name in FUSED_STEPS):
             yield
             return
@@ -324,6 +324,7 @@ class BackwardStep:
                 self.stats["resident_state_bytes"] += nbytes
             else:
                 mapped += fresh
+                self.mapped_params.add(id(param))
                 self.stats["mapped_state_bytes"] += nbytes
         offload.seen_state.update(t.data_ptr() for t in resident)
         # (not the mapped originals: they are freed, and new state may come at their address)
