@@ -17,7 +17,7 @@ synchronizes; median over --steps after --warmup. Rows:
   uma_3x_bw   backward pass, gradients transient (docs/frameworks.md); and at S/3
   uma_2x_bwmap  uma_2x_bw with the mapped state updated across the link (no staging copies)
   uma_2x_bwce   uma_2x_bw (and uma_3x_bwce: _3x_bw) with the mapped state staged through device
-  uma_3x_bwce   buffers by the copy engines (cudaMemcpyAsync) around each chunk's step
+  uma_3x_bwce   buffers by cudaMemcpyAsync (copy_) around each chunk's step
   uma_2x_bwwhole  uma_2x_bw (uma_3x_bwwhole: _3x_bw) with the fused step over mapped state in
   uma_3x_bwwhole  the optimizer's own launches, not sliced (backward_step.sliced); with --fused
                   only: a foreach step is staged, never sliced, so without it they equal _bw
@@ -294,8 +294,8 @@ def child(args):
                                    step_in_backward="_bw" in row)
         if row.endswith("_bwmap"):
             handle.backward_step.stage = False
-        if row.endswith("_bwce"):  # staged through device buffers by the copy engines
-            handle.backward_step.stage = handle.backward_step.copy_engines = True
+        if row.endswith("_bwce"):  # staged through device buffers by cudaMemcpyAsync
+            handle.backward_step.stage = handle.backward_step.memcpy_staging = True
         if row.endswith("_bwwhole"):  # the fused step in the optimizer's own launches
             handle.backward_step.slice_elements = 0
         elif handle.backward_step is not None and args.slice_elements is not None:

@@ -147,8 +147,9 @@ class BackwardStep:
         # (foreach). A fused step reads and writes each element once, and does so faster
         # across the link itself (H200: 72 ms a step against 90 staged).
         self.stage = not all(group.get("fused") for group in self.optimizer.param_groups)
-        # Staging copies by kernel (False) or by the copy engines (True, cudaMemcpyAsync).
-        self.copy_engines = False
+        # Staging copies by kernel (False) or by cudaMemcpyAsync (True: copy_; between managed
+        # pointers the driver chooses what runs it).
+        self.memcpy_staging = False
         # A fused step of a chunk with mapped state in launches of at most this many elements
         # (sliced()); 0: one launch per chunk as the optimizer issues it.
         self.slice_elements = SLICE_ELEMENTS
@@ -286,7 +287,7 @@ class BackwardStep:
         """Copies by kernel (torch._foreach_copy_) where there is one: a kernel reads and writes
         mapped memory at up to 40 GB/s each way at once on the H200, where cudaMemcpy (copy_)
         shares ~52 GB/s between the two directions."""
-        if not self.copy_engines and hasattr(self.torch, "_foreach_copy_"):
+        if not self.memcpy_staging and hasattr(self.torch, "_foreach_copy_"):
             self.torch._foreach_copy_(destinations, sources)
         else:
             for destination, source in zip(destinations, sources):
@@ -341,10 +342,10 @@ class BackwardStep:
         """The mapped state [(state dict, key, tensor)] copied into one buffer of its own, each
         tensor page-aligned, with OWN_PAGES_PAD unused bytes at either end: a placement applies
         to whole pages, and the small-block cache packs blocks from many owners into a page, so
-        a 4 KiB moment mapped in place would put its neighbours (a LayerNorm's gradient, an
-        activation) on the host too, and the kernels writing them would cross the link (H200:
-        the LayerNorm weight-gradient kernels 6.6x slower in the backward pass). Returns the
-        copies, which replace the tensors in the optimizer's state."""
+        a 4 KiB moment mapped in place would put its neighbours (a LayerNorm's gradient, a bias)
+        on the host too, and the kernels writing them would cross the link. (It did not change
+        the H200 step time: the backward's slowdown was the mapped update's launches, sliced().)
+        Returns the copies, which replace the tensors in the optimizer's state."""
         if not entries:
             return []
         torch = self.torch
