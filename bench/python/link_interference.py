@@ -31,6 +31,7 @@ Prints per kernel and traffic the median time per call and the ratio to "none".
 
 import argparse
 import ctypes
+import functools
 import json
 import statistics
 import sys
@@ -53,8 +54,9 @@ class _Location(ctypes.Structure):
     _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]  # cudaMemLocation
 
 
+@functools.lru_cache(maxsize=None)
 def _cudart(torch):
-    """The CUDA runtime PyTorch loaded (its own copy, or the system's)."""
+    """The CUDA runtime PyTorch loaded (its own copy, or the system's); searched for once."""
     import glob
     import os
     for folder in sys.path + [os.path.dirname(torch.__file__) + "/lib", "/usr/local/cuda/lib64"]:
@@ -64,20 +66,31 @@ def _cudart(torch):
     return ctypes.CDLL("libcudart.so")
 
 
+def _checked(status, what):
+    if status:
+        raise RuntimeError(f"{what}: CUDA runtime error {status} (a CUDA 13 runtime is needed)")
+
+
+def _malloc_managed(rt, nbytes):
+    """A fresh managed allocation (cudaMemAttachGlobal) of `nbytes`: its pointer."""
+    ptr = ctypes.c_void_p()
+    _checked(rt.cudaMallocManaged(ctypes.byref(ptr), ctypes.c_size_t(nbytes), 1),
+             "cudaMallocManaged")
+    return ptr
+
+
 def managed_tensor(torch, shape, dtype, populate):
     """A device tensor over fresh managed memory: populated by the first kernel that writes it
     ("touch": the driver maps what each fault asks for) or prefetched whole to the device first
     ("prefetch"). Never freed: the probe's process ends with it."""
     rt = _cudart(torch)
-    ptr = ctypes.c_void_p()
     nbytes = torch.empty((), dtype=dtype).element_size()
     for n in shape:
         nbytes *= n
-    if rt.cudaMallocManaged(ctypes.byref(ptr), ctypes.c_size_t(nbytes), 1):
-        raise RuntimeError("cudaMallocManaged failed")
+    ptr = _malloc_managed(rt, nbytes)
     if populate == "prefetch":
-        if rt.cudaMemPrefetchAsync(ptr, ctypes.c_size_t(nbytes), _Location(1, 0), 0, None):
-            raise RuntimeError("cudaMemPrefetchAsync failed (a CUDA 13 runtime is needed)")
+        _checked(rt.cudaMemPrefetchAsync(ptr, ctypes.c_size_t(nbytes), _Location(1, 0), 0, None),
+                 "cudaMemPrefetchAsync")
         torch.cuda.synchronize()
     raw = torch.as_tensor(_Wrapped(ptr.value, nbytes), device="cuda")
     return raw.view(torch.uint8).view(dtype).view(shape)
@@ -87,21 +100,16 @@ def managed_on_host(torch, nbytes):
     """Managed memory preferred on the host, accessed by device 0, prefetched to the host (CUDA
     13's cudaMemLocation forms), as uma's remote_map placement leaves mapped optimizer state."""
     rt = _cudart(torch)
-    ptr = ctypes.c_void_p()
     host, device = _Location(2, 0), _Location(1, 0)  # cudaMemLocationTypeHost, ...Device
-    for call in (lambda: rt.cudaMallocManaged(ctypes.byref(ptr), ctypes.c_size_t(nbytes), 1),
-                 lambda: rt.cudaMemAdvise(ptr, ctypes.c_size_t(nbytes), 3, host),
-                 lambda: rt.cudaMemAdvise(ptr, ctypes.c_size_t(nbytes), 5, device)):
-        status = call()
-        if status:
-            raise RuntimeError(f"CUDA runtime error {status}")
+    ptr = _malloc_managed(rt, nbytes)
+    _checked(rt.cudaMemAdvise(ptr, ctypes.c_size_t(nbytes), 3, host), "cudaMemAdvise")
+    _checked(rt.cudaMemAdvise(ptr, ctypes.c_size_t(nbytes), 5, device), "cudaMemAdvise")
     tensor = torch.as_tensor(_Wrapped(ptr.value, nbytes), device="cuda")
     tensor.fill_(1.0)
     torch.cuda.synchronize()
     status = rt.cudaMemPrefetchAsync(ptr, ctypes.c_size_t(nbytes), host, 0, None)
     torch.cuda.synchronize()
-    if status:
-        raise RuntimeError(f"cudaMemPrefetchAsync: CUDA runtime error {status}")
+    _checked(status, "cudaMemPrefetchAsync")
     return tensor, lambda: rt.cudaFree(ptr)
 
 
@@ -202,9 +210,9 @@ def main():
     def prefetch_both_ways():
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         for where in (_Location(1, 0), _Location(2, 0)):
-            if rt.cudaMemPrefetchAsync(ctypes.c_void_p(managed.data_ptr()),
-                                       ctypes.c_size_t(nbytes), where, 0, stream):
-                raise RuntimeError("cudaMemPrefetchAsync failed (a CUDA 13 runtime is needed)")
+            _checked(rt.cudaMemPrefetchAsync(ctypes.c_void_p(managed.data_ptr()),
+                                             ctypes.c_size_t(nbytes), where, 0, stream),
+                     "cudaMemPrefetchAsync")
 
     traffic["managed_prefetch"] = None if managed is None else prefetch_both_ways
     if managed is None:
