@@ -332,9 +332,8 @@ def child(args):
 
 
 def traced_step(torch, model, optimizer, tokens, args, row):
-    """One more step under torch.profiler: its chrome trace in --trace-dir and, per CUDA
-    stream, when its first kernel or copy started and its last ended (ms from the step's first
-    GPU event), its busy time and its busiest kernels: where a step's time goes."""
+    """One more step under torch.profiler: its chrome trace (gzipped) in --trace-dir, and the
+    per-stream summary of its GPU events (stream_summary)."""
     import gzip
     import json
     from torch.profiler import ProfilerActivity, profile
@@ -343,12 +342,19 @@ def traced_step(torch, model, optimizer, tokens, args, row):
     os.makedirs(args.trace_dir, exist_ok=True)
     path = os.path.join(args.trace_dir, f"{row}.json")
     prof.export_chrome_trace(path)
-    with open(path) as f:
-        events = [e for e in json.load(f).get("traceEvents", [])
-                  if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
-    with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as out:
-        out.write(f.read())
+    with open(path, "rb") as f:
+        raw = f.read()
+    with gzip.open(path + ".gz", "wb") as out:
+        out.write(raw)
     os.remove(path)
+    return stream_summary(json.loads(raw).get("traceEvents", []))
+
+
+def stream_summary(trace_events):
+    """Per CUDA stream: when its first kernel or copy started and its last ended (ms from the
+    first GPU event), its busy time and its four busiest kernels: where a step's time goes."""
+    events = [e for e in trace_events
+              if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "dur" in e]
     if not events:
         return {}
     origin = min(e["ts"] for e in events)
