@@ -1,6 +1,6 @@
 #include <uma/memory/event_history.hpp>
 
-#include <uma/sys/detail/spin_wait.hpp>
+#include <uma/sys/detail/spin_mutex.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -10,10 +10,10 @@ namespace {
 
 /// The ring's lock, taken without parking where it can be: a record holds it for tens of
 /// nanoseconds, threads handing out labelled blocks record at once, and a parked waiter costs
-/// up to ~75 µs to wake on the machines uma runs on (sys/detail/spin_mutex.hpp says more).
+/// up to ~75 µs to wake on the machines uma runs on: it spins as long as a spin_mutex does.
 std::unique_lock<std::mutex> take(std::mutex& m) {
   if (m.try_lock() ||
-      detail::spin_until([&] { return m.try_lock(); }, std::chrono::microseconds(20)))
+      detail::spin_until([&] { return m.try_lock(); }, detail::spin_mutex::spin_limit))
     return std::unique_lock(m, std::adopt_lock);
   return std::unique_lock(m);
 }
