@@ -228,37 +228,45 @@ std::vector<std::uint64_t> residency_account::evictable(const decision& plan, in
   return out;
 }
 
+template <class InScope>
+void residency_account::make_room(const decision& plan, int device, const room& r, InScope in_scope,
+                                  std::vector<std::uint64_t>& out) const {
+  std::size_t kept = r.staying;  // resident bytes in scope that cannot go: held, or in this plan
+  for (const auto& [id, e] : entries_)
+    if (e.device == device && e.holds > 0 && in_scope(e) && !plan.next.contains(id))
+      kept += e.bytes;
+  if (r.needed > r.budget || kept > r.budget - r.needed)
+    raise(errc::quota_exceeded, "will_access: the plan needs " + std::to_string(r.needed) +
+                                    " more bytes" + r.scope + " " + std::to_string(r.budget) +
+                                    " bytes with " + std::to_string(kept) +
+                                    " held by plans or by this one");
+  std::size_t resident = r.resident;
+  const std::unordered_set<std::uint64_t> chosen(out.begin(), out.end());  // by another scope
+  for (const auto id : evictable(plan, device, [&](std::uint64_t id, const entry&e) {
+         return in_scope(e) && !chosen.contains(id);
+       })) {
+    if (resident + r.needed <= r.budget)
+      break;
+    out.push_back(id);
+    resident -= entries_.at(id).bytes;
+  }
+}
+
 void residency_account::tenant_victims(const decision& plan, int device,
                                        std::vector<std::uint64_t>& out) const {
   std::map<std::string_view, std::pair<std::size_t, std::size_t>> parts;  // needed, staying
   for (const auto& [id, e] : plan.next)
     if (!e.tenant.empty() && places_on_device(e.effective))
       (e.device == device ? parts[e.tenant].second : parts[e.tenant].first) += e.bytes;
-  for (const auto& part : parts) {
-    const std::string_view tenant = part.first;
-    const auto [needed, staying] = part.second;
+  for (const auto& [tenant, part] : parts) {
     const auto t = tenants_.get(tenant, device);
     if (t.budget == 0)
       continue;
-    std::size_t kept = staying;
-    for (const auto& [id, e] : entries_)
-      if (e.device == device && e.holds > 0 && e.tenant == tenant && !plan.next.contains(id))
-        kept += e.bytes;
-    if (needed > t.budget || kept > t.budget - needed)
-      raise(errc::quota_exceeded,
-            "will_access: the plan needs " + std::to_string(needed) + " more bytes of tenant '" +
-                std::string(tenant) + "' on device " + std::to_string(device) +
-                ", whose budget for it is " + std::to_string(t.budget) + " bytes with " +
-                std::to_string(kept) + " held by plans or by this one");
-    std::size_t resident = t.resident;
-    for (const auto id : evictable(plan, device, [&tenant](std::uint64_t, const entry& e) {
-           return e.tenant == tenant;
-         })) {
-      if (resident + needed <= t.budget)
-        break;
-      out.push_back(id);
-      resident -= entries_.at(id).bytes;
-    }
+    const auto scope = " of tenant '" + std::string(tenant) + "' on device " +
+                       std::to_string(device) + ", whose budget for it is";
+    make_room(
+        plan, device, {t.budget, t.resident, part.first, part.second, scope},
+        [tenant = tenant](const entry& e) { return e.tenant == tenant; }, out);
   }
 }
 
@@ -268,27 +276,13 @@ std::vector<std::uint64_t> residency_account::victims(const decision& plan, int 
   const auto& d = devices_[static_cast<std::size_t>(device)];
   if (d.budget == 0)
     return out;
-  std::size_t kept = plan.staying;  // resident bytes that cannot go: held, or in this plan
-  for (const auto& [id, e] : entries_)
-    if (e.device == device && e.holds > 0 && !plan.next.contains(id))
-      kept += e.bytes;
-  if (plan.needed > d.budget || kept > d.budget - plan.needed)
-    raise(errc::quota_exceeded,
-          "will_access: the plan needs " + std::to_string(plan.needed) + " more bytes on device " +
-              std::to_string(device) + ", whose budget is " + std::to_string(d.budget) +
-              " bytes with " + std::to_string(kept) + " held by plans or by this one");
-  std::size_t resident = d.resident;
+  std::size_t resident = d.resident;  // less what the tenants' budgets evict already
   for (const auto id : out)
     resident -= entries_.at(id).bytes;
-  const std::unordered_set<std::uint64_t> chosen(out.begin(), out.end());  // tenants' evictions
-  for (const auto id : evictable(plan, device, [&chosen](std::uint64_t id, const entry&) {
-         return !chosen.contains(id);
-       })) {
-    if (resident + plan.needed <= d.budget)
-      break;
-    out.push_back(id);
-    resident -= entries_.at(id).bytes;
-  }
+  const auto scope = " on device " + std::to_string(device) + ", whose budget is";
+  make_room(
+      plan, device, {d.budget, resident, plan.needed, plan.staying, scope},
+      [](const entry&) { return true; }, out);
   return out;
 }
 

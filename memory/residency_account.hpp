@@ -135,6 +135,19 @@ class residency_account {
   /// The victims that keep each tenant of `plan` with a budget on `device` within it (its own
   /// least recently used regions); quota_exceeded when a tenant's budget cannot hold its part.
   void tenant_victims(const decision& plan, int device, std::vector<std::uint64_t>& out) const;
+  /// One budget's side of a plan: its limit, the bytes resident under it now, what the plan
+  /// adds and keeps there, and how a refusal names it (" on device 0, whose budget is").
+  struct room {
+    std::size_t budget, resident, needed, staying;
+    std::string scope;
+  };
+  /// Refuses the plan (quota_exceeded) when the bytes in scope that cannot go (held by a plan
+  /// or staying in this one) leave `r.budget` no room for `r.needed`; else appends to `out` the
+  /// least recently used regions in scope that may go (not already in `out`) until it fits.
+  /// The tenants' budgets and the device's are each one such room (tenant_victims, victims).
+  template <class InScope>
+  void make_room(const decision& plan, int device, const room& r, InScope in_scope,
+                 std::vector<std::uint64_t>& out) const;
   /// The least recently used regions on `device` no plan holds, not in `plan`, for which
   /// `pick(id, entry)` is true.
   template <class Pick>
