@@ -21,6 +21,10 @@ synchronizes; median over --steps after --warmup. Rows:
   uma_2x_bwwhole  uma_2x_bw (uma_3x_bwwhole: _3x_bw) with the fused step over mapped state in
   uma_3x_bwwhole  the optimizer's own launches, not sliced (backward_step.sliced); with --fused
                   only: a foreach step is staged, never sliced, so without it they equal _bw
+A step_in_backward row may carry settings: ROW:chunk=MIB (offload's chunk_bytes, the
+parameters stepped at once in the backward pass; default 64 MiB) and ROW:slice=N (elements per
+launch of the sliced fused step; 0: the optimizer's own launches; default 512 Ki), e.g.
+uma_2x_bw:chunk=32:slice=1048576; each such row is a row of its own in the rounds.
   pinned_2x   PyTorch's allocator; AdamW's moments in pinned host memory, copied in and out
               around the update in chunks through two device buffers with non-blocking copies
               on a side stream (the torchao CPU-offload shape); parameters and gradients stay
@@ -240,22 +244,79 @@ def delta(after, before, keys):
     return {key: after[key] - before[key] for key in keys}
 
 
-def run_steps(torch, model, optimizer, data, args):
+PHASES = ("forward", "backward", "step")
+
+
+def run_steps(torch, model, optimizer, data, args, phases=None):
+    """(step ms after args.warmup steps, every step's loss); `phases` (a list) gets one
+    {"gpu_PHASE"/"host_PHASE": ms} a timed step: the device's time between events recorded on
+    the compute stream after each phase, and the host's time until the phase's call returned.
+    A device phase longer than its host phase waits for the device (its kernels, or a stream it
+    waits for); a host phase as long as its device phase means the kernels waited for the
+    host."""
     losses, samples = [], []
     for i, tokens in enumerate(data):
         tokens = tokens.cuda(non_blocking=True)
         torch.cuda.synchronize()
-        started = time.perf_counter()
+        marks = [(time.perf_counter(), _event(torch))]
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(tokens)
+        marks.append((time.perf_counter(), _event(torch)))
         loss.backward()
+        marks.append((time.perf_counter(), _event(torch)))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        marks.append((time.perf_counter(), _event(torch)))
         torch.cuda.synchronize()
         if i >= args.warmup:
-            samples.append((time.perf_counter() - started) * 1e3)
+            samples.append((time.perf_counter() - marks[0][0]) * 1e3)
+            if phases is not None:
+                phases.append({f"{where}_{phase}": ms for phase, (a, b) in
+                               zip(PHASES, zip(marks, marks[1:])) for where, ms in
+                               (("gpu", a[1].elapsed_time(b[1])), ("host", (b[0] - a[0]) * 1e3))})
         losses.append(loss.detach())
     return samples, [float(loss) for loss in losses]
+
+
+def _event(torch):
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+ROW_SETTINGS = {"chunk": 1, "slice": 0}  # the least value of each
+
+
+def row_settings(name):
+    """(the row, {setting: int}) of a row name with settings (ROW:chunk=64:slice=262144);
+    raises SystemExit naming what is wrong."""
+    row, *parts = name.split(":")
+    settings = {}
+    for part in parts:
+        key, _, value = part.partition("=")
+        if key not in ROW_SETTINGS or not value.isdigit() or int(value) < ROW_SETTINGS[key]:
+            raise SystemExit(f"bench: row {name!r}: {part!r} is not a setting (chunk=MIB >= 1, "
+                             f"slice=ELEMENTS >= 0)")
+        if parts and "_bw" not in row:
+            raise SystemExit(f"bench: row {name!r}: settings are for step_in_backward rows")
+        settings[key] = int(value)
+    return row, settings
+
+
+def checked_rows(text):
+    """The row names of a comma-separated list, each a known row with valid settings."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    common.checked_allocators(",".join(row_settings(n)[0] for n in names), ROWS)
+    return names
+
+
+HOOK_PHASES = ("forward", "backward", "gradient")
+
+
+def hook_seconds(handle):
+    """{phase: seconds} the offload's hooks took on the host so far (handle.stats)."""
+    return {phase: handle.stats[f"{phase}_hook_seconds"] if handle else 0.0
+            for phase in HOOK_PHASES}
 
 
 LEDGER = ("to_device_bytes", "to_host_bytes", "dropped_bytes", "discarded_bytes",
@@ -273,8 +334,9 @@ def child(args):
     import torch
     model = build(torch, args)
     state = 16 * sum(p.numel() for p in model.parameters())
+    row, settings = row_settings(row)
     budget = int(state / FACTORS[row]) if row in FACTORS else None
-    result = {"allocator": row, "state_bytes": state, "budget_bytes": budget,
+    result = {"allocator": args.child, "state_bytes": state, "budget_bytes": budget,
               "tokens_per_step": args.batch * args.seq}
     if row == "native":
         result["link_gbps"] = link_speed(torch, args.link_mib)
@@ -290,14 +352,17 @@ def child(args):
     handle = None
     if row in FACTORS and row.startswith("uma"):
         handle = uma_torch.offload(model, optimizer, budget_bytes=budget, policy=args.policy,
-                                   lookahead=args.lookahead,
-                                   step_in_backward="_bw" in row)
+                                   lookahead=args.lookahead, step_in_backward="_bw" in row,
+                                   chunk_bytes=settings["chunk"] << 20
+                                   if "chunk" in settings else None)
         if row.endswith("_bwmap"):
             handle.backward_step.stage = False
         if row.endswith("_bwce"):  # staged through device buffers by cudaMemcpyAsync
             handle.backward_step.stage = handle.backward_step.memcpy_staging = True
         if row.endswith("_bwwhole"):  # the fused step in the optimizer's own launches
             handle.backward_step.slice_elements = 0
+        elif handle.backward_step is not None and "slice" in settings:
+            handle.backward_step.slice_elements = settings["slice"]
         elif handle.backward_step is not None and args.slice_elements is not None:
             handle.backward_step.slice_elements = args.slice_elements
     data = batches(torch, args)
@@ -305,11 +370,19 @@ def child(args):
     samples, losses = run_steps(torch, model, optimizer, data[:args.warmup], args) \
         if args.warmup else ([], [])
     middle = residency(uma_torch)
+    hooks_before = hook_seconds(handle)
+    phases = []
     timed, timed_losses = run_steps(torch, model, optimizer, data[args.warmup:],
-                                    argparse.Namespace(warmup=0))
+                                    argparse.Namespace(warmup=0), phases)
+    result["phase_ms"] = {key: common.summary([p[key] for p in phases])["median"]
+                          for key in phases[0]} if phases else {}
+    if handle is not None:
+        result["hook_ms_per_step"] = {
+            phase: (hook_seconds(handle)[phase] - hooks_before[phase]) * 1e3 / len(timed)
+            for phase in HOOK_PHASES}
     after = residency(uma_torch)
     if args.trace_dir:
-        result["trace"] = traced_step(torch, model, optimizer, data[-1], args, row)
+        result["trace"] = traced_step(torch, model, optimizer, data[-1], args, args.child)
     moved = delta(after, middle, LEDGER)
     if moved:
         result["moved_bytes_per_step"] = {k: v / len(timed) for k, v in moved.items()}
@@ -381,7 +454,8 @@ def floors(results, names):
     if not step or not link or not state:
         return {}
     out = {}
-    for factor in sorted({FACTORS[n] for n in names if n in FACTORS and FACTORS[n] >= 1}):
+    bases = [row_settings(n)[0] for n in names]
+    for factor in sorted({FACTORS[n] for n in bases if n in FACTORS and FACTORS[n] >= 1}):
         crossing = state - state / factor
         out[factor] = max(step, crossing / (link["h2d"] * 1e6), crossing / (link["d2h"] * 1e6))
     return out
@@ -409,7 +483,7 @@ def report(names, results):
     rows = []
     for name in names:
         r = results[name]
-        factor = FACTORS.get(name)
+        factor = FACTORS.get(row_settings(name)[0])
         budget, peak = r.get("budget_bytes"), None
         devices = (r.get("residency") or {}).get("devices") or []
         if devices:
@@ -457,6 +531,13 @@ def report(names, results):
             print(f"{name}: residency {res if 'error' in res else _residency_line(res)}")
         if r.get("offload_stats"):
             print(f"{name}: offload {r['offload_stats']}")
+        if r.get("phase_ms"):
+            print(f"{name}: phases (medians, ms), device/host: " + ", ".join(
+                f"{phase} {r['phase_ms'][f'gpu_{phase}']:.2f}/{r['phase_ms'][f'host_{phase}']:.2f}"
+                for phase in PHASES))
+        if r.get("hook_ms_per_step"):
+            print(f"{name}: host ms a step in offload's hooks: " + ", ".join(
+                f"{phase} {ms:.2f}" for phase, ms in r["hook_ms_per_step"].items()))
         for stream, t in (r.get("trace") or {}).items():
             print(f"{name}: trace stream {stream}: {t['first_ms']:.1f}-{t['last_ms']:.1f} ms, "
                   f"busy {t['busy_ms']:.1f} ms; {t['kernels']}")
@@ -527,9 +608,9 @@ def arguments():
 def main():
     args = arguments()
     if args.child:
-        common.checked_allocators(args.child, ROWS)
+        checked_rows(args.child)
         return child(args)
-    names = common.checked_allocators(args.allocators, ROWS)
+    names = checked_rows(args.allocators)
     names, results = common.collect(__file__, names, args, lambda r: r.get("step_ms"))
     state = 16 * parameter_count(args)
     print(f"\n== PyTorch offload: GPT-2 {args.layers} layers x {args.width}, batch {args.batch} x "

@@ -5,6 +5,7 @@ plan is and why.
 """
 
 import threading
+import time
 import types
 
 import uma_c
@@ -202,7 +203,9 @@ class Offload:
         self.handles, self.step_replaced, self.stepping = [], False, False
         self.stats = {"plans": 0, "ahead": 0, "refused_ahead": 0, "refused_gradients": 0,
                       "dead_bytes": 0, "dead_refused": 0, "step_chunks": 0,
-                      "resident_parameter_bytes": None}
+                      "resident_parameter_bytes": None, "forward_hook_seconds": 0.0,
+                      "backward_hook_seconds": 0.0, "gradient_hook_seconds": 0.0}
+        (self.backward_done_hook,) = self._timed("backward", self._backward_done)
         unique = {id(p): p for p in model.parameters()}.values()
         params = sum(p.numel() * p.element_size() for p in unique)
         trainable = sum(p.numel() * p.element_size() for p in unique if p.requires_grad)
@@ -286,23 +289,43 @@ class Offload:
         self.held["static"] = [hold]
 
     def _install_block_hooks(self):
+        forward, backward = self._timed("forward", self._forward_pre, self._leave), \
+            self._timed("backward", self._backward_pre, self._leave)
         for index, (_, module, params) in enumerate(self.blocks):
             self.handles.append(module.register_forward_pre_hook(
-                lambda m, args, i=index: self._forward_pre(i)))
+                lambda m, args, i=index: forward[0](i)))
             self.handles.append(module.register_forward_hook(
-                lambda m, args, out, i=index: self._leave(i)))
+                lambda m, args, out, i=index: forward[1](i)))
             self.handles.append(module.register_full_backward_pre_hook(
-                lambda m, grad_out, i=index: self._backward_pre(i)))
+                lambda m, grad_out, i=index: backward[0](i)))
             self.handles.append(module.register_full_backward_hook(
-                lambda m, grad_in, grad_out, i=index: self._leave(i)))
+                lambda m, grad_in, grad_out, i=index: backward[1](i)))
+
+    def _timed(self, phase, *hooks):
+        """`hooks` each wrapped to add its time to stats[phase + "_hook_seconds"]: the host
+        time the hooks take from the thread that runs the model's forward or backward pass
+        (whose kernels wait for it), reported so that a step slower than the device's work can
+        be told from one slower than the link."""
+        key = phase + "_hook_seconds"
+
+        def wrap(hook):
+            def timed(*args):
+                started = time.perf_counter()
+                try:
+                    return hook(*args)
+                finally:
+                    self.stats[key] += time.perf_counter() - started
+            return timed
+        return [wrap(hook) for hook in hooks]
 
     def _install_grad_hooks(self):
+        (grad_ready,) = self._timed("gradient", self._grad_ready)
         seen = set()
         for param in self.model.parameters():
             if param.requires_grad and id(param) not in seen and \
                     hasattr(param, "register_post_accumulate_grad_hook"):
                 seen.add(id(param))
-                self.handles.append(param.register_post_accumulate_grad_hook(self._grad_ready))
+                self.handles.append(param.register_post_accumulate_grad_hook(grad_ready))
 
     def _grad_ready(self, param):
         if self.backward_step is not None:
@@ -321,7 +344,7 @@ class Offload:
         engine = getattr(getattr(self.torch.autograd, "Variable", None), "_execution_engine",
                          None)
         if engine is not None and hasattr(engine, "queue_callback"):
-            engine.queue_callback(self._backward_done)  # runs when this backward pass ends
+            engine.queue_callback(self.backward_done_hook)  # runs when this backward pass ends
 
     def _forward_pre(self, index):
         if self.phase == "backward" and self._holding():  # recomputation (checkpointing)
