@@ -20,9 +20,11 @@ import threading
 
 PAGE = 4096
 OWN_PAGES_PAD = 2 << 20  # a GPU large page: mapped state shares none with other blocks
-# Elements a fused step's launch may cover when it updates mapped state: 16 thread blocks of
-# multi_tensor_apply's 64 Ki elements (docs/frameworks.md "Stepping in the backward pass").
-SLICE_ELEMENTS = 1 << 20
+# Elements a fused step's launch may cover when it updates mapped state: 8 thread blocks of
+# multi_tensor_apply's 64 Ki elements. Smaller launches hold the backward pass's kernels back
+# less, but move less across the link per millisecond and cost the autograd thread a launch
+# each (docs/frameworks.md "Stepping in the backward pass" has the H200's figures).
+SLICE_ELEMENTS = 1 << 19
 FUSED_STEPS = ("_fused_adamw_", "_fused_adam_")
 
 
@@ -33,7 +35,7 @@ def check_slice_limit(limit):
                          f"not {limit!r}")
 
 
-def sliced(fused, limit):
+def sliced(fused, limit, cache=None):
     """`fused` (torch._fused_adamw_'s signature: params, grads, exp_avgs, exp_avg_sqs,
     max_exp_avg_sqs, state_steps, **hyperparameters) issued in launches of at most `limit`
     elements: each tensor cut into flat slices, each slice stepped once with its parameter's
@@ -41,7 +43,11 @@ def sliced(fused, limit):
     launch holds the GPU's thread blocks for as long as a whole chunk's moments take to cross
     the link (on the H200, a kernel across the link delays the kernels of other streams for its
     whole duration: 6-7x the backward pass's own kernels' time in bench/python/
-    link_interference.py; in 1 Mi-element launches 1.4-1.8x, at the same link rate)."""
+    link_interference.py; in 1 Mi-element launches 1.4-1.8x, at the same link rate).
+    `cache` (a dict, or None): the slices of a parameter and its state kept from call to call,
+    keyed by the parameter, used again while the same tensors come (checked by identity); only
+    the gradient, new at every step, is cut at every call. The step runs on the autograd
+    thread, whose time the backward pass's kernels wait for."""
     check_slice_limit(limit)
 
     def run(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, **kwargs):
@@ -60,19 +66,35 @@ def sliced(fused, limit):
             steps.clear()
 
         for i, param in enumerate(params):
-            count = param.numel()
-            flat = [group[i].view(-1) for group in lists]
-            for start in range(0, count, limit):
-                end = min(count, start + limit)
-                if size + end - start > limit:
+            cuts = _cuts([group[i] for group in lists], limit, cache)
+            for k, count in enumerate(cut.numel() for cut in cuts[0]):
+                if size + count > limit:
                     launch()
                     size = 0
-                for part, tensor in zip(batch, flat):
-                    part.append(tensor[start:end])
+                for part, tensor_cuts in zip(batch, cuts):
+                    part.append(tensor_cuts[k])
                 steps.append(state_steps[i])
-                size += end - start
+                size += count
         launch()
     return run
+
+
+def _cuts(tensors, limit, cache):
+    """[slices of each of `tensors`] (a parameter, its gradient, its state tensors), flat, cut
+    at every `limit` elements; the non-gradient ones from `cache` where the same tensors were
+    cut before with the same limit."""
+    grad_cuts = tensors[1].view(-1).split(limit)
+    if cache is None:
+        return [grad_cuts if k == 1 else t.view(-1).split(limit) for k, t in enumerate(tensors)]
+    kept = cache.get(id(tensors[0]))
+    if kept is None or kept[0] != limit or len(kept[1]) != len(tensors) or any(
+            k != 1 and a is not b for k, (a, b) in enumerate(zip(kept[1], tensors))):
+        # (the entry holds its tensors: an id in it is not reused while it is kept)
+        kept = (limit, list(tensors), [None if k == 1 else t.view(-1).split(limit)
+                                       for k, t in enumerate(tensors)])
+        kept[1][1] = None  # the gradient is not kept
+        cache[id(tensors[0])] = kept
+    return [grad_cuts if k == 1 else cuts for k, cuts in enumerate(kept[2])]
 
 
 class _Slicing:
@@ -89,7 +111,7 @@ class _Slicing:
 
     @classmethod
     @contextlib.contextmanager
-    def on(cls, torch, limit):
+    def on(cls, torch, limit, cache=None):
         check_slice_limit(limit)  # before anything changes
         with cls.lock:
             if cls.users == 0:
@@ -98,12 +120,12 @@ class _Slicing:
                         cls.originals[name] = getattr(torch, name)
                         setattr(torch, name, cls._dispatcher(cls.originals[name]))
             cls.users += 1
-        previous = getattr(cls.local, "limit", 0)
-        cls.local.limit = limit
+        previous = getattr(cls.local, "limit", 0), getattr(cls.local, "cache", None)
+        cls.local.limit, cls.local.cache = limit, cache
         try:
             yield
         finally:
-            cls.local.limit = previous
+            cls.local.limit, cls.local.cache = previous
             with cls.lock:
                 cls.users -= 1
                 if cls.users == 0:
@@ -115,7 +137,7 @@ class _Slicing:
     def _dispatcher(cls, original):
         def step(*args, **kwargs):
             limit = getattr(cls.local, "limit", 0)
-            return sliced(original, limit)(*args, **kwargs) if limit else \
+            return sliced(original, limit, cls.local.cache)(*args, **kwargs) if limit else \
                 original(*args, **kwargs)
         return step
 
@@ -153,6 +175,7 @@ class BackwardStep:
         # A fused step of a chunk with mapped state in launches of at most this many elements
         # (sliced()); 0: one launch per chunk as the optimizer issues it.
         self.slice_elements = SLICE_ELEMENTS
+        self.slices = {}  # sliced()'s cache: the parameters' and their state's slices
         self.owed = False  # a backward pass stepped and optimizer.step() has not come since
         self.backward_open = False  # between a backward pass's first gradient and its end
         self.stats = {"backward_chunks": 0, "gradient_peak_bytes": 0,
@@ -255,7 +278,7 @@ class BackwardStep:
         if not mapped or not any(hasattr(torch, name) for name in FUSED_STEPS):
             yield
             return
-        with _Slicing.on(torch, self.slice_elements):
+        with _Slicing.on(torch, self.slice_elements, self.slices):
             self.stats["sliced_chunks"] = self.stats.get("sliced_chunks", 0) + 1
             yield
 
@@ -385,3 +408,4 @@ class BackwardStep:
     def finish(self):
         """undo(): every step done, every gradient let go."""
         self._let_go(wait=True)
+        self.slices.clear()

@@ -841,7 +841,7 @@ def _settings(torch, allocator, model, tensors, budget_bytes, policy, device, lo
             "chunk_bytes": _positive("chunk_bytes", chunk_bytes or max(1, budget_bytes // 4)),
             "grads_dead_after_step": bool(grads_dead_after_step),
             "step_in_backward": bool(step_in_backward),
-            "backward_chunk_bytes": _positive("chunk_bytes", chunk_bytes or 32 << 20),
+            "backward_chunk_bytes": _positive("chunk_bytes", chunk_bytes or 64 << 20),
             "side_stream": bool(side_stream) and hasattr(torch.cuda, "Stream"),
             "restore_budget": previous["budget_bytes"] or previous["memory_bytes"]}
 

@@ -457,6 +457,8 @@ class StepInBackwardTest(unittest.TestCase):
             for part in parts:
                 part["trace"] = trace(part["backward"], table)
             holds, stats = sum(fake.holds.values()), dict(handle.backward_step.stats)
+            hook_seconds = [handle.stats[f"{phase}_hook_seconds"]
+                            for phase in ("forward", "backward", "gradient")]
             mapped = handle.backward_step.mapped
             pages = lambda t: set(range(t.data_ptr() // 4096,
                                         (t.data_ptr() + 4 * t.numel() - 1) // 4096 + 1))
@@ -470,7 +472,8 @@ class StepInBackwardTest(unittest.TestCase):
             model(None)
             torch.autograd.run_backward()  # after undo: no step in the backward pass
             print(json.dumps(dict(parts=parts, sides=sides, holds=holds, stats=stats,
-                                  shared=shared, aligned=aligned, mapped=len(mapped),
+                                  hook_seconds=hook_seconds, shared=shared, aligned=aligned,
+                                  mapped=len(mapped),
                                   after=sum(fake.holds.values()),
                                   grads_after_undo=sum(p.grad is not None
                                                        for p in model.parameters()))))
@@ -512,6 +515,10 @@ class StepInBackwardTest(unittest.TestCase):
         self.assertEqual(result["holds"], 10 + 20, "parameters and state held until undo")
         self.assertEqual(result["after"], 0)
         self.assertEqual(result["grads_after_undo"], 10, "undo: gradients stay for a plain step")
+        forward, backward, gradient = result["hook_seconds"]
+        self.assertEqual(forward, 0.0, "static plans: no block hooks")
+        self.assertGreater(backward, 0.0, "the end of the backward pass (its last chunk)")
+        self.assertGreater(gradient, 0.0, "the gradients' hooks, the chunks' steps in them")
 
     def test_a_strided_moment_is_mapped_where_it_is_and_keeps_its_layout(self):
         result = fresh(textwrap.dedent(self.RUN.replace(
@@ -534,6 +541,48 @@ class StepInBackwardTest(unittest.TestCase):
         self.assertEqual(result["strided_mapped"], [True, True], "mapped where it is")
         self.assertEqual(result["others_mapped"], [True, True])
         self.assertEqual(result["others_aligned"], [True, True], "the rest on own pages")
+
+    def test_a_fused_step_over_mapped_state_is_sliced_on_its_step_stream(self):
+        """A fused optimizer's chunks with mapped state step in launches of at most
+        slice_elements, on the chunk's step stream (a chunk with any mapped state is sliced
+        whole); chunks of resident state, and every chunk of the first step, which makes the
+        state, in the optimizer's own launches."""
+        result = fresh(textwrap.dedent("""
+            fake = uma_fake_plans.install(path, torch.cuda.log)
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            model = Model()
+            opt = torch.optim.AdamW(model.parameters(), fused=True)
+            params = sum(p.numel() * 4 for p in model.parameters())
+            rounding = 2 * 4096 * 3 * 10
+            room = 3 * 2 * 16384 + 2 * 256  # the state of embed and of b0: b2's and b1's mapped
+            handle = uma_torch.offload(model, opt, budget_bytes=params + rounding + room,
+                                       step_in_backward=True, chunk_bytes=16000)
+            bs = handle.backward_step
+            bs.slice_elements = 1024
+            sides = [stream.cuda_stream for stream in bs.streams]
+            launches = []
+            for _ in range(2):
+                start = len(torch.cuda.log)
+                step(model, opt)
+                opt.zero_grad()
+                launches.append([[sum(e[1]), e[2]] for e in torch.cuda.log[start:]
+                                 if e[0] == "fused_adamw"])
+            handle.undo()
+            print(json.dumps(dict(launches=launches, stats=bs.stats, sides=sides,
+                                  stage=bs.stage)))
+            """))
+        self.assertFalse(result["stage"], "a fused step is not staged")
+        first, second = ([total for total, _ in step] for step in result["launches"])
+        # Chunks of 16000 bytes as the gradients come (block by block from the last; in a
+        # block proj.weight, fc.weight, fc.bias: 4096, 4096 and 64 elements): [b2.proj],
+        # [b2.fc.weight], [b2.fc.bias, b1.proj], [b1.fc.weight], [b1.fc.bias, b0.proj],
+        # [b0.fc.weight], [b0.fc.bias, embed]; b2's and b1's state mapped after the first step.
+        self.assertEqual(first, [4096, 4096, 4160, 4096, 4160, 4096, 4160])
+        self.assertEqual(second, [1024] * 8 + [1024, 1024, 1024, 1024, 64] + [1024] * 4 +
+                         [1024, 1024, 1024, 1024, 64] + [4096, 4160])
+        self.assertTrue(all(side in result["sides"] for step in result["launches"]
+                            for _, side in step), "each launch on a step stream")
+        self.assertEqual(result["stats"]["sliced_chunks"], 5)
 
     def test_a_parameter_the_optimizer_does_not_step_keeps_its_gradient(self):
         result = fresh(textwrap.dedent("""
@@ -646,6 +695,43 @@ class SlicedFusedStepTest(unittest.TestCase):
             self.assertEqual(start, size, "every element once")
         self.assertTrue(all(k == {"lr": 0.1, "maximize": False} for k in result["kwargs"]))
         self.assertEqual(set(result["max"]), {0}, "no max_exp_avg_sqs without amsgrad")
+
+
+    def test_kept_slices_follow_the_tensors_a_call_brings(self):
+        """With a cache, a parameter's and its state's slices are kept from call to call, but a
+        call's gradients are always its own, and a state tensor replaced since (own pages, a
+        loaded state dict) is cut anew: no launch reaches memory the call did not bring."""
+        result = fresh("""
+            from uma_torch.backward_step import sliced
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            sizes = [3000, 500]
+            lists = [[torch.empty(n, device="cuda") for n in sizes] for _ in range(4)]
+            seen = []
+
+            def fused(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                      **kwargs):
+                seen.append([sorted(t.data_ptr() for t in group)
+                             for group in (params, grads, exp_avgs, exp_avg_sqs)])
+
+            def spans(lists):  # every slice's first byte, per list, as sliced() must cut
+                return [sorted(t.data_ptr() + 4 * start for t in group
+                               for start in range(0, t.numel(), 1024)) for group in lists]
+
+            cache, calls = {}, []
+            for turn in range(3):
+                if turn == 1:
+                    lists[1] = [torch.empty(n, device="cuda") for n in sizes]  # new gradients
+                if turn == 2:
+                    lists[2][1] = torch.empty(500, device="cuda")  # a moment replaced
+                seen.clear()
+                sliced(fused, 1024, cache)(*lists, [], ["s0", "s1"], lr=0.1)
+                got = [sorted(p for launch in seen for p in launch[g]) for g in range(4)]
+                calls.append(dict(got=got, want=spans(lists)))
+            print(json.dumps(dict(calls=calls, kept=len(cache))))
+            """)
+        for turn, call in enumerate(result["calls"]):
+            self.assertEqual(call["got"], call["want"], f"call {turn}: the call's own tensors")
+        self.assertEqual(result["kept"], 2, "one entry a parameter")
 
 
 class SlicingPatchTest(unittest.TestCase):

@@ -82,6 +82,10 @@ class Tensor:
         start, stop, _ = index.indices(self._count)
         return _View(self, (start - 0) * self.element_size(), max(stop - start, 0), self.dtype)
 
+    def split(self, size):
+        """Views of at most `size` elements each, in order (torch.Tensor.split on dim 0)."""
+        return tuple(self[start:start + size] for start in range(0, self._count, size))
+
     def view(self, what):
         """view(dtype): the same bytes as that dtype; view(shape) or view(-1): the same tensor
         (a one-dimensional shape of the same count)."""
@@ -150,6 +154,12 @@ def _foreach_copy_(destinations, sources):
 
 def is_tensor(obj):
     return isinstance(obj, Tensor)
+
+
+def _fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, **kwargs):
+    """Logs ("fused_adamw", [elements of each parameter tensor], current stream): one launch."""
+    cuda.log.append(("fused_adamw", [t.numel() for t in params],
+                     cuda.current_stream().cuda_stream))
 
 
 from . import autograd, nn, optim  # noqa: E402,F401 (they use Tensor)

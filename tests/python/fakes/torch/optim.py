@@ -13,6 +13,8 @@ class Optimizer:
 
     def step(self, closure=None):
         loss = closure() if closure is not None else None
+        if all(group.get("fused") for group in self.param_groups):
+            return self._fused_step(loss)
         updated = []
         for group in self.param_groups:
             for param in group["params"]:
@@ -26,6 +28,22 @@ class Optimizer:
     def _update(self, param, state):
         pass
 
+    def _fused_step(self, loss):
+        """fused=True: the state made as _update makes it, then one torch._fused_adamw_ call
+        per group (looked up at the call, as torch's optimizers do) with the four lists."""
+        import torch
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            for param in params:
+                self._update(param, self.state.setdefault(param, {}))
+            if params:
+                states = [self.state[p] for p in params]
+                torch._fused_adamw_(params, [p.grad for p in params],
+                                    [s["exp_avg"] for s in states],
+                                    [s["exp_avg_sq"] for s in states], [],
+                                    [f"step:{p.data_ptr()}" for p in params], lr=group["lr"])
+        return loss
+
     def zero_grad(self, set_to_none=True):
         for group in self.param_groups:
             for param in group["params"]:
@@ -33,8 +51,8 @@ class Optimizer:
 
 
 class AdamW(Optimizer):
-    def __init__(self, params, lr=1e-3):
-        super().__init__(params, {"lr": lr})
+    def __init__(self, params, lr=1e-3, fused=False):
+        super().__init__(params, {"lr": lr, "fused": fused})
 
     def _update(self, param, state):
         if not state:
