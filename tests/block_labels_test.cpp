@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace uma::detail {
@@ -77,6 +78,46 @@ TEST_F(block_labels_test, ManyBlocksEachFoundByEveryOneOfItsBytes) {
     }
     EXPECT_FALSE(labels_.holding(at(i * (size + gap) + size), 1)) << "the gap after " << i;
   }
+}
+
+TEST_F(block_labels_test, NeighboursInDifferentShardsAreToldApart) {
+  // Ids 16 and 17 fall in two shards, 16 and 32 in one: the lookup asks every shard and takes
+  // the slot starting last at or before the range.
+  labels_.add(slot(16, 0, 4096), 4096, "a");
+  labels_.add(slot(17, 4096, 4096), 4096, "b");
+  labels_.add(slot(32, 8192, 4096), 4096, "c");
+  EXPECT_EQ(labels_.holding(at(4095), 1)->label, "a");
+  EXPECT_EQ(labels_.holding(at(4096), 1)->label, "b");
+  EXPECT_EQ(labels_.holding(at(8192), 4096)->label, "c");
+  EXPECT_FALSE(labels_.holding(at(4000), 200)) << "from a's slot into b's";
+  EXPECT_FALSE(labels_.holding(at(8000), 400)) << "from b's slot into c's";
+  labels_.remove(17);
+  EXPECT_FALSE(labels_.holding(at(4096), 1)) << "b's slot, b returned: a's ends before it";
+  EXPECT_EQ(labels_.list().size(), 2u);
+}
+
+TEST_F(block_labels_test, ThreadsAddingAndRemovingAtOnceEachFindTheirOwn) {
+  constexpr std::size_t threads = 8, rounds = 400, size = 512;
+  for (std::size_t t = 0; t < threads; ++t)  // the records first: the deque is not shared
+    for (std::size_t r = 0; r < rounds; ++r)
+      (void)slot(1 + t * rounds + r, (t * rounds + r) * size, size);
+  std::vector<std::size_t> wrong(threads, 0);
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (std::size_t r = 0; r < rounds; ++r) {
+        const auto i = t * rounds + r;
+        labels_.add(&records_[i], size, std::to_string(t));
+        const auto mine = labels_.holding(at(i * size + 1), 8);
+        wrong[t] += !mine || mine->id != i + 1 || mine->label != std::to_string(t);
+        if (r % 2 == 0)  // half of them stay out
+          labels_.remove(i + 1);
+      }
+    });
+  for (auto& th : pool)
+    th.join();
+  EXPECT_EQ(wrong, std::vector<std::size_t>(threads, 0));
+  EXPECT_EQ(labels_.list().size(), threads * rounds / 2);
 }
 
 }  // namespace

@@ -12,15 +12,16 @@ void block_labels::add(const region* rec, std::size_t bytes, std::string label) 
   std::string_view recorded;
   const auto begin = reinterpret_cast<std::uintptr_t>(rec->data);
   {
-    std::lock_guard lock(mutex_);
-    const auto [at, placed] = by_address_.insert_or_assign(begin, rec->id);
+    auto& sh = shard_of(rec->id);
+    std::lock_guard lock(sh.mutex);
+    const auto [at, placed] = sh.by_address.insert_or_assign(begin, rec->id);
     try {
       auto [it, fresh] =
-          entries_.insert_or_assign(rec->id, entry{rec, bytes, std::move(label), now});
+          sh.entries.insert_or_assign(rec->id, entry{rec, bytes, std::move(label), now});
       recorded = it->second.label;  // stable: only this block's return erases the entry
     } catch (...) {                 // recording nothing: the index forgets the slot again
       if (placed)
-        by_address_.erase(at);
+        sh.by_address.erase(at);
       throw;
     }
   }
@@ -28,13 +29,14 @@ void block_labels::add(const region* rec, std::size_t bytes, std::string label) 
 }
 
 void block_labels::remove(std::uint64_t id) noexcept {
-  std::unique_lock lock(mutex_);
-  const auto it = entries_.find(id);
-  if (it == entries_.end())
+  auto& sh = shard_of(id);
+  std::unique_lock lock(sh.mutex);
+  const auto it = sh.entries.find(id);
+  if (it == sh.entries.end())
     return;
   const auto gone = std::move(it->second);
-  entries_.erase(it);
-  by_address_.erase(reinterpret_cast<std::uintptr_t>(gone.rec->data));
+  sh.entries.erase(it);
+  sh.by_address.erase(reinterpret_cast<std::uintptr_t>(gone.rec->data));
   lock.unlock();
   note(event_kind::release, id, gone.bytes, gone.label);
 }
@@ -50,27 +52,36 @@ void block_labels::note(event_kind kind, std::uint64_t id, std::size_t bytes,
 }
 
 std::vector<labelled_block> block_labels::list() const {
-  std::lock_guard lock(mutex_);
   std::vector<labelled_block> out;
-  out.reserve(entries_.size());
-  for (const auto& [id, e] : entries_)
-    out.push_back({id, e.bytes, e.label, e.rec->refs.load(std::memory_order_relaxed), e.created});
+  for (const auto& sh : shards_) {
+    std::lock_guard lock(sh.mutex);
+    for (const auto& [id, e] : sh.entries)
+      out.push_back({id, e.bytes, e.label, e.rec->refs.load(std::memory_order_relaxed), e.created});
+  }
   return out;
 }
 
 std::optional<labelled_block> block_labels::holding(const std::byte* p, std::size_t bytes) const {
+  // The slot holding `at`, if any, is the one starting last at or before it, over all shards
+  // (slots of blocks out never overlap); each shard's candidate is read under its own lock.
   const auto at = reinterpret_cast<std::uintptr_t>(p);
-  std::lock_guard lock(mutex_);
-  auto next = by_address_.upper_bound(at);  // the slot starting at or before `at` precedes it
-  if (next == by_address_.begin())
-    return std::nullopt;
-  const auto id = std::prev(next)->second;
-  const auto& e = entries_.at(id);
-  const auto begin = reinterpret_cast<std::uintptr_t>(e.rec->data);
-  if (bytes > e.rec->bytes || at - begin > e.rec->bytes - bytes)
-    return std::nullopt;
-  return labelled_block{id, e.bytes, e.label, e.rec->refs.load(std::memory_order_relaxed),
-                        e.created};
+  std::optional<labelled_block> found;
+  std::optional<std::uintptr_t> last_begin;  // of the slot starting last at or before `at`
+  for (const auto& sh : shards_) {
+    std::lock_guard lock(sh.mutex);
+    auto next = sh.by_address.upper_bound(at);
+    if (next == sh.by_address.begin() || (last_begin && std::prev(next)->first < *last_begin))
+      continue;
+    const auto id = std::prev(next)->second;
+    const auto& e = sh.entries.at(id);
+    last_begin = std::prev(next)->first;
+    const bool holds = bytes <= e.rec->bytes && at - *last_begin <= e.rec->bytes - bytes;
+    found = holds
+                ? std::optional<labelled_block>{labelled_block{
+                      id, e.bytes, e.label, e.rec->refs.load(std::memory_order_relaxed), e.created}}
+                : std::nullopt;
+  }
+  return found;
 }
 
 }  // namespace uma::detail
