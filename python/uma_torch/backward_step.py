@@ -56,27 +56,33 @@ def sliced(fused, limit, cache=None):
         if not all(t.is_contiguous() for group in lists for t in group):
             return fused(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
                          **kwargs)
-        batch, steps, size = [[] for _ in lists], [], 0
-
-        def launch():
-            if steps:
-                fused(*batch[:4], batch[4] if max_exp_avg_sqs else [], list(steps), **kwargs)
-            for part in batch:
-                part.clear()
-            steps.clear()
-
-        for i, param in enumerate(params):
-            cuts = _cuts([group[i] for group in lists], limit, cache)
-            for k, count in enumerate(cut.numel() for cut in cuts[0]):
-                if size + count > limit:
-                    launch()
-                    size = 0
-                for part, tensor_cuts in zip(batch, cuts):
-                    part.append(tensor_cuts[k])
-                steps.append(state_steps[i])
-                size += count
-        launch()
+        items = ((i, _cuts([group[i] for group in lists], limit, cache))
+                 for i in range(len(params)))
+        for keys, parts in in_launches(items, limit):
+            fused(*parts[:4], parts[4] if max_exp_avg_sqs else [],
+                  [state_steps[i] for i in keys], **kwargs)
     return run
+
+
+def in_launches(items, limit):
+    """Launches of at most `limit` elements: `items` are (key, [the slices of each list]), a
+    list's slices as many and as large as every other list's (a parameter's, its gradient's,
+    its moments'; a copy's destination and source), each at most `limit`. Yields ([the key of
+    each slice], [[the slices of list k]]) in order, each slice in one launch, consecutive
+    slices together while their elements add up to at most `limit`."""
+    keys, parts, size = [], [], 0
+    for key, cuts in items:
+        for k, count in enumerate(cut.numel() for cut in cuts[0]):
+            if keys and size + count > limit:
+                yield keys, parts
+                keys, parts, size = [], [], 0
+            parts = parts or [[] for _ in cuts]
+            for part, tensor_cuts in zip(parts, cuts):
+                part.append(tensor_cuts[k])
+            keys.append(key)
+            size += count
+    if keys:
+        yield keys, parts
 
 
 def _cuts(tensors, limit, cache):
@@ -309,12 +315,23 @@ class BackwardStep:
     def _copy(self, destinations, sources):
         """Copies by kernel (torch._foreach_copy_) where there is one: a kernel reads and writes
         mapped memory at up to 40 GB/s each way at once on the H200, where cudaMemcpy (copy_)
-        shares ~52 GB/s between the two directions."""
-        if not self.memcpy_staging and hasattr(self.torch, "_foreach_copy_"):
-            self.torch._foreach_copy_(destinations, sources)
-        else:
+        shares ~52 GB/s between the two directions. In launches of at most slice_elements
+        elements (in_launches), as the fused step over mapped state is (sliced): a kernel
+        across the link holds back the backward pass's kernels for as long as it runs. A pair
+        that is not contiguous (a channels_last moment) is copied whole."""
+        torch, limit = self.torch, self.slice_elements
+        if self.memcpy_staging or not hasattr(torch, "_foreach_copy_"):
             for destination, source in zip(destinations, sources):
                 destination.copy_(source, non_blocking=True)
+            return
+        pairs = list(zip(destinations, sources))
+        whole = [p for p in pairs if not limit or not all(t.is_contiguous() for t in p)]
+        if whole:
+            torch._foreach_copy_([d for d, _ in whole], [s for _, s in whole])
+        items = ((None, [d.view(-1).split(limit), s.view(-1).split(limit)])
+                 for d, s in pairs if limit and d.is_contiguous() and s.is_contiguous())
+        for _, (into, out_of) in in_launches(items, limit or 1):
+            torch._foreach_copy_(into, out_of)
 
     def _let_go(self, wait):
         """Drops the gradients of the chunks whose step is done (all of them with wait): their

@@ -542,6 +542,27 @@ class StepInBackwardTest(unittest.TestCase):
         self.assertEqual(result["others_mapped"], [True, True])
         self.assertEqual(result["others_aligned"], [True, True], "the rest on own pages")
 
+    def test_staging_copies_go_in_launches_of_at_most_slice_elements(self):
+        """A multi-kernel (foreach) step stages mapped state through device buffers; the
+        copies across the link go in launches of at most slice_elements, every element once
+        each way."""
+        result = fresh(textwrap.dedent(self.RUN) + textwrap.dedent("""
+            handle.backward_step.slice_elements = 1024
+            step(model, opt)  # makes the state; b2's and b1's is mapped from now on
+            opt.zero_grad()
+            start = len(torch.cuda.log)
+            step(model, opt)
+            launches = [e[1] for e in torch.cuda.log[start:] if e[0] == "foreach_copy"]
+            handle.undo()
+            print(json.dumps(dict(launches=launches, stage=handle.backward_step.stage)))
+            """))
+        self.assertTrue(result["stage"])
+        totals = [sum(launch) for launch in result["launches"]]
+        self.assertTrue(all(0 < total <= 1024 for total in totals), totals)
+        # b2's and b1's moments (2 x (4096 + 4096 + 64) elements a block), in and back out
+        self.assertEqual(sum(totals), 2 * 2 * 2 * (4096 + 4096 + 64))
+        self.assertEqual(totals, ([1024] * 16 + [128]) * 4)
+
     def test_a_fused_step_over_mapped_state_is_sliced_on_its_step_stream(self):
         """A fused optimizer's chunks with mapped state step in launches of at most
         slice_elements, on the chunk's step stream (a chunk with any mapped state is sliced

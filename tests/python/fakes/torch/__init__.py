@@ -147,7 +147,9 @@ def empty_like(tensor):
 
 
 def _foreach_copy_(destinations, sources):
-    """Logs each pair as copy_ does."""
+    """Logs ("foreach_copy", [elements of each destination]): one launch; then each pair as
+    copy_ does."""
+    cuda.log.append(("foreach_copy", [t.numel() for t in destinations]))
     for destination, source in zip(destinations, sources):
         destination.copy_(source)
 
