@@ -53,11 +53,15 @@ def sliced(fused, limit, cache=None):
     def run(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, **kwargs):
         lists = [params, grads, exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs]
                                                           if max_exp_avg_sqs else [])
-        if not all(t.is_contiguous() for group in lists for t in group):
-            return fused(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
-                         **kwargs)
+        # A parameter with a strided tensor (a channels_last moment) goes whole, in a call of
+        # its own: flat slices of it would not be its elements; the others are still sliced.
+        whole = [i for i in range(len(params)) if not all(g[i].is_contiguous() for g in lists)]
+        if whole:
+            fused(*([g[i] for i in whole] for g in lists[:4]),
+                  [max_exp_avg_sqs[i] for i in whole] if max_exp_avg_sqs else [],
+                  [state_steps[i] for i in whole], **kwargs)
         items = ((i, _cuts([group[i] for group in lists], limit, cache))
-                 for i in range(len(params)))
+                 for i in range(len(params)) if i not in whole)
         for keys, parts in in_launches(items, limit):
             fused(*parts[:4], parts[4] if max_exp_avg_sqs else [],
                   [state_steps[i] for i in keys], **kwargs)
@@ -87,17 +91,19 @@ def in_launches(items, limit):
 
 def _cuts(tensors, limit, cache):
     """[slices of each of `tensors`] (a parameter, its gradient, its state tensors), flat, cut
-    at every `limit` elements; the non-gradient ones from `cache` where the same tensors were
-    cut before with the same limit."""
+    at every `limit` elements; the non-gradient ones from `cache` where the same tensors, at
+    the same addresses and sizes (`param.data = ...` keeps the object and moves its memory),
+    were cut before with the same limit."""
     grad_cuts = tensors[1].view(-1).split(limit)
     if cache is None:
         return [grad_cuts if k == 1 else t.view(-1).split(limit) for k, t in enumerate(tensors)]
+    where = [None if k == 1 else (t.data_ptr(), t.numel()) for k, t in enumerate(tensors)]
     kept = cache.get(id(tensors[0]))
-    if kept is None or kept[0] != limit or len(kept[1]) != len(tensors) or any(
+    if kept is None or kept[0] != limit or kept[3] != where or any(
             k != 1 and a is not b for k, (a, b) in enumerate(zip(kept[1], tensors))):
         # (the entry holds its tensors: an id in it is not reused while it is kept)
         kept = (limit, list(tensors), [None if k == 1 else t.view(-1).split(limit)
-                                       for k, t in enumerate(tensors)])
+                                       for k, t in enumerate(tensors)], where)
         kept[1][1] = None  # the gradient is not kept
         cache[id(tensors[0])] = kept
     return [grad_cuts if k == 1 else cuts for k, cuts in enumerate(kept[2])]
@@ -424,5 +430,7 @@ class BackwardStep:
 
     def finish(self):
         """undo(): every step done, every gradient let go."""
-        self._let_go(wait=True)
-        self.slices.clear()
+        try:
+            self._let_go(wait=True)
+        finally:
+            self.slices.clear()

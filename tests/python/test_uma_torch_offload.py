@@ -550,11 +550,16 @@ class StepInBackwardTest(unittest.TestCase):
             handle.backward_step.slice_elements = 1024
             step(model, opt)  # makes the state; b2's and b1's is mapped from now on
             opt.zero_grad()
-            start = len(torch.cuda.log)
+            log, start = torch.cuda.log, len(torch.cuda.log)
             step(model, opt)
-            launches = [e[1] for e in torch.cuda.log[start:] if e[0] == "foreach_copy"]
+            launches = [e[1] for e in log[start:] if e[0] == "foreach_copy"]
+            copies = [e[1:] for e in log[start:] if e[0] == "copy"]
+            mapped = sorted((t.data_ptr(), t.numel()) for p in model.parameters()
+                            for t in opt.state[p].values()
+                            if t.data_ptr() in handle.backward_step.mapped)
             handle.undo()
-            print(json.dumps(dict(launches=launches, stage=handle.backward_step.stage)))
+            print(json.dumps(dict(launches=launches, copies=copies, mapped=mapped, sides=sides,
+                                  stage=handle.backward_step.stage)))
             """))
         self.assertTrue(result["stage"])
         totals = [sum(launch) for launch in result["launches"]]
@@ -562,6 +567,21 @@ class StepInBackwardTest(unittest.TestCase):
         # b2's and b1's moments (2 x (4096 + 4096 + 64) elements a block), in and back out
         self.assertEqual(sum(totals), 2 * 2 * 2 * (4096 + 4096 + 64))
         self.assertEqual(totals, ([1024] * 16 + [128]) * 4)
+        # Each slice of mapped state copied into a device buffer and back from that buffer,
+        # on a step stream, every slice of it once.
+        mapped = lambda a: any(p <= a < p + 4 * n for p, n in result["mapped"])
+        seen = {}
+        for destination, source, stream in result["copies"]:
+            self.assertIn(stream, result["sides"])
+            self.assertNotEqual(mapped(destination), mapped(source),
+                                "one side mapped, the other on the device")
+            seen.setdefault(source if mapped(source) else destination, []).append(
+                ("in", destination) if mapped(source) else ("out", source))
+        self.assertEqual(sorted(seen), sorted(p + 4 * k for p, n in result["mapped"]
+                                              for k in range(0, n, 1024)))
+        for moves in seen.values():
+            self.assertEqual([m[0] for m in moves], ["in", "out"])
+            self.assertEqual(moves[0][1], moves[1][1], "back from the buffer it went into")
 
     def test_a_fused_step_over_mapped_state_is_sliced_on_its_step_stream(self):
         """A fused optimizer's chunks with mapped state step in launches of at most
@@ -718,6 +738,20 @@ class SlicedFusedStepTest(unittest.TestCase):
         self.assertEqual(set(result["max"]), {0}, "no max_exp_avg_sqs without amsgrad")
 
 
+    def test_a_strided_parameter_goes_whole_and_the_others_are_still_sliced(self):
+        result = fresh("""
+            from uma_torch.backward_step import sliced
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            lists = [[torch.empty(n, device="cuda") for n in (3000, 2000)] for _ in range(4)]
+            lists[2][1]._contiguous = False  # the second parameter's first moment: strided
+            launches = []
+            sliced(lambda p, g, m, v, mx, steps, **kw: launches.append(
+                [[t.numel() for t in p], steps]), 1024)(*lists, [], ["s0", "s1"], lr=0.1)
+            print(json.dumps(launches))
+            """)
+        self.assertEqual(result[0], [[2000], ["s1"]], "the strided one whole, first")
+        self.assertEqual(result[1:], [[[1024], ["s0"]], [[1024], ["s0"]], [[952], ["s0"]]])
+
     def test_kept_slices_follow_the_tensors_a_call_brings(self):
         """With a cache, a parameter's and its state's slices are kept from call to call, but a
         call's gradients are always its own, and a state tensor replaced since (own pages, a
@@ -738,21 +772,27 @@ class SlicedFusedStepTest(unittest.TestCase):
                 return [sorted(t.data_ptr() + 4 * start for t in group
                                for start in range(0, t.numel(), 1024)) for group in lists]
 
-            cache, calls = {}, []
-            for turn in range(3):
+            cache, calls, reused = {}, [], []
+            for turn in range(4):
                 if turn == 1:
                     lists[1] = [torch.empty(n, device="cuda") for n in sizes]  # new gradients
                 if turn == 2:
                     lists[2][1] = torch.empty(500, device="cuda")  # a moment replaced
+                if turn == 3:  # the same object, its memory moved (param.data = ...)
+                    lists[0][0]._storage = torch.empty(3000, device="cuda")._storage
                 seen.clear()
+                before = [id(c) for c in cache[id(lists[0][0])][2][0]] if cache else None
                 sliced(fused, 1024, cache)(*lists, [], ["s0", "s1"], lr=0.1)
+                reused.append(before == [id(c) for c in cache[id(lists[0][0])][2][0]])
                 got = [sorted(p for launch in seen for p in launch[g]) for g in range(4)]
                 calls.append(dict(got=got, want=spans(lists)))
-            print(json.dumps(dict(calls=calls, kept=len(cache))))
+            print(json.dumps(dict(calls=calls, kept=len(cache), reused=reused)))
             """)
         for turn, call in enumerate(result["calls"]):
             self.assertEqual(call["got"], call["want"], f"call {turn}: the call's own tensors")
         self.assertEqual(result["kept"], 2, "one entry a parameter")
+        self.assertEqual(result["reused"], [False, True, True, False],
+                         "the first parameter's slices kept until its memory moved")
 
 
 class SlicingPatchTest(unittest.TestCase):

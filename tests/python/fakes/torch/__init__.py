@@ -84,7 +84,8 @@ class Tensor:
 
     def split(self, size):
         """Views of at most `size` elements each, in order (torch.Tensor.split on dim 0)."""
-        return tuple(self[start:start + size] for start in range(0, self._count, size))
+        return tuple(self[start:start + size] for start in range(0, self._count, size)) or (
+            self[0:0],)
 
     def view(self, what):
         """view(dtype): the same bytes as that dtype; view(shape) or view(-1): the same tensor
