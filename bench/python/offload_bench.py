@@ -18,19 +18,20 @@ synchronizes; median over --steps after --warmup. Rows:
   uma_2x_bwmap  uma_2x_bw with the mapped state updated across the link (no staging copies)
   uma_2x_bwce   uma_2x_bw (and uma_3x_bwce: _3x_bw) with the mapped state staged through device
   uma_3x_bwce   buffers by cudaMemcpyAsync (copy_) around each chunk's step
-  uma_2x_bwwhole  uma_2x_bw (uma_3x_bwwhole: _3x_bw) with the fused step over mapped state in
-  uma_3x_bwwhole  the optimizer's own launches, not sliced (backward_step.sliced); with --fused
-                  only: a foreach step is staged, never sliced, so without it they equal _bw
-A step_in_backward row may carry settings: ROW:chunk=MIB (offload's chunk_bytes, the
-parameters stepped at once in the backward pass; default 64 MiB) and ROW:slice=N (elements per
-launch of the sliced fused step; 0: the optimizer's own launches; default 512 Ki), e.g.
-uma_2x_bw:chunk=32:slice=1048576; each such row is a row of its own in the rounds.
+  uma_2x_bwwhole  uma_2x_bw (uma_3x_bwwhole: _3x_bw) with slice_elements 0: a fused step over
+  uma_3x_bwwhole  mapped state in the optimizer's own launches (backward_step.sliced), a foreach
+                  step's staging copies in one launch a chunk
   pinned_2x   PyTorch's allocator; AdamW's moments in pinned host memory, copied in and out
               around the update in chunks through two device buffers with non-blocking copies
               on a side stream (the torchao CPU-offload shape); parameters and gradients stay
               resident: S/2 on the device
   uma         (optional) uma installed, no offload
   uma_fit     (optional) offload with a budget above S: what offload costs when all fits
+A step_in_backward row (but _bwce and _bwwhole) may carry settings: ROW:chunk=MIB (offload's
+chunk_bytes, the parameters stepped at once in the backward pass; default 64 MiB) and
+ROW:slice=N (elements per launch of a fused step over mapped state, and of a foreach step's
+staging copies; 0: one launch; default 512 Ki), e.g. uma_2x_bw:chunk=32:slice=1048576; each
+such row is a row of its own in the rounds.
 The physical floor per budget: max(native step, (S - budget) / link speed, each direction).
 
     UMA_BENCH_LIB_DIR=DIR python3 bench/python/offload_bench.py [--repeat 3] [--json out.json]
@@ -291,14 +292,18 @@ def row_settings(name):
     """(the row, {setting: int}) of a row name with settings (ROW:chunk=64:slice=262144);
     raises SystemExit naming what is wrong."""
     row, *parts = name.split(":")
+    if parts and ("_bw" not in row or row.endswith(("_bwce", "_bwwhole"))):
+        raise SystemExit(f"bench: row {name!r}: settings are for step_in_backward rows other "
+                         f"than _bwce and _bwwhole (which set their own staging and launches)")
     settings = {}
     for part in parts:
         key, _, value = part.partition("=")
-        if key not in ROW_SETTINGS or not value.isdigit() or int(value) < ROW_SETTINGS[key]:
+        if key not in ROW_SETTINGS or not (value.isascii() and value.isdigit()) or \
+                int(value) < ROW_SETTINGS[key]:
             raise SystemExit(f"bench: row {name!r}: {part!r} is not a setting (chunk=MIB >= 1, "
                              f"slice=ELEMENTS >= 0)")
-        if parts and "_bw" not in row:
-            raise SystemExit(f"bench: row {name!r}: settings are for step_in_backward rows")
+        if key in settings:
+            raise SystemExit(f"bench: row {name!r}: {key} given twice")
         settings[key] = int(value)
     return row, settings
 

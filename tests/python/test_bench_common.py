@@ -43,3 +43,34 @@ class MiddleRunTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OffloadRowSettingsTest(unittest.TestCase):
+    """offload_bench.py's rows with settings (ROW:chunk=MIB:slice=N): parsed, or refused with
+    the row named."""
+
+    def setUp(self):
+        import offload_bench
+        self.bench = offload_bench
+
+    def test_settings_are_parsed_and_each_row_stays_a_row_of_its_own(self):
+        self.assertEqual(self.bench.row_settings("uma_2x_bw:chunk=32:slice=0"),
+                         ("uma_2x_bw", {"chunk": 32, "slice": 0}))
+        self.assertEqual(self.bench.row_settings("native"), ("native", {}))
+        self.assertEqual(self.bench.checked_rows("native, uma_3x_bw:slice=1"),
+                         ["native", "uma_3x_bw:slice=1"])
+
+    def test_bad_settings_are_refused_naming_the_row(self):
+        for name, words in [("uma_2x_bw:chunk=0", "'chunk=0' is not a setting"),
+                            ("uma_2x_bw:chunk=\u00b2", "is not a setting"),
+                            ("uma_2x_bw:depth=3", "'depth=3' is not a setting"),
+                            ("uma_2x_bw:slice=1:slice=2", "slice given twice"),
+                            ("uma_2x:slice=1", "settings are for step_in_backward rows"),
+                            ("uma_2x_bwwhole:slice=1", "other than _bwce and _bwwhole")]:
+            with self.assertRaises(SystemExit) as refused:
+                self.bench.row_settings(name)
+            self.assertIn(repr(name), str(refused.exception))
+            self.assertIn(words, str(refused.exception))
+        with self.assertRaises(SystemExit) as refused:
+            self.bench.checked_rows("native,uma_9x_bw")
+        self.assertIn("uma_9x_bw", str(refused.exception))
