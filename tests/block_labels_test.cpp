@@ -98,15 +98,16 @@ TEST_F(block_labels_test, NeighboursInDifferentShardsAreToldApart) {
 
 TEST_F(block_labels_test, ThreadsAddingAndRemovingAtOnceEachFindTheirOwn) {
   constexpr std::size_t threads = 8, rounds = 400, size = 512;
-  for (std::size_t t = 0; t < threads; ++t)  // the records first: the deque is not shared
-    for (std::size_t r = 0; r < rounds; ++r)
-      (void)slot(1 + t * rounds + r, (t * rounds + r) * size, size);
+  // The records first (the deque is not shared); slot i is thread i % threads's, so every
+  // slot's neighbours are other threads', added and removed while it looks its own up.
+  for (std::size_t i = 0; i < threads * rounds; ++i)
+    (void)slot(1 + i, i * size, size);
   std::vector<std::size_t> wrong(threads, 0);
   std::vector<std::thread> pool;
   for (std::size_t t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       for (std::size_t r = 0; r < rounds; ++r) {
-        const auto i = t * rounds + r;
+        const auto i = r * threads + t;
         labels_.add(&records_[i], size, std::to_string(t));
         const auto mine = labels_.holding(at(i * size + 1), 8);
         wrong[t] += !mine || mine->id != i + 1 || mine->label != std::to_string(t);

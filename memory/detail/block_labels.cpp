@@ -73,7 +73,10 @@ std::optional<labelled_block> block_labels::holding(const std::byte* p, std::siz
     if (next == sh.by_address.begin() || (last_begin && std::prev(next)->first < *last_begin))
       continue;
     const auto id = std::prev(next)->second;
-    const auto& e = sh.entries.at(id);
+    const auto it = sh.entries.find(id);  // always there: add and remove keep both maps alike
+    if (it == sh.entries.end())
+      continue;
+    const auto& e = it->second;
     last_begin = std::prev(next)->first;
     const bool holds = bytes <= e.rec->bytes && at - *last_begin <= e.rec->bytes - bytes;
     found = holds
