@@ -414,10 +414,8 @@ class managed_allocator final : public allocator_impl::base {
     }
     pending_.emplace(ticket, std::move(finish));
     try {
-      lanes_.post(lane, [job = std::move(job), hdl = caf::actor_cast<allocator_impl>(this), ticket,
-                         lane, b = backend_, stream, when]() mutable {
-        detail::run_lane_job(job, hdl, ticket, lane, *b, stream, when);
-      });
+      lanes_.post(lane, detail::lane_job(std::move(job), caf::actor_cast<allocator_impl>(this),
+                                         ticket, lane, backend_, stream, when));
     } catch (...) {
       // Nothing was queued (a lane's thread could not start, or host memory ran out).
       pending_.erase(ticket);

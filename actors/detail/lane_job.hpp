@@ -2,7 +2,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include <caf/message.hpp>
@@ -32,11 +34,14 @@ void on_stream_done(void* arg) {
                  false);
 }
 
-/// Destroys what `job` captured (the refs it keeps alive while its backend call runs), leaving
-/// a moved-from job behind. Never throws: captures are refs, vectors and shared pointers.
+/// Destroys what `job` captured (the refs it keeps alive while its backend call runs), in place.
+/// Not by moving the job out: a capture declared const (`[ref]` of a `const byte_ref&`
+/// parameter is a `const byte_ref` member) is copied by a move, and the lane's copy of the job
+/// would keep its ref until the job's end, after the reply. Never throws: captures are refs,
+/// vectors and shared pointers.
 template <class Job>
-void drop_captures(Job& job) noexcept {
-  [[maybe_unused]] Job gone = std::move(job);
+void drop_captures(std::optional<Job>& job) noexcept {
+  job.reset();
 }
 
 /// The lane side of one of the allocator's off-loop jobs: runs `job`, waits for `stream` when
@@ -47,13 +52,13 @@ void drop_captures(Job& job) noexcept {
 /// the reply then makes the last drop, queued before anything it asks next (a flush, stats),
 /// instead of racing the lane's own drop (which could land after the caller's flush had drained).
 template <class Handle, class Job>
-void run_lane_job(Job& job, const Handle& hdl, std::uint64_t ticket, std::size_t lane, backend& b,
-                  stream_view stream, completion when) {
+void run_lane_job(std::optional<Job>& job, const Handle& hdl, std::uint64_t ticket,
+                  std::size_t lane, backend& b, stream_view stream, completion when) {
   caf::message payload;
   caf::error err;
   bool fatal = false;
   try {
-    payload = caf::make_message(job());
+    payload = caf::make_message((*job)());
     if (when == completion::complete && lane != worker_lanes::general) {
       // A prefetch's own lane waits for the stream (its host call already blocked for most of
       // the transfer); a host callback costs a few percent of bandwidth (performance.md).
@@ -77,6 +82,17 @@ void run_lane_job(Job& job, const Handle& hdl, std::uint64_t ticket, std::size_t
   send_inline(
       caf::actor_cast<caf::strong_actor_ptr>(hdl),
       caf::make_message(job_done_atom_v, ticket, std::move(payload), std::move(err), fatal));
+}
+
+/// What a lane runs for `job`: run_lane_job on a job held in an optional, so that its captures
+/// can be destroyed in place before the reply (see drop_captures).
+template <class Handle, class Job>
+[[nodiscard]] std::function<void()> lane_job(Job job, Handle hdl, std::uint64_t ticket,
+                                             std::size_t lane, std::shared_ptr<backend> b,
+                                             stream_view stream, completion when) {
+  return [job = std::optional<Job>(std::move(job)), hdl = std::move(hdl), ticket, lane,
+          b = std::move(b), stream,
+          when]() mutable { run_lane_job(job, hdl, ticket, lane, *b, stream, when); };
 }
 
 }  // namespace uma::detail
