@@ -115,8 +115,8 @@ def collect(script, names, args, figure=None):
         raise SystemExit(f"bench: --repeat {args.repeat}: it must be at least 1")
     if not args.dry_run:
         require_libraries(names)
-    rounds = [run_children(os.path.abspath(script), names, sys.argv[1:], args.child_timeout)
-              for _ in range(args.repeat)]
+    rounds = [run_children(os.path.abspath(script), names, sys.argv[1:], args.child_timeout,
+                           figure) for _ in range(args.repeat)]
     if len(rounds) == 1 or figure is None:
         return names, rounds[-1]
     return names, {name: middle_run([r[name] for r in rounds], figure) for name in names}
@@ -148,9 +148,11 @@ def emit(result):
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-def run_children(script, names, child_args, timeout):
+def run_children(script, names, child_args, timeout, figure=None):
     """Runs `script --child NAME child_args` for each name, one after the other; returns
-    {name: result}, a failed child giving {"error": ...} with the tail of its output."""
+    {name: result}, a failed child giving {"error": ...} with the tail of its output. With
+    `figure`, each child's figure is printed as it finishes: a run cut short (a time limit
+    around the whole script) still shows what it measured, though its table never prints."""
     results = {}
     for name in names:
         command = [sys.executable, script, "--child", name] + child_args
@@ -175,6 +177,8 @@ def run_children(script, names, child_args, timeout):
             print(f"    FAILED (exit {code}):\n{tail}", flush=True)
             result = {"error": f"exit {code}: {tail}"}
         result["wall_s"] = round(time.monotonic() - started, 1)
+        if figure is not None and "error" not in result:
+            print(f"    {name}: {fmt(figure(result), 3)} in {result['wall_s']} s", flush=True)
         results[name] = result
     return results
 

@@ -74,3 +74,30 @@ class OffloadRowSettingsTest(unittest.TestCase):
         with self.assertRaises(SystemExit) as refused:
             self.bench.checked_rows("native,uma_9x_bw")
         self.assertIn("uma_9x_bw", str(refused.exception))
+
+
+class ChildProgressTest(unittest.TestCase):
+    """run_children prints each child's figure as it finishes, so that a run cut short by a
+    time limit around the whole script still shows what it measured."""
+
+    def test_each_childs_figure_is_printed_when_it_finishes(self):
+        import contextlib
+        import io
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
+            script.write("import json, sys\n"
+                         f"print({common.RESULT_PREFIX!r} + json.dumps("
+                         "{'ms': {'median': len(sys.argv[2]) * 1.5}}))\n")
+        try:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                results = common.run_children(script.name, ["ab", "abcd"], [], 60, figure)
+        finally:
+            os.unlink(script.name)
+        lines = [line.strip() for line in out.getvalue().splitlines()]
+        self.assertEqual(figure(results["ab"]), 3.0)
+        self.assertTrue(any(line.startswith("ab: 3.000 in ") for line in lines), lines)
+        self.assertTrue(any(line.startswith("abcd: 6.000 in ") for line in lines), lines)
+        self.assertLess(lines.index(next(line for line in lines if line.startswith("ab: "))),
+                        lines.index(next(line for line in lines if "abcd" in line)),
+                        "printed before the next child starts")
