@@ -1,10 +1,10 @@
 #include <uma/actors/allocator_supervisor.hpp>
 
-#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
@@ -13,6 +13,7 @@
 
 #include <uma/actors/allocator_settings.hpp>
 #include <uma/actors/detail/residency_core.hpp>
+#include <uma/actors/detail/restart_observers.hpp>
 #include <uma/actors/detail/waiting_requests.hpp>
 #include <uma/actors/managed_allocator.hpp>
 #include <uma/messages/error_category.hpp>
@@ -242,34 +243,15 @@ class allocator_supervisor final : public supervisor_impl::base {
       return make_caf_error(errc::invalid_argument, "subscribe: the observer is an invalid handle");
     if (state_ == supervisor_state::stopped)
       return stopped_error();
-    // Weak addresses: a subscription must not keep its observer alive.
-    if (std::find(observers_.begin(), observers_.end(), o.address()) == observers_.end()) {
-      observers_.push_back(o.address());
-      monitor(o);
-    }
+    observers_.subscribe(o);
     return generation_;
   }
 
-  bool unsubscribe(const restart_observer_actor& o) {
-    const auto it = std::find(observers_.begin(), observers_.end(), o.address());
-    if (it == observers_.end())
-      return false;
-    observers_.erase(it);
-    demonitor(o.address());
-    return true;
-  }
-
-  void notify(const restart_event& ev) {
-    for (const auto& addr : observers_)
-      if (auto o = caf::actor_cast<restart_observer_actor>(addr))
-        caf::anon_send(o, restarted_atom_v, ev);
-  }
+  bool unsubscribe(const restart_observer_actor& o) { return observers_.unsubscribe(o); }
 
   /// Observers hear once that no incarnation will follow; then they are forgotten.
   void announce_stop(const caf::error& reason) {
-    notify(restart_event{generation_, 0, restart_cause::stopped, reason});
-    for (const auto& addr : std::exchange(observers_, {}))
-      demonitor(addr);
+    observers_.announce_last(restart_event{generation_, 0, restart_cause::stopped, reason});
   }
 
   // -- incarnations ------------------------------------------------------------------------------
@@ -311,7 +293,7 @@ class allocator_supervisor final : public supervisor_impl::base {
     state_ = supervisor_state::running;
     if (auto ev = std::exchange(pending_event_, std::nullopt)) {
       ev->generation_after = generation_;
-      notify(*ev);
+      observers_.notify(*ev);
     }
     waiting_.incarnation_started(generation_);  // stashed requests in arrival order, restarts
   }
@@ -321,9 +303,7 @@ class allocator_supervisor final : public supervisor_impl::base {
       on_child_down(dm);
       return;
     }
-    // A dead observer is forgotten (its monitor fired once and is gone).
-    observers_.erase(std::remove(observers_.begin(), observers_.end(), dm.source),
-                     observers_.end());
+    observers_.forget(dm.source);
   }
 
   void on_child_down(const caf::down_msg& dm) {
@@ -450,7 +430,7 @@ class allocator_supervisor final : public supervisor_impl::base {
   /// Requests stashed between incarnations, forwarded and not answered, and explicit restarts:
   /// each answered exactly once (failed with allocator_stopped at exit).
   detail::waiting_requests waiting_;
-  std::vector<caf::actor_addr> observers_;
+  detail::restart_observers observers_{*this};
   std::optional<restart_event> pending_event_;  ///< told to observers once the next one runs
   bool restart_requested_ = false;
   bool stopping_ = false;
