@@ -16,6 +16,7 @@ backward() and step()) and how those are refused.
 
 import collections
 import contextlib
+import functools
 import threading
 
 PAGE = 4096
@@ -49,23 +50,27 @@ def sliced(fused, limit, cache=None):
     the gradient, new at every step, is cut at every call. The step runs on the autograd
     thread, whose time the backward pass's kernels wait for."""
     check_slice_limit(limit)
+    return functools.partial(_sliced_call, fused, limit, cache)
 
-    def run(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, **kwargs):
-        lists = [params, grads, exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs]
-                                                          if max_exp_avg_sqs else [])
-        # A parameter with a strided tensor (a channels_last moment) goes whole, in a call of
-        # its own: flat slices of it would not be its elements; the others are still sliced.
-        whole = [i for i in range(len(params)) if not all(g[i].is_contiguous() for g in lists)]
-        if whole:
-            fused(*([g[i] for i in whole] for g in lists[:4]),
-                  [max_exp_avg_sqs[i] for i in whole] if max_exp_avg_sqs else [],
-                  [state_steps[i] for i in whole], **kwargs)
-        items = ((i, _cuts([group[i] for group in lists], limit, cache))
-                 for i in range(len(params)) if i not in whole)
-        for keys, parts in in_launches(items, limit):
-            fused(*parts[:4], parts[4] if max_exp_avg_sqs else [],
-                  [state_steps[i] for i in keys], **kwargs)
-    return run
+
+def _sliced_call(fused, limit, cache, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
+                 state_steps, **kwargs):
+    """One call of `fused` issued as sliced() describes (`limit` checked by the caller)."""
+    lists = [params, grads, exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs]
+                                                      if max_exp_avg_sqs else [])
+    # A parameter with a strided tensor (a channels_last moment) goes whole, in a call of its
+    # own: flat slices of it would not be its elements; the others are still sliced.
+    whole = [i for i in range(len(params)) if not all(g[i].is_contiguous() for g in lists)]
+    if whole:
+        fused(*([g[i] for i in whole] for g in lists[:4]),
+              [max_exp_avg_sqs[i] for i in whole] if max_exp_avg_sqs else [],
+              [state_steps[i] for i in whole], **kwargs)
+    skip = set(whole)
+    items = ((i, _cuts([group[i] for group in lists], limit, cache))
+             for i in range(len(params)) if i not in skip)
+    for keys, parts in in_launches(items, limit):
+        fused(*parts[:4], parts[4] if max_exp_avg_sqs else [],
+              [state_steps[i] for i in keys], **kwargs)
 
 
 def in_launches(items, limit):
@@ -148,9 +153,9 @@ class _Slicing:
     @classmethod
     def _dispatcher(cls, original):
         def step(*args, **kwargs):
-            limit = getattr(cls.local, "limit", 0)
-            return sliced(original, limit, cls.local.cache)(*args, **kwargs) if limit else \
-                original(*args, **kwargs)
+            limit = getattr(cls.local, "limit", 0)  # checked by on()
+            return _sliced_call(original, limit, cls.local.cache, *args, **kwargs) if limit \
+                else original(*args, **kwargs)
         return step
 
 
@@ -330,12 +335,12 @@ class BackwardStep:
             for destination, source in zip(destinations, sources):
                 destination.copy_(source, non_blocking=True)
             return
-        pairs = list(zip(destinations, sources))
-        whole = [p for p in pairs if not limit or not all(t.is_contiguous() for t in p)]
+        whole, cut = [], []
+        for pair in zip(destinations, sources):
+            (cut if limit and all(t.is_contiguous() for t in pair) else whole).append(pair)
         if whole:
             torch._foreach_copy_([d for d, _ in whole], [s for _, s in whole])
-        items = ((None, [d.view(-1).split(limit), s.view(-1).split(limit)])
-                 for d, s in pairs if limit and d.is_contiguous() and s.is_contiguous())
+        items = ((None, [d.view(-1).split(limit), s.view(-1).split(limit)]) for d, s in cut)
         for _, (into, out_of) in in_launches(items, limit or 1):
             torch._foreach_copy_(into, out_of)
 

@@ -205,7 +205,7 @@ class Offload:
                       "dead_bytes": 0, "dead_refused": 0, "step_chunks": 0,
                       "resident_parameter_bytes": None, "forward_hook_seconds": 0.0,
                       "backward_hook_seconds": 0.0, "gradient_hook_seconds": 0.0}
-        (self.backward_done_hook,) = self._timed("backward", self._backward_done)
+        self.backward_done_hook = self._timed("backward", self._backward_done)
         unique = {id(p): p for p in model.parameters()}.values()
         params = sum(p.numel() * p.element_size() for p in unique)
         trainable = sum(p.numel() * p.element_size() for p in unique if p.requires_grad)
@@ -289,37 +289,37 @@ class Offload:
         self.held["static"] = [hold]
 
     def _install_block_hooks(self):
-        forward, backward = self._timed("forward", self._forward_pre, self._leave), \
-            self._timed("backward", self._backward_pre, self._leave)
+        enter, leave = self._timed("forward", self._forward_pre), \
+            self._timed("forward", self._leave)
+        enter_back, leave_back = self._timed("backward", self._backward_pre), \
+            self._timed("backward", self._leave)
         for index, (_, module, params) in enumerate(self.blocks):
             self.handles.append(module.register_forward_pre_hook(
-                lambda m, args, i=index: forward[0](i)))
+                lambda m, args, i=index: enter(i)))
             self.handles.append(module.register_forward_hook(
-                lambda m, args, out, i=index: forward[1](i)))
+                lambda m, args, out, i=index: leave(i)))
             self.handles.append(module.register_full_backward_pre_hook(
-                lambda m, grad_out, i=index: backward[0](i)))
+                lambda m, grad_out, i=index: enter_back(i)))
             self.handles.append(module.register_full_backward_hook(
-                lambda m, grad_in, grad_out, i=index: backward[1](i)))
+                lambda m, grad_in, grad_out, i=index: leave_back(i)))
 
-    def _timed(self, phase, *hooks):
-        """`hooks` each wrapped to add its time to stats[phase + "_hook_seconds"]: the host
-        time the hooks take from the thread that runs the model's forward or backward pass
-        (whose kernels wait for it), reported so that a step slower than the device's work can
-        be told from one slower than the link."""
+    def _timed(self, phase, hook):
+        """`hook` wrapped to add its time to stats[phase + "_hook_seconds"]: the host time the
+        hooks take from the thread that runs the model's forward or backward pass (whose
+        kernels wait for it), reported so that a step slower than the device's work can be told
+        from one slower than the link."""
         key = phase + "_hook_seconds"
 
-        def wrap(hook):
-            def timed(*args):
-                started = time.perf_counter()
-                try:
-                    return hook(*args)
-                finally:
-                    self.stats[key] += time.perf_counter() - started
-            return timed
-        return [wrap(hook) for hook in hooks]
+        def timed(*args):
+            started = time.perf_counter()
+            try:
+                return hook(*args)
+            finally:
+                self.stats[key] += time.perf_counter() - started
+        return timed
 
     def _install_grad_hooks(self):
-        (grad_ready,) = self._timed("gradient", self._grad_ready)
+        grad_ready = self._timed("gradient", self._grad_ready)
         seen = set()
         for param in self.model.parameters():
             if param.requires_grad and id(param) not in seen and \
