@@ -2,7 +2,6 @@
 
 #include <functional>
 #include <optional>
-#include <unordered_map>
 
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
@@ -11,7 +10,7 @@
 #include <uma/actors/detail/allocation_core.hpp>
 #include <uma/actors/detail/allocator_stop.hpp>
 #include <uma/actors/detail/error_reply.hpp>
-#include <uma/actors/detail/lane_job.hpp>
+#include <uma/actors/detail/off_loop_jobs.hpp>
 #include <uma/actors/detail/release_ticker.hpp>
 #include <uma/actors/detail/request_checks.hpp>
 #include <uma/actors/detail/residency_core.hpp>
@@ -119,16 +118,13 @@ class managed_allocator final : public allocator_impl::base {
   caf::typed_response_promise<allocator_stats> flush() {
     drain();
     auto rp = make_response_promise<allocator_stats>();
-    const auto ticket = ++next_ticket_;
-    pending_.emplace(ticket, [this, rp](caf::message&, caf::error& err) mutable {
-      if (err)
-        rp.deliver(std::move(err));  // cut short by the stop
-      else
-        rp.deliver(residency_.with_totals(core_.stats()));
-    });
-    lanes_.barrier([hdl = caf::actor_cast<allocator_impl>(this), ticket] {
-      caf::anon_send(hdl, job_done_atom_v, ticket, caf::message{}, caf::error{}, false);
-    });
+    jobs_.barrier(caf::actor_cast<allocator_impl>(this),
+                  [this, rp](caf::message&, caf::error& err) mutable {
+                    if (err)
+                      rp.deliver(std::move(err));  // cut short by the stop
+                    else
+                      rp.deliver(residency_.with_totals(core_.stats()));
+                  });
     return rp;
   }
 
@@ -150,11 +146,9 @@ class managed_allocator final : public allocator_impl::base {
 
   /// A lane's job finished: its completion runs here, on the actor's thread.
   void job_done(std::uint64_t ticket, caf::message& payload, caf::error& err, bool fatal) {
-    auto it = pending_.find(ticket);
-    if (it == pending_.end())
+    auto finish = jobs_.take(ticket);
+    if (!finish)
       return;
-    auto finish = std::move(it->second);
-    pending_.erase(it);
     auto reason = fatal ? err : caf::error{};
     finish(payload, err);
     if (fatal)
@@ -190,12 +184,12 @@ class managed_allocator final : public allocator_impl::base {
       }
     };
     const auto queued = detail::error_of([&] {
-      post_job(
-          worker_lanes::general,
+      jobs_.post(
+          caf::actor_cast<allocator_impl>(this), worker_lanes::general,
           [stack = core_.resources(), req = std::move(req)] {
             return allocation_handoff(stack, stack->allocate(req));
           },
-          {}, completion::enqueued, reply);
+          {}, completion::enqueued, reply, false);
     });
     if (queued) {  // the promise owns the reply now: answer through it
       core_.count_failure(queued);
@@ -360,8 +354,6 @@ class managed_allocator final : public allocator_impl::base {
 
   // -- off-loop work -----------------------------------------------------------------------------
 
-  using finish_fn = std::function<void(caf::message&, caf::error&)>;
-
   /// Runs `job` on `lane` and replies with its result from the actor thread, once the call
   /// returned (`enqueued`) or once `stream` reached it (`complete`). `on_success` runs on the
   /// actor thread before the reply (stats; may rewrite the reply).
@@ -372,8 +364,8 @@ class managed_allocator final : public allocator_impl::base {
                                          bool stream_ordered = false) {
     auto rp = make_response_promise<T>();
     try {
-      post_job(
-          lane, std::move(job), stream, when,
+      jobs_.post(
+          caf::actor_cast<allocator_impl>(this), lane, std::move(job), stream, when,
           [this, rp, on_success, on_failure](caf::message& payload, caf::error& err) mutable {
             if (err) {
               if (on_failure)
@@ -398,37 +390,11 @@ class managed_allocator final : public allocator_impl::base {
     return rp;
   }
 
-  /// Runs `job` on `lane`; `finish` runs on the actor thread with its result. A stream-ordered
-  /// job (prefetch, discard) goes to the lane of an unfinished job on the same stream, if any,
-  /// so that a stream gets its operations in request order.
-  template <class Job>
-  void post_job(std::size_t lane, Job job, stream_view stream, completion when, finish_fn finish,
-                bool stream_ordered = false) {
-    const auto ticket = ++next_ticket_;
-    if (stream_ordered) {
-      lane = lanes_.begin_stream(lane, stream);
-      finish = [this, stream, inner = std::move(finish)](caf::message& payload, caf::error& err) {
-        lanes_.finish_stream(stream);
-        inner(payload, err);
-      };
-    }
-    pending_.emplace(ticket, std::move(finish));
-    try {
-      lanes_.post(lane, detail::lane_job(std::move(job), caf::actor_cast<allocator_impl>(this),
-                                         ticket, lane, backend_, stream, when));
-    } catch (...) {
-      // Nothing was queued (a lane's thread could not start, or host memory ran out).
-      pending_.erase(ticket);
-      if (stream_ordered)
-        lanes_.finish_stream(stream);
-      throw;
-    }
-  }
-
   // -- stop ------------------------------------------------------------------------------------
 
   void post_stop() noexcept {
-    detail::stop_allocator({config_, *control_, lanes_, *backend_, core_, residency_, pending_});
+    detail::stop_allocator(
+        {config_, *control_, lanes_, *backend_, core_, residency_, jobs_.pending()});
   }
 
   // -- helpers -----------------------------------------------------------------------------------
@@ -476,8 +442,7 @@ class managed_allocator final : public allocator_impl::base {
   allocator_config config_;
   std::shared_ptr<backend> backend_;
   std::shared_ptr<detail::control_block> control_;
-  std::uint64_t next_ticket_ = 0;
-  detail::pending_jobs pending_;
+  detail::off_loop_jobs jobs_{lanes_, backend_};  // holds a reference to lanes_, as core_
   detail::allocation_core core_;  // holds a reference to lanes_, used only after construction
   detail::release_ticker ticker_{*control_, core_};
   detail::residency_core residency_{config_, backend_, core_};

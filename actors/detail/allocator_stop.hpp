@@ -1,24 +1,16 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <unordered_map>
-
-#include <caf/error.hpp>
-#include <caf/message.hpp>
 
 #include <uma/actors/allocator_config.hpp>
 #include <uma/actors/detail/allocation_core.hpp>
+#include <uma/actors/detail/off_loop_jobs.hpp>
 #include <uma/actors/detail/residency_core.hpp>
 #include <uma/memory/control_block.hpp>
 #include <uma/sys/worker_lanes.hpp>
 
 namespace uma::detail {
-
-/// Completions of off-loop work waiting for their lane job, by ticket.
-using pending_jobs =
-    std::unordered_map<std::uint64_t, std::function<void(caf::message&, caf::error&)>>;
 
 /// What an allocator incarnation's stop sequence works on.
 struct stop_parts {
