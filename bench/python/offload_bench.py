@@ -589,8 +589,8 @@ def arguments():
     parser.add_argument("--link-mib", type=int, default=1024)
     parser.add_argument("--pinned-chunk-mib", type=int, default=64)
     parser.add_argument("--slice-elements", type=int, metavar="N",
-                        help="step_in_backward rows: elements per launch of a fused step over "
-                             "mapped state (default: uma_torch's, 1 Mi)")
+                        help="step_in_backward rows without a slice= setting: elements per "
+                             "launch over mapped state (default: uma_torch's, 512 Ki)")
     parser.add_argument("--trace-dir", metavar="DIR",
                         help="one more step per row under torch.profiler: its trace here, a "
                              "per-stream summary in the report")
