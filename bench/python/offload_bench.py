@@ -30,8 +30,9 @@ synchronizes; median over --steps after --warmup. Rows:
 A step_in_backward row (but _bwce and _bwwhole) may carry settings: ROW:chunk=MIB (offload's
 chunk_bytes, the parameters stepped at once in the backward pass; default 64 MiB) and
 ROW:slice=N (elements per launch of a fused step over mapped state, and of a foreach step's
-staging copies; 0: one launch; default 512 Ki), e.g. uma_2x_bw:chunk=32:slice=1048576; each
-such row is a row of its own in the rounds.
+staging copies; 0: one launch; default 512 Ki) and ROW:streams=1|2 (the step streams the
+chunks alternate between; default 2), e.g. uma_2x_bw:chunk=32:slice=1048576; each such row is a
+row of its own in the rounds.
 The physical floor per budget: max(native step, (S - budget) / link speed, each direction).
 
     UMA_BENCH_LIB_DIR=DIR python3 bench/python/offload_bench.py [--repeat 3] [--json out.json]
@@ -285,7 +286,7 @@ def _event(torch):
     return event
 
 
-ROW_SETTINGS = {"chunk": 1, "slice": 0}  # the least value of each
+ROW_SETTINGS = {"chunk": (1, None), "slice": (0, None), "streams": (1, 2)}  # (least, most)
 
 
 def row_settings(name):
@@ -298,10 +299,11 @@ def row_settings(name):
     settings = {}
     for part in parts:
         key, _, value = part.partition("=")
-        if key not in ROW_SETTINGS or not (value.isascii() and value.isdigit()) or \
-                int(value) < ROW_SETTINGS[key]:
+        least, most = ROW_SETTINGS.get(key, (None, None))
+        if least is None or not (value.isascii() and value.isdigit()) or \
+                int(value) < least or (most is not None and int(value) > most):
             raise SystemExit(f"bench: row {name!r}: {part!r} is not a setting (chunk=MIB >= 1, "
-                             f"slice=ELEMENTS >= 0)")
+                             f"slice=ELEMENTS >= 0, streams=1 or 2)")
         if key in settings:
             raise SystemExit(f"bench: row {name!r}: {key} given twice")
         settings[key] = int(value)
@@ -370,6 +372,8 @@ def child(args):
             handle.backward_step.slice_elements = settings["slice"]
         elif handle.backward_step is not None and args.slice_elements is not None:
             handle.backward_step.slice_elements = args.slice_elements
+        if "streams" in settings:
+            handle.backward_step.step_streams = settings["streams"]
     data = batches(torch, args)
     before = residency(uma_torch)
     samples, losses = run_steps(torch, model, optimizer, data[:args.warmup], args) \

@@ -27,6 +27,7 @@ OWN_PAGES_PAD = 2 << 20  # a GPU large page: mapped state shares none with other
 # each (docs/frameworks.md "Stepping in the backward pass" has the H200's figures).
 SLICE_ELEMENTS = 1 << 19
 FUSED_STEPS = ("_fused_adamw_", "_fused_adam_")
+STEP_STREAMS = 2  # the most step streams the chunks alternate between (the default)
 
 
 def check_slice_limit(limit):
@@ -172,8 +173,8 @@ class BackwardStep:
         self.chunk_bytes = chunk_bytes
         # Chunks alternate between two streams: one chunk's copies and step overlap the next
         # one's (the copy engines busy both ways, more of the link's reads in flight).
-        self.streams = [self.torch.cuda.Stream(self.device) for _ in range(2)]
-        self.stream, self.turn = self.streams[0], 0
+        self.streams = [self.torch.cuda.Stream(self.device) for _ in range(STEP_STREAMS)]
+        self.stream, self.turn, self._step_streams = self.streams[0], 0, STEP_STREAMS
         self.ready, self.ready_bytes = [], 0
         # (event after a chunk's step, its gradients, their bytes)
         self.inflight = collections.deque()
@@ -221,6 +222,21 @@ class BackwardStep:
                     left -= nbytes
         return reserved, room
 
+    @property
+    def step_streams(self):
+        """How many step streams the chunks alternate between (1 or 2, the default): with one,
+        the chunks' steps run one after the other, half as many thread blocks across the link
+        at once."""
+        return self._step_streams
+
+    @step_streams.setter
+    def step_streams(self, count):
+        if isinstance(count, bool) or not isinstance(count, int) or \
+                not 1 <= count <= STEP_STREAMS:
+            raise ValueError(f"uma_torch: step_streams must be 1 or {STEP_STREAMS}, "
+                             f"not {count!r}")
+        self._step_streams, self.turn = count, 0
+
     # --- the backward pass ----------------------------------------------------------------
 
     def gradient_ready(self, param):
@@ -261,7 +277,7 @@ class BackwardStep:
         chunk, self.ready, self.ready_bytes = self.ready, [], 0
         torch = self.torch
         self.stream = self.streams[self.turn]
-        self.turn = (self.turn + 1) % len(self.streams)
+        self.turn = (self.turn + 1) % self._step_streams
         self.stream.wait_stream(torch.cuda.current_stream(self.device))  # the gradients made
         with torch.cuda.stream(self.stream):
             staged = self._stage_in(chunk) if self.stage else []

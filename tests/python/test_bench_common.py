@@ -41,8 +41,6 @@ class MiddleRunTest(unittest.TestCase):
         self.assertNotIn("rounds", runs[1])
 
 
-if __name__ == "__main__":
-    unittest.main()
 
 
 class OffloadRowSettingsTest(unittest.TestCase):
@@ -59,12 +57,16 @@ class OffloadRowSettingsTest(unittest.TestCase):
         self.assertEqual(self.bench.row_settings("native"), ("native", {}))
         self.assertEqual(self.bench.checked_rows("native, uma_3x_bw:slice=1"),
                          ["native", "uma_3x_bw:slice=1"])
+        self.assertEqual(self.bench.row_settings("uma_3x_bw:streams=1"),
+                         ("uma_3x_bw", {"streams": 1}))
 
     def test_bad_settings_are_refused_naming_the_row(self):
         for name, words in [("uma_2x_bw:chunk=0", "'chunk=0' is not a setting"),
                             ("uma_2x_bw:chunk=\u00b2", "is not a setting"),
                             ("uma_2x_bw:depth=3", "'depth=3' is not a setting"),
                             ("uma_2x_bw:slice=1:slice=2", "slice given twice"),
+                            ("uma_2x_bw:streams=0", "'streams=0' is not a setting"),
+                            ("uma_2x_bw:streams=3", "'streams=3' is not a setting"),
                             ("uma_2x:slice=1", "settings are for step_in_backward rows"),
                             ("uma_2x_bwwhole:slice=1", "other than _bwce and _bwwhole")]:
             with self.assertRaises(SystemExit) as refused:
@@ -101,3 +103,7 @@ class ChildProgressTest(unittest.TestCase):
         self.assertLess(lines.index(next(line for line in lines if line.startswith("ab: "))),
                         lines.index(next(line for line in lines if "abcd" in line)),
                         "printed before the next child starts")
+
+
+if __name__ == "__main__":
+    unittest.main()

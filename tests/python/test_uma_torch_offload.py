@@ -520,6 +520,33 @@ class StepInBackwardTest(unittest.TestCase):
         self.assertGreater(backward, 0.0, "the end of the backward pass (its last chunk)")
         self.assertGreater(gradient, 0.0, "the gradients' hooks, the chunks' steps in them")
 
+    def test_one_step_stream_takes_every_chunk_and_a_bad_count_changes_nothing(self):
+        result = fresh(textwrap.dedent(self.RUN) + textwrap.dedent("""
+            bs, refused = handle.backward_step, []
+            for bad in (0, 3, True, 1.0):
+                try:
+                    bs.step_streams = bad
+                except ValueError as e:
+                    refused.append(str(e))
+            kept = bs.step_streams
+            bs.step_streams = 1
+            log = torch.cuda.log
+            start = len(log)
+            model(None)
+            torch.autograd.run_backward()
+            entered = [e[1] for e in log[start:] if e[0] == "enter_stream"]
+            opt.step()
+            waits = [e for e in log[start:] if e[0] == "wait_stream" and e[1] == 0]
+            print(json.dumps(dict(refused=refused, kept=kept, entered=entered, sides=sides,
+                                  waits=len(waits))))
+            """))
+        self.assertEqual(len(result["refused"]), 4, result["refused"])
+        self.assertTrue(all("step_streams must be 1 or 2" in e for e in result["refused"]))
+        self.assertEqual(result["kept"], 2, "a refused count changes nothing")
+        self.assertEqual(result["entered"], [result["sides"][0]] * 4,
+                         "every chunk on the first step stream")
+        self.assertGreaterEqual(result["waits"], 2, "the compute stream still waits for both")
+
     def test_a_strided_moment_is_mapped_where_it_is_and_keeps_its_layout(self):
         result = fresh(textwrap.dedent(self.RUN.replace(
             "        fake, model, opt = planned()\n",
