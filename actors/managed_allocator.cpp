@@ -164,7 +164,7 @@ class managed_allocator final : public allocator_impl::base {
   /// allocation back (in arrival order: one lane; a reply dropped at stop frees itself).
   template <class T, class Finish>
   caf::result<T> allocate_then(allocation_request req, Finish finish) {
-    if (auto ref = core_.try_allocate_now(req))
+    if (auto ref = try_now(req))
       return finish(std::move(*ref));
     auto rp = make_response_promise<T>();
     const auto attach = req.attach;
@@ -196,6 +196,22 @@ class managed_allocator final : public allocator_impl::base {
       rp.deliver(queued);
     }
     return rp;
+  }
+
+  /// The actor's own try (no growth): an allocation, or nullopt to go to the general lane. The
+  /// quota's refusal goes there too, behind the frees it may be waiting for: a region's last
+  /// drop frees it on that lane (cudaFree synchronizes the device), and until then the quota
+  /// counts it, so a caller that gave memory back and asks again must not be refused for it.
+  /// The releases queued meanwhile are freed first, so that their frees precede the job.
+  std::optional<byte_ref> try_now(const allocation_request& req) {
+    try {
+      return core_.try_allocate_now(req);
+    } catch (const error& e) {
+      if (e.code() != errc::quota_exceeded)
+        throw;
+      drain();
+      return std::nullopt;
+    }
   }
 
   caf::typed_response_promise<op_result> prefetch(const prefetch_request& r, bool discard_first) {

@@ -124,16 +124,18 @@ void fault_injecting_backend::resume() {
   hold_changed_.notify_all();
 }
 
-void fault_injecting_backend::maybe_fail(backend_op op) {
-  {
-    std::unique_lock lock(hold_mutex_);
-    if (holding_ == op) {
-      ++held_;
-      hold_changed_.notify_all();
-      hold_changed_.wait(lock, [this, op] { return holding_ != op; });
-      --held_;
-    }
+void fault_injecting_backend::wait_while_held(backend_op op) {
+  std::unique_lock lock(hold_mutex_);
+  if (holding_ == op) {
+    ++held_;
+    hold_changed_.notify_all();
+    hold_changed_.wait(lock, [this, op] { return holding_ != op; });
+    --held_;
   }
+}
+
+void fault_injecting_backend::maybe_fail(backend_op op) {
+  wait_while_held(op);
   const auto f = tick(op);
   if (!f)
     return;
@@ -151,6 +153,7 @@ void* fault_injecting_backend::allocate_managed(std::size_t bytes, attach_flag a
 
 void fault_injecting_backend::free_managed(void* ptr, std::size_t bytes) noexcept {
   try {
+    wait_while_held(backend_op::free);
     if (tick(backend_op::free))
       failed_frees_.fetch_add(1);
   } catch (...) {

@@ -137,7 +137,9 @@ class fault_injecting_backend final : public backend {
   };
   /// Counts a call of `op`; returns the fault to raise, if one is due.
   std::optional<fault> tick(backend_op op);
-  /// Counts a call and throws if a fault is due.
+  /// Waits while calls of `op` are held (`hold`).
+  void wait_while_held(backend_op op);
+  /// Waits while held, counts a call and throws if a fault is due.
   void maybe_fail(backend_op op);
 
   std::shared_ptr<backend> inner_;

@@ -272,6 +272,29 @@ TEST_F(off_loop, AnActorThatGotAnAttributesReplyMakesTheLastDropOfItsBlock) {
   EXPECT_EQ(in_use.get(), 0u) << "the attributes job still held the block after its reply";
 }
 
+TEST_F(off_loop, AnAllocateOverTheQuotaWaitsForTheFreesOnTheirWayToTheBackend) {
+  // A region's last drop frees it on the general lane; until that free ran the quota still
+  // counts the region. An allocate the quota refuses on the actor's loop meanwhile must wait for
+  // the free, not fail: the caller gave the memory back. (Eight threads allocating and
+  // releasing 64 MiB each through the facade ran into the quota with ~190 frees queued.)
+  resume_on_exit guard{*faults_};
+  constexpr std::size_t big = std::size_t{32} << 20;  // above the block allocator's sizes
+  auto direct =
+      make_client({.backend = {.instance = faults_}, .memory = {.quota_bytes = big + big / 2}});
+  faults_->hold(backend_op::free);
+  auto first = direct->allocate<std::byte>(big);
+  first.reset();
+  ASSERT_TRUE(faults_->wait_for_held(10s));  // its free is on the lane, held there
+  auto second = std::async(std::launch::async, [&] { return direct->allocate<std::byte>(big); });
+  // Either the refusal comes back, or the allocate waits as a job on the lane behind the free.
+  while (second.wait_for(0ms) != std::future_status::ready && direct->stats().pending_jobs == 0) {
+  }
+  faults_->resume();
+  const auto ref = second.get();  // throws quota_exceeded where it was refused
+  EXPECT_EQ(ref.size(), big);
+  EXPECT_EQ(direct->flush().live_regions, 1u);
+}
+
 TEST_F(off_loop, AnAllocatorWhoseLastHandleEndsInsideALaneJobStopsCleanly) {
   // The lane's job holds a handle to the allocator; when every other handle is gone, the job's
   // may be the last, and post_stop then runs on the lane's own thread, which must not wait for
