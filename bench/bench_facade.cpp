@@ -166,6 +166,9 @@ int run_facade_bench(backend_choice choice, int samples, bool tuned) {
   caf::actor_system sys{cfg};
   allocator_config ac;
   ac.backend.choice = choice;
+  // UMA_FACADE_HISTORY=N: the event history's slots (0: none), to see what recording costs.
+  if (const char* slots = std::getenv("UMA_FACADE_HISTORY"); slots != nullptr)
+    ac.supervision.event_history = std::strtoull(slots, nullptr, 10);
   client c(sys, ac);
   auto b = make_backend(choice);
   const location where = b->device_count() > 0 ? location::device(0) : location::host();

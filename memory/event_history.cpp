@@ -6,19 +6,13 @@
 #include <chrono>
 
 namespace uma {
-namespace {
 
-/// The ring's lock, taken without parking where it can be: a record holds it for tens of
-/// nanoseconds, threads handing out labelled blocks record at once, and a parked waiter costs
-/// up to ~75 µs to wake on the machines uma runs on: it spins as long as a spin_mutex does.
-std::unique_lock<std::mutex> take(std::mutex& m) {
-  if (m.try_lock() ||
-      detail::spin_until([&] { return m.try_lock(); }, detail::spin_mutex::spin_limit))
-    return std::unique_lock(m, std::adopt_lock);
-  return std::unique_lock(m);
-}
-
-}  // namespace
+/// A slot of its own cache lines: threads recording at once fill neighbouring slots.
+struct alignas(64) event_history::slot {
+  detail::spin_mutex mutex;                  // held for the copy of one event, tens of nanoseconds
+  std::uint64_t number = ~std::uint64_t{0};  // of the event held; none yet
+  allocator_event event;
+};
 
 std::string_view to_string(event_kind k) noexcept {
   switch (k) {
@@ -40,7 +34,10 @@ std::string_view to_string(event_kind k) noexcept {
   return "unknown";
 }
 
-event_history::event_history(std::size_t capacity) : capacity_(capacity), ring_(capacity) {}
+event_history::event_history(std::size_t capacity)
+    : capacity_(capacity), ring_(capacity != 0 ? new slot[capacity] : nullptr) {}
+
+event_history::~event_history() = default;
 
 void event_history::record(event_kind kind, std::uint64_t generation, std::uint64_t region,
                            std::uint64_t bytes, std::string_view label, std::string_view detail) {
@@ -49,33 +46,40 @@ void event_history::record(event_kind kind, std::uint64_t generation, std::uint6
   const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
-  const auto lock = take(mutex_);
-  auto& slot = ring_[next_];
-  slot.time_ns = now;
-  slot.kind = kind;
-  slot.generation = generation;
-  slot.region = region;
-  slot.bytes = bytes;
-  slot.label.assign(label);  // reuses the slot's buffer
-  slot.detail.assign(detail);
-  next_ = next_ + 1 == capacity_ ? 0 : next_ + 1;
-  ++count_;
+  // acq_rel: a reader that sees this number sees this thread's earlier events written.
+  const auto number = count_.fetch_add(1, std::memory_order_acq_rel);
+  auto& s = ring_[number % capacity_];
+  std::lock_guard lock(s.mutex);
+  if (s.number != ~std::uint64_t{0} && s.number > number)
+    return;  // the ring came round while this thread waited: a later event has the slot
+  s.number = number;
+  auto& e = s.event;
+  e.time_ns = now;
+  e.kind = kind;
+  e.generation = generation;
+  e.region = region;
+  e.bytes = bytes;
+  e.label.assign(label);  // reuses the slot's buffer
+  e.detail.assign(detail);
 }
 
 std::vector<allocator_event> event_history::events() const {
-  const auto lock = take(mutex_);
-  const auto held = static_cast<std::size_t>(std::min<std::uint64_t>(count_, capacity_));
+  const auto count = count_.load(std::memory_order_acquire);
+  const std::uint64_t first = count > capacity_ ? count - capacity_ : 0;
   std::vector<allocator_event> out;
-  out.reserve(held);
-  const std::size_t first = held < capacity_ ? 0 : next_;
-  for (std::size_t i = 0; i < held; ++i)
-    out.push_back(ring_[(first + i) % capacity_]);
+  out.reserve(static_cast<std::size_t>(count - first));
+  for (auto n = first; n < count; ++n) {
+    auto& s = ring_[n % capacity_];
+    std::lock_guard lock(s.mutex);
+    if (s.number == n)  // else still being recorded, or already overwritten
+      out.push_back(s.event);
+  }
   return out;
 }
 
 std::uint64_t event_history::dropped() const {
-  const auto lock = take(mutex_);
-  return count_ > capacity_ ? count_ - capacity_ : 0;
+  const auto count = count_.load(std::memory_order_acquire);
+  return count > capacity_ ? count - capacity_ : 0;
 }
 
 }  // namespace uma

@@ -1,8 +1,9 @@
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,21 +38,26 @@ struct allocator_event {
 
 /// A bounded ring of allocator events: past its capacity the oldest entry is overwritten (and
 /// counted as dropped); capacity 0 records nothing and costs one branch per event. Shared by a
-/// supervisor's incarnations (one ring across restarts), so its methods lock; each call is
-/// short (no allocation once the ring is full and labels fit their slots' strings).
+/// supervisor's incarnations (one ring across restarts) and written by every thread that hands
+/// out a labelled block, so it has no lock of its own: an event takes the next number from one
+/// atomic counter and fills its slot under that slot's lock, so threads recording at once meet
+/// only on the counter (no allocation once the ring is full and labels fit their slots'
+/// strings). Events of one thread are held in the order it recorded them.
 class event_history {
  public:
   /// A ring of `capacity` events (0: off). Allocates the slots up front.
   explicit event_history(std::size_t capacity);
   event_history(const event_history&) = delete;
   event_history& operator=(const event_history&) = delete;
+  ~event_history();
 
   /// False when the capacity is 0: callers skip building what they would record.
   [[nodiscard]] bool enabled() const noexcept { return capacity_ != 0; }
   /// Records one event, stamped now.
   void record(event_kind kind, std::uint64_t generation, std::uint64_t region, std::uint64_t bytes,
               std::string_view label = {}, std::string_view detail = {});
-  /// The events held, oldest first.
+  /// The events held, oldest first (an event whose recording is still under way on another
+  /// thread is not among them yet).
   [[nodiscard]] std::vector<allocator_event> events() const;
   /// Events overwritten since the start (the ring was full).
   [[nodiscard]] std::uint64_t dropped() const;
@@ -59,11 +65,12 @@ class event_history {
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
 
  private:
+  /// One event, its number and the lock that guards them (memory/event_history.cpp).
+  struct slot;
+
   const std::size_t capacity_;
-  mutable std::mutex mutex_;
-  std::vector<allocator_event> ring_;
-  std::size_t next_ = 0;     // slot the next event goes to
-  std::uint64_t count_ = 0;  // events recorded in all
+  const std::unique_ptr<slot[]> ring_;   // event n in slot n % capacity
+  std::atomic<std::uint64_t> count_{0};  // numbers handed out: events recorded in all
 };
 
 }  // namespace uma

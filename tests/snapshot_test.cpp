@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
+#include <vector>
 
 #include <caf/scoped_actor.hpp>
 
@@ -92,6 +95,58 @@ TEST_F(snapshot_test, ABoundedRingDropsTheOldestEvents) {
   EXPECT_EQ(s.events[1].label, "r4");
   EXPECT_EQ(s.events[1].kind, event_kind::allocate);
   EXPECT_EQ(s.events[2].kind, event_kind::release);
+}
+
+TEST(event_history_threads, ThreadsRecordingAtOnceKeepTheNewestEventsEachThreadsInItsOrder) {
+  // Eight threads record at once (labelled blocks do, from every thread that hands one out)
+  // while a reader takes the events: each snapshot holds each thread's events in the order it
+  // recorded them, and at the end the ring holds exactly the newest `capacity` events: of each
+  // thread, the last ones it recorded, none missing.
+  constexpr int threads = 8;
+  constexpr std::uint64_t per_thread = 1000;
+  constexpr std::size_t capacity = 4096;
+  event_history h(capacity);
+  std::atomic<int> done{0};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < threads; ++t)
+    writers.emplace_back([&, t] {
+      for (std::uint64_t i = 0; i < per_thread; ++i)
+        h.record(event_kind::allocate, static_cast<std::uint64_t>(t), i, 64, "w");
+      done.fetch_add(1);
+    });
+  std::size_t snapshots = 0;
+  const auto in_order = [](const std::vector<allocator_event>& events) {
+    std::vector<std::int64_t> last(threads, -1);
+    for (const auto& e : events) {
+      auto& l = last[static_cast<std::size_t>(e.generation)];
+      if (static_cast<std::int64_t>(e.region) <= l)
+        return false;
+      l = static_cast<std::int64_t>(e.region);
+    }
+    return true;
+  };
+  do {
+    const auto events = h.events();
+    ASSERT_LE(events.size(), capacity);
+    ASSERT_TRUE(in_order(events)) << "a thread's events out of its order";
+    ++snapshots;
+  } while (done.load() != threads);
+  for (auto& w : writers)
+    w.join();
+  const auto events = h.events();
+  ASSERT_EQ(events.size(), capacity);
+  EXPECT_EQ(h.dropped(), threads * per_thread - capacity);
+  EXPECT_TRUE(in_order(events));
+  std::vector<std::uint64_t> held(threads, 0), first(threads, per_thread);
+  for (const auto& e : events) {
+    ++held[static_cast<std::size_t>(e.generation)];
+    first[static_cast<std::size_t>(e.generation)] =
+        std::min(first[static_cast<std::size_t>(e.generation)], e.region);
+  }
+  for (int t = 0; t < threads; ++t)  // a suffix of each thread's events, none missing
+    EXPECT_EQ(first[static_cast<std::size_t>(t)] + held[static_cast<std::size_t>(t)], per_thread)
+        << "thread " << t;
+  EXPECT_GE(snapshots, 1u);
 }
 
 TEST_F(snapshot_test, CapacityZeroRecordsNothing) {
