@@ -46,10 +46,11 @@ def sliced(fused, limit, cache=None):
     the link (on the H200, a kernel across the link delays the kernels of other streams for its
     whole duration: 6-7x the backward pass's own kernels' time in bench/python/
     link_interference.py; in 1 Mi-element launches 1.4-1.8x, at the same link rate).
-    `cache` (a dict, or None): the slices of a parameter and its state kept from call to call,
-    keyed by the parameter, used again while the same tensors come (checked by identity); only
-    the gradient, new at every step, is cut at every call. The step runs on the autograd
-    thread, whose time the backward pass's kernels wait for."""
+    `cache` (a dict, or None): each call's launches (_Plan: which slices of the parameters and
+    their state go together) kept from call to call, keyed by the parameters, used again while
+    the same tensors come at the same addresses and sizes; only the gradients, new at every
+    step, are cut at every call. The step runs on the autograd thread, whose time the backward
+    pass's kernels wait for."""
     check_slice_limit(limit)
     return functools.partial(_sliced_call, fused, limit, cache)
 
@@ -57,21 +58,22 @@ def sliced(fused, limit, cache=None):
 def _sliced_call(fused, limit, cache, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
                  state_steps, **kwargs):
     """One call of `fused` issued as sliced() describes (`limit` checked by the caller)."""
-    lists = [params, grads, exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs]
-                                                      if max_exp_avg_sqs else [])
-    # A parameter with a strided tensor (a channels_last moment) goes whole, in a call of its
-    # own: flat slices of it would not be its elements; the others are still sliced.
-    whole = [i for i in range(len(params)) if not all(g[i].is_contiguous() for g in lists)]
+    states = [exp_avgs, exp_avg_sqs] + ([max_exp_avg_sqs] if max_exp_avg_sqs else [])
+    plan = _Plan.of(params, states, limit, cache)
+    # A parameter with a strided tensor (a channels_last moment, or a gradient) goes whole, in
+    # a call of its own: flat slices of it would not be its elements; the others are sliced.
+    whole = plan.whole + [i for i in plan.cut if not grads[i].is_contiguous()]
+    if len(whole) > len(plan.whole):  # a strided gradient (not seen in practice): no plan
+        plan = _Plan(params, states, limit, whole)
     if whole:
-        fused(*([g[i] for i in whole] for g in lists[:4]),
+        fused([params[i] for i in whole], [grads[i] for i in whole],
+              *([group[i] for i in whole] for group in states[:2]),
               [max_exp_avg_sqs[i] for i in whole] if max_exp_avg_sqs else [],
               [state_steps[i] for i in whole], **kwargs)
-    skip = set(whole)
-    items = ((i, _cuts([group[i] for group in lists], limit, cache))
-             for i in range(len(params)) if i not in skip)
-    for keys, parts in in_launches(items, limit):
-        fused(*parts[:4], parts[4] if max_exp_avg_sqs else [],
-              [state_steps[i] for i in keys], **kwargs)
+    grad_cuts = {i: grads[i].view(-1).split(limit) for i in plan.cut}
+    for keys, pairs, parts in plan.launches:
+        fused(parts[0], [grad_cuts[i][k] for i, k in pairs], parts[1], parts[2],
+              parts[3] if max_exp_avg_sqs else [], [state_steps[i] for i in keys], **kwargs)
 
 
 def in_launches(items, limit):
@@ -95,24 +97,53 @@ def in_launches(items, limit):
         yield keys, parts
 
 
-def _cuts(tensors, limit, cache):
-    """[slices of each of `tensors`] (a parameter, its gradient, its state tensors), flat, cut
-    at every `limit` elements; the non-gradient ones from `cache` where the same tensors, at
-    the same addresses and sizes (`param.data = ...` keeps the object and moves its memory),
-    were cut before with the same limit."""
-    grad_cuts = tensors[1].view(-1).split(limit)
-    if cache is None:
-        return [grad_cuts if k == 1 else t.view(-1).split(limit) for k, t in enumerate(tensors)]
-    where = [None if k == 1 else (t.data_ptr(), t.numel()) for k, t in enumerate(tensors)]
-    kept = cache.get(id(tensors[0]))
-    if kept is None or kept[0] != limit or kept[3] != where or any(
-            k != 1 and a is not b for k, (a, b) in enumerate(zip(kept[1], tensors))):
-        # (the entry holds its tensors: an id in it is not reused while it is kept)
-        kept = (limit, list(tensors), [None if k == 1 else t.view(-1).split(limit)
-                                       for k, t in enumerate(tensors)], where)
-        kept[1][1] = None  # the gradient is not kept
-        cache[id(tensors[0])] = kept
-    return [grad_cuts if k == 1 else cuts for k, cuts in enumerate(kept[2])]
+class _Plan:
+    """The launches of one sliced call: the parameters' and their state's slices, grouped as
+    in_launches() groups them, with (parameter, slice) pairs to put each call's gradient slices
+    in their places. Built from the parameter and state tensors alone: a call's gradients are
+    cut by the caller."""
+
+    KEPT = 256  # plans a cache holds at most (one a chunk; more only if the chunks change)
+
+    def __init__(self, params, states, limit, whole=None):
+        self.limit, self.tensors = limit, [list(params)] + [list(g) for g in states]
+        self.where = self._where(self.tensors)
+        if whole is None:
+            whole = [i for i in range(len(params))
+                     if not all(g[i].is_contiguous() for g in self.tensors)]
+        self.whole, skip = whole, set(whole)
+        self.cut = [i for i in range(len(params)) if i not in skip]
+        items = ((i, [t[i].view(-1).split(limit) for t in self.tensors]) for i in self.cut)
+        self.launches, taken = [], {}  # (keys, (parameter, its slice number) pairs, parts)
+        for keys, parts in in_launches(items, limit):
+            pairs = []
+            for i in keys:  # in_launches yields each parameter's slices in order
+                pairs.append((i, taken.get(i, 0)))
+                taken[i] = pairs[-1][1] + 1
+            self.launches.append((keys, pairs, parts + [[]] * (4 - len(parts))))
+
+    @staticmethod
+    def _where(tensors):
+        return [(t.data_ptr(), t.numel()) for group in tensors for t in group]
+
+    @classmethod
+    def of(cls, params, states, limit, cache):
+        """The call's plan: from `cache` where the same parameter and state tensors come again
+        at the same addresses and sizes (`param.data = ...` keeps the object and moves its
+        memory), else a new one, kept."""
+        if cache is None:
+            return cls(params, states, limit)
+        key = (limit, tuple(map(id, params)))
+        plan = cache.get(key)
+        tensors = [params] + states
+        if plan is not None and len(plan.tensors) == len(tensors) and all(
+                a is b for kept, now in zip(plan.tensors, tensors)
+                for a, b in zip(kept, now)) and plan.where == cls._where(tensors):
+            return plan  # (the plan holds its tensors: the ids in its key are not reused)
+        if len(cache) >= cls.KEPT:
+            cache.clear()
+        plan = cache[key] = cls(params, states, limit)
+        return plan
 
 
 class _Slicing:

@@ -779,10 +779,36 @@ class SlicedFusedStepTest(unittest.TestCase):
         self.assertEqual(result[0], [[2000], ["s1"]], "the strided one whole, first")
         self.assertEqual(result[1:], [[[1024], ["s0"]], [[1024], ["s0"]], [[952], ["s0"]]])
 
+    def test_a_strided_gradient_goes_whole_for_its_call_and_the_kept_plan_is_untouched(self):
+        result = fresh("""
+            from uma_torch.backward_step import sliced
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            lists = [[torch.empty(n, device="cuda") for n in (3000, 2000)] for _ in range(4)]
+            cache, calls = {}, []
+            for strided in (False, True, False):
+                lists[1] = [torch.empty(n, device="cuda") for n in (3000, 2000)]
+                lists[1][1]._contiguous = not strided
+                launches = []
+                sliced(lambda p, g, m, v, mx, steps, **kw: launches.append(
+                    [[t.numel() for t in p], steps]), 1024, cache)(*lists, [], ["s0", "s1"],
+                                                                    lr=0.1)
+                calls.append(launches)
+            print(json.dumps(dict(calls=calls, kept=len(cache))))
+            """)
+        sliced_both = [[[1024], ["s0"]], [[1024], ["s0"]], [[952], ["s0"]], [[1024], ["s1"]],
+                       [[976], ["s1"]]]
+        self.assertEqual(result["calls"][0], sliced_both)
+        self.assertEqual(result["calls"][1], [[[2000], ["s1"]], [[1024], ["s0"]],
+                                              [[1024], ["s0"]], [[952], ["s0"]]],
+                         "the strided gradient's parameter whole, first; the other sliced")
+        self.assertEqual(result["calls"][2], sliced_both, "the kept plan as before")
+        self.assertEqual(result["kept"], 1)
+
     def test_kept_slices_follow_the_tensors_a_call_brings(self):
-        """With a cache, a parameter's and its state's slices are kept from call to call, but a
-        call's gradients are always its own, and a state tensor replaced since (own pages, a
-        loaded state dict) is cut anew: no launch reaches memory the call did not bring."""
+        """With a cache, a call's launches (the parameters' and their state's slices) are kept
+        from call to call, but a call's gradients are always its own, and a plan whose state
+        tensor was replaced since (own pages, a loaded state dict) or whose parameter's memory
+        moved is made anew: no launch reaches memory the call did not bring."""
         result = fresh("""
             from uma_torch.backward_step import sliced
             uma_torch.install(backend="host", quota_bytes=64 << 20)
@@ -808,18 +834,19 @@ class SlicedFusedStepTest(unittest.TestCase):
                 if turn == 3:  # the same object, its memory moved (param.data = ...)
                     lists[0][0]._storage = torch.empty(3000, device="cuda")._storage
                 seen.clear()
-                before = [id(c) for c in cache[id(lists[0][0])][2][0]] if cache else None
+                before = list(cache.values()) if cache else None
                 sliced(fused, 1024, cache)(*lists, [], ["s0", "s1"], lr=0.1)
-                reused.append(before == [id(c) for c in cache[id(lists[0][0])][2][0]])
+                reused.append(before is not None and list(cache.values())[0] is before[0])
                 got = [sorted(p for launch in seen for p in launch[g]) for g in range(4)]
                 calls.append(dict(got=got, want=spans(lists)))
             print(json.dumps(dict(calls=calls, kept=len(cache), reused=reused)))
             """)
         for turn, call in enumerate(result["calls"]):
             self.assertEqual(call["got"], call["want"], f"call {turn}: the call's own tensors")
-        self.assertEqual(result["kept"], 2, "one entry a parameter")
-        self.assertEqual(result["reused"], [False, True, True, False],
-                         "the first parameter's slices kept until its memory moved")
+        self.assertEqual(result["kept"], 1, "one plan for the call's parameters")
+        self.assertEqual(result["reused"], [False, True, False, False],
+                         "the plan kept for new gradients, made anew for a replaced moment and "
+                         "for a parameter's moved memory")
 
 
 class SlicingPatchTest(unittest.TestCase):
