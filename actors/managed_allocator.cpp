@@ -137,11 +137,15 @@ class managed_allocator final : public allocator_impl::base {
     });
   }
 
-  /// Slabs go back with cudaFree, which synchronizes the device: on the general lane.
+  /// The block allocator's idle slabs come back as releases: drained at once, they go back
+  /// with cudaFree on the general lane (it synchronizes the device). Replies their bytes once
+  /// that lane has run those frees (and whatever a caller's trim queued there before).
   caf::typed_response_promise<std::uint64_t> trim() {
+    const auto bytes = core_.blocks()->trim();
+    drain();
     return offload<std::uint64_t>(
-        worker_lanes::general, [stack = core_.resources()] { return std::uint64_t{stack->trim()}; },
-        {}, completion::enqueued, [](std::uint64_t&) {});
+        worker_lanes::general, [bytes] { return bytes; }, {}, completion::enqueued,
+        [](std::uint64_t&) {});
   }
 
   /// A lane's job finished: its completion runs here, on the actor's thread.
@@ -156,15 +160,17 @@ class managed_allocator final : public allocator_impl::base {
   }
 
   caf::result<byte_ref> allocate(const allocate_request& r) {
-    return allocate_then<byte_ref>(core_.checked_request(r), [](byte_ref ref) { return ref; });
+    return allocate_then<byte_ref>(core_.checked_request(r), r.stream,
+                                   [](byte_ref ref) { return ref; });
   }
 
-  /// Serves `req` on the actor's thread when the stack can without growing; else one job on the
-  /// general lane allocates through the stack (growth, retry, quota) and its reply carries the
-  /// allocation back (in arrival order: one lane; a reply dropped at stop frees itself).
+  /// Serves `req` on the actor's thread when it can (a block of the block allocator under the
+  /// `pool` policy, else a direct region); else one job on the general lane allocates it there
+  /// (behind the frees queued before it) and its reply carries the ref or the allocation back
+  /// (in arrival order: one lane; a reply dropped at stop frees itself).
   template <class T, class Finish>
-  caf::result<T> allocate_then(allocation_request req, Finish finish) {
-    if (auto ref = try_now(req))
+  caf::result<T> allocate_then(allocation_request req, stream_view stream, Finish finish) {
+    if (auto ref = try_now(req, stream))
       return finish(std::move(*ref));
     auto rp = make_response_promise<T>();
     const auto attach = req.attach;
@@ -172,10 +178,14 @@ class managed_allocator final : public allocator_impl::base {
                                                                 caf::error& err) mutable {
       if (!err)
         err = detail::error_of([&] {
+          if (payload.match_elements<byte_ref>()) {  // a block: the job took it
+            rp.deliver(finish(payload.get_as<byte_ref>(0)));
+            return;
+          }
           auto handoff = payload.get_as<allocation_handoff>(0);  // a copy: shares the state
           auto memory = handoff.take();
           if (!memory)
-            raise(errc::backend_error, "allocate: the growth job's reply carried no allocation");
+            raise(errc::backend_error, "allocate: the lane job's reply carried no allocation");
           rp.deliver(finish(core_.adopt(*memory, attach)));
         });
       if (err) {
@@ -183,14 +193,7 @@ class managed_allocator final : public allocator_impl::base {
         rp.deliver(std::move(err));
       }
     };
-    const auto queued = detail::error_of([&] {
-      jobs_.post(
-          caf::actor_cast<allocator_impl>(this), worker_lanes::general,
-          [stack = core_.resources(), req = std::move(req)] {
-            return allocation_handoff(stack, stack->allocate(req));
-          },
-          {}, completion::enqueued, reply, false);
-    });
+    const auto queued = detail::error_of([&] { post_allocation(std::move(req), stream, reply); });
     if (queued) {  // the promise owns the reply now: answer through it
       core_.count_failure(queued);
       rp.deliver(queued);
@@ -198,14 +201,35 @@ class managed_allocator final : public allocator_impl::base {
     return rp;
   }
 
+  /// Queues the allocation of `req` on the general lane: a block's or a region's memory.
+  void post_allocation(allocation_request req, stream_view stream, detail::finish_fn reply) {
+    const auto self = caf::actor_cast<allocator_impl>(this);
+    if (core_.as_block(req))
+      jobs_.post(
+          self, worker_lanes::general,
+          [blocks = core_.blocks(), req = std::move(req), stream] {
+            return req.label.empty()
+                       ? blocks->allocate(req.bytes, 0, stream)
+                       : blocks->allocate_labelled<std::byte>(req.bytes, req.label, 0, stream);
+          },
+          {}, completion::enqueued, std::move(reply), false);
+    else
+      jobs_.post(
+          self, worker_lanes::general,
+          [stack = core_.resources(), req = std::move(req)] {
+            return allocation_handoff(stack, stack->allocate(req));
+          },
+          {}, completion::enqueued, std::move(reply), false);
+  }
+
   /// The actor's own try (no growth): an allocation, or nullopt to go to the general lane. The
   /// quota's refusal goes there too, behind the frees it may be waiting for: a region's last
   /// drop frees it on that lane (cudaFree synchronizes the device), and until then the quota
   /// counts it, so a caller that gave memory back and asks again must not be refused for it.
   /// The releases queued meanwhile are freed first, so that their frees precede the job.
-  std::optional<byte_ref> try_now(const allocation_request& req) {
+  std::optional<byte_ref> try_now(const allocation_request& req, stream_view stream) {
     try {
-      return core_.try_allocate_now(req);
+      return core_.try_allocate_now(req, stream);
     } catch (const error& e) {
       if (e.code() != errc::quota_exceeded)
         throw;

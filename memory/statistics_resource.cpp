@@ -48,12 +48,6 @@ void statistics_resource::do_deallocate(const allocation& a) noexcept {
   deallocations_.fetch_add(1, relaxed);
 }
 
-void statistics_resource::forget(std::uint64_t bytes, std::uint64_t count) noexcept {
-  current_bytes_.fetch_sub(bytes, relaxed);
-  current_count_.fetch_sub(count, relaxed);
-  deallocations_.fetch_add(count, relaxed);
-}
-
 resource_statistics statistics_resource::statistics() const noexcept {
   return {current_bytes_.load(relaxed), current_count_.load(relaxed), peak_bytes_.load(relaxed),
           total_bytes_.load(relaxed),   allocations_.load(relaxed),   deallocations_.load(relaxed),

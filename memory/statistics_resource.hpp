@@ -26,9 +26,6 @@ class statistics_resource final : public resource_adaptor {
   /// Counts what goes through to `upstream`.
   explicit statistics_resource(memory_resource& upstream) noexcept : resource_adaptor(upstream) {}
 
-  /// Counts `count` allocations of `bytes` charged bytes in all as given back without passing
-  /// through: post_stop lets a pool's blocks go with their slabs (one call, not one per block).
-  void forget(std::uint64_t bytes, std::uint64_t count) noexcept;
   /// The counters now (each read atomically; the set is not one instant under load).
   [[nodiscard]] resource_statistics statistics() const noexcept;
 

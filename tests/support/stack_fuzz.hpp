@@ -20,9 +20,9 @@ class stack_fuzz_violation : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
-/// Decodes `input` into a stack configuration (policy, slab and block sizes, quota) and a
-/// sequence of operations (allocate, try_allocate, deallocate, set_limit, trim, a fault on the
-/// next backend call), runs them on a fresh stack over a fault-injecting wrapper of `host`, and
+/// Decodes `input` into a stack configuration (a quota; three bytes before it are read and ignored)
+/// and a sequence of operations (allocate, try_allocate, deallocate, set_limit, trim, a fault on
+/// the next backend call), runs them on a fresh stack over a fault-injecting wrapper of `host`, and
 /// checks the stack's invariants after every step and at the end (everything given back, every
 /// backend allocation freed once). Throws `stack_fuzz_violation` when one does not hold; any
 /// other exception escaping is a violation too (only `uma::error` with a valid code is allowed,
