@@ -222,14 +222,14 @@ class managed_allocator final : public allocator_impl::base {
           {}, completion::enqueued, std::move(reply), false);
   }
 
-  /// The actor's own try (no growth): an allocation, or nullopt to go to the general lane. The
-  /// quota's refusal goes there too, behind the frees it may be waiting for: a region's last
+  /// The actor's own try: an allocation, or nullopt to go to the general lane. The quota's
+  /// refusal goes there, behind the frees it may be waiting for: a region's last
   /// drop frees it on that lane (cudaFree synchronizes the device), and until then the quota
   /// counts it, so a caller that gave memory back and asks again must not be refused for it.
   /// The releases queued meanwhile are freed first, so that their frees precede the job.
   std::optional<byte_ref> try_now(const allocation_request& req, stream_view stream) {
     try {
-      return core_.try_allocate_now(req, stream);
+      return core_.allocate_now(req, stream);
     } catch (const error& e) {
       if (e.code() != errc::quota_exceeded)
         throw;

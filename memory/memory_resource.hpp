@@ -49,10 +49,6 @@ class memory_resource {
   /// `overflow` (the charge does not fit size_t), `quota_exceeded`, `out_of_memory` or the
   /// backend's error.
   [[nodiscard]] allocation allocate(const allocation_request& r);
-  /// Memory for `r` without growing a cache: nullopt when a cache would have to grow first.
-  /// No resource of uma's stacks caches (small blocks are the block allocator's, above the
-  /// stack), so this is `allocate`: one backend call (what `direct` means). Throws as allocate.
-  [[nodiscard]] std::optional<allocation> try_allocate(const allocation_request& r);
   /// Gives `a` back (exactly as allocate returned it).
   void deallocate(const allocation& a) noexcept { do_deallocate(a); }
   /// The bytes `bytes` at `alignment` would be charged: the stack's one rounding rule (the
@@ -60,23 +56,14 @@ class memory_resource {
   [[nodiscard]] std::size_t charge_for(std::size_t bytes, std::size_t alignment) const {
     return do_charge_for(bytes, alignment);
   }
-  /// How many more bytes may be taken from the backend (a limit's headroom; SIZE_MAX where none
-  /// applies).
-  [[nodiscard]] std::size_t available() const noexcept { return do_available(); }
-  /// Gives cached memory back to the backend; returns how many slabs went back (0: no resource
-  /// of uma's stacks caches).
-  std::size_t trim() noexcept { return do_trim(); }
   /// What every allocation of this resource guarantees.
   [[nodiscard]] resource_properties properties() const noexcept { return do_properties(); }
 
  protected:
   virtual allocation do_allocate(const allocation_request& r) = 0;
-  virtual std::optional<allocation> do_try_allocate(const allocation_request& r) = 0;
   virtual void do_deallocate(const allocation& a) noexcept = 0;
   [[nodiscard]] virtual std::size_t do_charge_for(std::size_t bytes,
                                                   std::size_t alignment) const = 0;
-  [[nodiscard]] virtual std::size_t do_available() const noexcept = 0;
-  virtual std::size_t do_trim() noexcept = 0;
   [[nodiscard]] virtual resource_properties do_properties() const noexcept = 0;
 
  private:

@@ -27,20 +27,6 @@ allocation statistics_resource::do_allocate(const allocation_request& r) {
   }
 }
 
-std::optional<allocation> statistics_resource::do_try_allocate(const allocation_request& r) {
-  try {
-    auto a = upstream().try_allocate(r);
-    if (a)
-      count(*a);
-    else
-      misses_.fetch_add(1, relaxed);
-    return a;
-  } catch (...) {
-    failures_.fetch_add(1, relaxed);
-    throw;
-  }
-}
-
 void statistics_resource::do_deallocate(const allocation& a) noexcept {
   upstream().deallocate(a);
   current_bytes_.fetch_sub(a.charged, relaxed);
@@ -51,7 +37,7 @@ void statistics_resource::do_deallocate(const allocation& a) noexcept {
 resource_statistics statistics_resource::statistics() const noexcept {
   return {current_bytes_.load(relaxed), current_count_.load(relaxed), peak_bytes_.load(relaxed),
           total_bytes_.load(relaxed),   allocations_.load(relaxed),   deallocations_.load(relaxed),
-          failures_.load(relaxed),      misses_.load(relaxed)};
+          failures_.load(relaxed)};
 }
 
 }  // namespace uma

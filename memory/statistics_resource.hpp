@@ -15,8 +15,7 @@ struct resource_statistics {
   std::uint64_t total_bytes = 0;  ///< ever allocated
   std::uint64_t allocations = 0;
   std::uint64_t deallocations = 0;
-  std::uint64_t failures = 0;  ///< allocate/try_allocate calls that threw
-  std::uint64_t misses = 0;    ///< try_allocate calls answered nullopt (a pool had to grow)
+  std::uint64_t failures = 0;  ///< allocate calls that threw
 };
 
 /// Counts what passes through it: current, peak and total bytes, and calls per operation.
@@ -31,7 +30,6 @@ class statistics_resource final : public resource_adaptor {
 
  protected:
   allocation do_allocate(const allocation_request& r) override;
-  std::optional<allocation> do_try_allocate(const allocation_request& r) override;
   void do_deallocate(const allocation& a) noexcept override;
 
  private:
@@ -39,7 +37,7 @@ class statistics_resource final : public resource_adaptor {
 
   std::atomic<std::uint64_t> current_bytes_{0}, current_count_{0}, peak_bytes_{0};
   std::atomic<std::uint64_t> total_bytes_{0}, allocations_{0}, deallocations_{0};
-  std::atomic<std::uint64_t> failures_{0}, misses_{0};
+  std::atomic<std::uint64_t> failures_{0};
 };
 
 }  // namespace uma

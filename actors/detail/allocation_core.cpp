@@ -101,15 +101,11 @@ bool allocation_core::as_block(const allocation_request& r) const noexcept {
          r.attach == attach_flag::global;
 }
 
-std::optional<byte_ref> allocation_core::try_allocate_now(const allocation_request& r,
-                                                          stream_view stream) {
+byte_ref allocation_core::allocate_now(const allocation_request& r, stream_view stream) {
   if (as_block(r))  // a miss carves a slab here: one backend call, as a direct region's
     return r.label.empty() ? blocks_->allocate(r.bytes, 0, stream)
                            : blocks_->allocate_labelled<std::byte>(r.bytes, r.label, 0, stream);
-  const auto a = stack_->top().try_allocate(r);
-  if (!a)
-    return std::nullopt;
-  return adopt(*a, r.attach);
+  return adopt(stack_->top().allocate(r), r.attach);
 }
 
 byte_ref allocation_core::adopt(const allocation& a, attach_flag attach) {

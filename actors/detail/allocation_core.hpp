@@ -42,13 +42,12 @@ class allocation_core {
   /// Every check of an allocate request that is about the request (sizes, stream), before
   /// anything changes; what the stack refuses (alignment, quota, overflow) it throws itself.
   [[nodiscard]] allocation_request checked_request(const allocate_request& r) const;
-  /// The memory for `r` (used on `stream`) now, or nullopt when the stack must grow first (call
-  /// `resources()->allocate` off the actor's loop, then `adopt`). Under the `pool` policy a
-  /// request the block allocator serves (`as_block`) is one of its blocks, labelled when `r`
-  /// is (the ref is the block's: no region of the table); anything else is a direct region,
-  /// one backend call on the actor's thread: what `direct` means.
-  [[nodiscard]] std::optional<byte_ref> try_allocate_now(const allocation_request& r,
-                                                         stream_view stream);
+  /// The memory for `r`, used on `stream`. Under the `pool` policy a request the block
+  /// allocator serves (`as_block`) is one of its blocks, labelled when `r` is (the ref is the
+  /// block's: no region of the table; a miss carves a slab); anything else is a direct region.
+  /// Either is at most one backend call on the actor's thread: what `direct` means. Throws
+  /// what the stack or the block allocator throws (nothing changed then).
+  [[nodiscard]] byte_ref allocate_now(const allocation_request& r, stream_view stream);
   /// True when `r` is served as a block: the `pool` policy, a size the block allocator serves,
   /// at most page alignment, attached globally.
   [[nodiscard]] bool as_block(const allocation_request& r) const noexcept;

@@ -92,16 +92,14 @@ class stack_harness {
     switch (op) {
       case 0:
       case 1:
-        return allocate(false);
-      case 2:
-        return allocate(true);
+      case 2:  // was try_allocate, which the stack no longer has (no layer caches)
+        return allocate();
       case 3:
       case 4:
         return deallocate(in_.byte());
       case 5:
         return set_limit();
-      case 6:
-        static_cast<void>(stack_->top().trim());
+      case 6:  // was trim: nothing to give back
         return;
       default:
         return inject();
@@ -136,11 +134,11 @@ class stack_harness {
     return r;
   }
 
-  void allocate(bool try_only) {
+  void allocate() {
     const auto r = request();
-    std::optional<allocation> a;
+    allocation a;
     try {
-      a = try_only ? stack_->top().try_allocate(r) : std::optional(stack_->top().allocate(r));
+      a = stack_->top().allocate(r);
     } catch (const error& e) {
       if (malformed(r))
         expect(e.code() == errc::invalid_argument,
@@ -153,8 +151,7 @@ class stack_harness {
       throw;
     }
     expect(!malformed(r), "a malformed request was served");
-    if (a)
-      hold(*a, r);
+    hold(a, r);
   }
 
   void hold(const allocation& a, const allocation_request& r) {
@@ -244,10 +241,9 @@ class stack_harness {
     while (!held_.empty())
       deallocate(0);
     faults_->clear();
-    static_cast<void>(stack_->top().trim());
     const auto stats = stack_->statistics().statistics();
     expect(stats.current_bytes == 0 && stats.current_count == 0, "statistics after everything");
-    expect(stack_->limit().held() == 0, "the limit still holds bytes after a trim");
+    expect(stack_->limit().held() == 0, "the limit still holds bytes after everything");
     expect(stack_->tracking().size() == 0, "tracking still reports allocations");
     const auto after = host_->counters();
     expect(after.allocations - before_.allocations == after.frees - before_.frees,
