@@ -340,7 +340,7 @@ void run_throughput(context& ctx, section& s) {
     client owner(ctx.sys, ctx.config(policy));
     owner.set_cache_max_bytes(
         0);  // these rows measure the message path; uma_native_bench the caching layer
-    // Warm-up: the pool's first slab, CAF's workers.
+    // Warm-up: the block allocator's first slab, CAF's workers.
     auto warm = run_chain<byte_ref>(ctx.sys, owner.handle(),
                                     chain_limits{0, static_cast<std::size_t>(ctx.opt.warmups())},
                                     allocate_atom_v, bytes_request(target_bytes));

@@ -161,7 +161,7 @@ void run_pooled_prefetch(context& ctx, section& s) {
     cuda::fill(uma_ptrs.back(), block, static_cast<std::uint32_t>(i), ctx.stream);
   }
   cuda::synchronize(ctx.stream);
-  // Whether the pool's blocks are one contiguous span (what uma's coalescing turns into one
+  // Whether the pool policy's blocks are one contiguous span (what uma's coalescing turns into one
   // range); then a single raw call over that span is the floor.
   auto lowest = *std::min_element(uma_ptrs.begin(), uma_ptrs.end());
   bool contiguous = true;
