@@ -159,41 +159,34 @@ class managed_allocator final : public allocator_impl::base {
       quit(std::move(reason));  // the supervisor decides what comes next
   }
 
-  caf::result<byte_ref> allocate(const allocate_request& r) {
-    return allocate_then<byte_ref>(core_.checked_request(r), r.stream,
-                                   [](byte_ref ref) { return ref; });
-  }
-
-  /// Serves `req` on the actor's thread when it can (a block of the block allocator under the
+  /// Serves `r` on the actor's thread when it can (a block of the block allocator under the
   /// `pool` policy, else a direct region); else one job on the general lane allocates it there
   /// (behind the frees queued before it) and its reply carries the ref or the allocation back
   /// (in arrival order: one lane; a reply dropped at stop frees itself).
-  template <class T, class Finish>
-  caf::result<T> allocate_then(allocation_request req, stream_view stream, Finish finish) {
-    if (auto ref = try_now(req, stream))
-      return finish(std::move(*ref));
-    auto rp = make_response_promise<T>();
-    const auto attach = req.attach;
-    auto reply = [this, rp, attach, finish = std::move(finish)](caf::message& payload,
-                                                                caf::error& err) mutable {
+  caf::result<byte_ref> allocate(const allocate_request& r) {
+    auto req = core_.checked_request(r);
+    if (auto ref = try_now(req, r.stream))
+      return std::move(*ref);
+    auto rp = make_response_promise<byte_ref>();
+    auto reply = [this, rp, attach = req.attach](caf::message& payload, caf::error& err) mutable {
       if (!err)
         err = detail::error_of([&] {
           if (payload.match_elements<byte_ref>()) {  // a block: the job took it
-            rp.deliver(finish(payload.get_as<byte_ref>(0)));
+            rp.deliver(payload.get_as<byte_ref>(0));
             return;
           }
           auto handoff = payload.get_as<allocation_handoff>(0);  // a copy: shares the state
           auto memory = handoff.take();
           if (!memory)
             raise(errc::backend_error, "allocate: the lane job's reply carried no allocation");
-          rp.deliver(finish(core_.adopt(*memory, attach)));
+          rp.deliver(core_.adopt(*memory, attach));
         });
       if (err) {
         core_.count_failure(err);
         rp.deliver(std::move(err));
       }
     };
-    const auto queued = detail::error_of([&] { post_allocation(std::move(req), stream, reply); });
+    const auto queued = detail::error_of([&] { post_allocation(std::move(req), r.stream, reply); });
     if (queued) {  // the promise owns the reply now: answer through it
       core_.count_failure(queued);
       rp.deliver(queued);
@@ -201,16 +194,14 @@ class managed_allocator final : public allocator_impl::base {
     return rp;
   }
 
-  /// Queues the allocation of `req` on the general lane: a block's or a region's memory.
+  /// Queues the allocation of `req` on the general lane: a block, or a region's memory.
   void post_allocation(allocation_request req, stream_view stream, detail::finish_fn reply) {
     const auto self = caf::actor_cast<allocator_impl>(this);
     if (core_.as_block(req))
       jobs_.post(
           self, worker_lanes::general,
           [blocks = core_.blocks(), req = std::move(req), stream] {
-            return req.label.empty()
-                       ? blocks->allocate(req.bytes, 0, stream)
-                       : blocks->allocate_labelled<std::byte>(req.bytes, req.label, 0, stream);
+            return detail::allocation_core::take_block(*blocks, req, stream);
           },
           {}, completion::enqueued, std::move(reply), false);
     else

@@ -101,10 +101,15 @@ bool allocation_core::as_block(const allocation_request& r) const noexcept {
          r.attach == attach_flag::global;
 }
 
+byte_ref allocation_core::take_block(block_allocator& blocks, const allocation_request& r,
+                                     stream_view stream) {
+  return r.label.empty() ? blocks.allocate(r.bytes, 0, stream)
+                         : blocks.allocate_labelled<std::byte>(r.bytes, r.label, 0, stream);
+}
+
 byte_ref allocation_core::allocate_now(const allocation_request& r, stream_view stream) {
   if (as_block(r))  // a miss carves a slab here: one backend call, as a direct region's
-    return r.label.empty() ? blocks_->allocate(r.bytes, 0, stream)
-                           : blocks_->allocate_labelled<std::byte>(r.bytes, r.label, 0, stream);
+    return take_block(*blocks_, r, stream);
   return adopt(stack_->top().allocate(r), r.attach);
 }
 

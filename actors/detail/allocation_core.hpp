@@ -51,6 +51,9 @@ class allocation_core {
   /// True when `r` is served as a block: the `pool` policy, a size the block allocator serves,
   /// at most page alignment, attached globally.
   [[nodiscard]] bool as_block(const allocation_request& r) const noexcept;
+  /// A block of `blocks` for `r` (a labelled one when `r` has a label), used on `stream`.
+  [[nodiscard]] static byte_ref take_block(block_allocator& blocks, const allocation_request& r,
+                                           stream_view stream);
   /// Registers memory the stack returned as a region; the ref is its first handle. On failure
   /// (host memory) the memory goes back to the stack.
   [[nodiscard]] byte_ref adopt(const allocation& a, attach_flag attach);
