@@ -77,8 +77,9 @@ struct supervision_config {
 struct allocator_config {
   /// Which backend, and what it asks of the driver.
   backend_config backend{};
-  /// The resource stack that serves allocations (memory/resource_stack.hpp): policy (`direct`
-  /// by default, or `pool`), quota, slab size and the largest pooled block. A quota of 0 takes
+  /// How allocations are served (memory/resource_stack.hpp): policy (`direct` by default, or
+  /// `pool`: small typed requests are blocks), quota, and the block allocator's slab size and
+  /// largest block. A quota of 0 takes
   /// the backend's default (on CUDA 3/4 of the smallest free device memory at start, on the
   /// host half of physical memory).
   resource_stack_config memory{};

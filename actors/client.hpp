@@ -170,13 +170,9 @@ class client {
   [[nodiscard]] allocator_stats stats();
   /// The counters once every backend call queued so far (frees included) has run.
   [[nodiscard]] allocator_stats flush();
-  /// Gives the block allocator's idle slabs back to the allocator, then the pool's completely
-  /// free slabs back to the backend; returns how many pool slabs.
-  std::uint64_t trim() {
-    if (auto* b = blocks_.load(std::memory_order_acquire))
-      (void)b->trim();
-    return call<std::uint64_t>(trim_atom_v);
-  }
+  /// Gives the block allocator's idle slabs (all blocks free and finished on their streams)
+  /// back to the backend; returns their bytes.
+  std::uint64_t trim() { return call<std::uint64_t>(trim_atom_v); }
   /// The quota in force; non-zero `set_bytes` sets it first (invalid_argument, and no change,
   /// when it is below the live bytes). Through a supervisor the new quota outlives restarts.
   std::uint64_t quota(std::uint64_t set_bytes = 0) {

@@ -137,11 +137,15 @@ class managed_allocator final : public allocator_impl::base {
     });
   }
 
-  /// Slabs go back with cudaFree, which synchronizes the device: on the general lane.
+  /// The block allocator's idle slabs come back as releases: drained at once, they go back
+  /// with cudaFree on the general lane (it synchronizes the device). Replies their bytes once
+  /// that lane has run those frees (and whatever a caller's trim queued there before).
   caf::typed_response_promise<std::uint64_t> trim() {
+    const auto bytes = core_.blocks()->trim();
+    drain();
     return offload<std::uint64_t>(
-        worker_lanes::general, [stack = core_.resources()] { return std::uint64_t{stack->trim()}; },
-        {}, completion::enqueued, [](std::uint64_t&) {});
+        worker_lanes::general, [bytes] { return bytes; }, {}, completion::enqueued,
+        [](std::uint64_t&) {});
   }
 
   /// A lane's job finished: its completion runs here, on the actor's thread.
@@ -155,42 +159,34 @@ class managed_allocator final : public allocator_impl::base {
       quit(std::move(reason));  // the supervisor decides what comes next
   }
 
+  /// Serves `r` on the actor's thread when it can (a block of the block allocator under the
+  /// `pool` policy, else a direct region); else one job on the general lane allocates it there
+  /// (behind the frees queued before it) and its reply carries the ref or the allocation back
+  /// (in arrival order: one lane; a reply dropped at stop frees itself).
   caf::result<byte_ref> allocate(const allocate_request& r) {
-    return allocate_then<byte_ref>(core_.checked_request(r), [](byte_ref ref) { return ref; });
-  }
-
-  /// Serves `req` on the actor's thread when the stack can without growing; else one job on the
-  /// general lane allocates through the stack (growth, retry, quota) and its reply carries the
-  /// allocation back (in arrival order: one lane; a reply dropped at stop frees itself).
-  template <class T, class Finish>
-  caf::result<T> allocate_then(allocation_request req, Finish finish) {
-    if (auto ref = try_now(req))
-      return finish(std::move(*ref));
-    auto rp = make_response_promise<T>();
-    const auto attach = req.attach;
-    auto reply = [this, rp, attach, finish = std::move(finish)](caf::message& payload,
-                                                                caf::error& err) mutable {
+    auto req = core_.checked_request(r);
+    if (auto ref = try_now(req, r.stream))
+      return std::move(*ref);
+    auto rp = make_response_promise<byte_ref>();
+    auto reply = [this, rp, attach = req.attach](caf::message& payload, caf::error& err) mutable {
       if (!err)
         err = detail::error_of([&] {
+          if (payload.match_elements<byte_ref>()) {  // a block: the job took it
+            rp.deliver(payload.get_as<byte_ref>(0));
+            return;
+          }
           auto handoff = payload.get_as<allocation_handoff>(0);  // a copy: shares the state
           auto memory = handoff.take();
           if (!memory)
-            raise(errc::backend_error, "allocate: the growth job's reply carried no allocation");
-          rp.deliver(finish(core_.adopt(*memory, attach)));
+            raise(errc::backend_error, "allocate: the lane job's reply carried no allocation");
+          rp.deliver(core_.adopt(*memory, attach));
         });
       if (err) {
         core_.count_failure(err);
         rp.deliver(std::move(err));
       }
     };
-    const auto queued = detail::error_of([&] {
-      jobs_.post(
-          caf::actor_cast<allocator_impl>(this), worker_lanes::general,
-          [stack = core_.resources(), req = std::move(req)] {
-            return allocation_handoff(stack, stack->allocate(req));
-          },
-          {}, completion::enqueued, reply, false);
-    });
+    const auto queued = detail::error_of([&] { post_allocation(std::move(req), r.stream, reply); });
     if (queued) {  // the promise owns the reply now: answer through it
       core_.count_failure(queued);
       rp.deliver(queued);
@@ -198,14 +194,33 @@ class managed_allocator final : public allocator_impl::base {
     return rp;
   }
 
-  /// The actor's own try (no growth): an allocation, or nullopt to go to the general lane. The
-  /// quota's refusal goes there too, behind the frees it may be waiting for: a region's last
+  /// Queues the allocation of `req` on the general lane: a block, or a region's memory.
+  void post_allocation(allocation_request req, stream_view stream, detail::finish_fn reply) {
+    const auto self = caf::actor_cast<allocator_impl>(this);
+    if (core_.as_block(req))
+      jobs_.post(
+          self, worker_lanes::general,
+          [blocks = core_.blocks(), req = std::move(req), stream] {
+            return detail::allocation_core::take_block(*blocks, req, stream);
+          },
+          {}, completion::enqueued, std::move(reply), false);
+    else
+      jobs_.post(
+          self, worker_lanes::general,
+          [stack = core_.resources(), req = std::move(req)] {
+            return allocation_handoff(stack, stack->allocate(req));
+          },
+          {}, completion::enqueued, std::move(reply), false);
+  }
+
+  /// The actor's own try: an allocation, or nullopt to go to the general lane. The quota's
+  /// refusal goes there, behind the frees it may be waiting for: a region's last
   /// drop frees it on that lane (cudaFree synchronizes the device), and until then the quota
   /// counts it, so a caller that gave memory back and asks again must not be refused for it.
   /// The releases queued meanwhile are freed first, so that their frees precede the job.
-  std::optional<byte_ref> try_now(const allocation_request& req) {
+  std::optional<byte_ref> try_now(const allocation_request& req, stream_view stream) {
     try {
-      return core_.try_allocate_now(req);
+      return core_.allocate_now(req, stream);
     } catch (const error& e) {
       if (e.code() != errc::quota_exceeded)
         throw;

@@ -139,7 +139,11 @@ void run_pooled_prefetch(context& ctx, section& s) {
     return;
   const int reps = ctx.opt.smoke ? 2 : 7;
   const stream_view stream{ctx.stream};
-  client uma(ctx.sys, ctx.config(allocation_policy::pool));
+  // Every block from one slab of the block allocator: the refs are one span, as they were in
+  // the old pool's 64 MiB slab.
+  auto cfg = ctx.config(allocation_policy::pool);
+  cfg.memory.slab_bytes = count * block;
+  client uma(ctx.sys, cfg);
   allocate_request req;
   req.count = block;
   std::vector<byte_ref> refs;
@@ -157,7 +161,7 @@ void run_pooled_prefetch(context& ctx, section& s) {
     cuda::fill(uma_ptrs.back(), block, static_cast<std::uint32_t>(i), ctx.stream);
   }
   cuda::synchronize(ctx.stream);
-  // Whether the pool's blocks are one contiguous span (what uma's coalescing turns into one
+  // Whether the pool policy's blocks are one contiguous span (what uma's coalescing turns into one
   // range); then a single raw call over that span is the floor.
   auto lowest = *std::min_element(uma_ptrs.begin(), uma_ptrs.end());
   bool contiguous = true;

@@ -13,7 +13,7 @@ void apply_advice_whole(backend& b, std::span<const byte_range> ranges, advice w
                         location where);
 
 /// Takes every advice in `state` back from `range` (all kinds, for every device, when the state
-/// is unknown). Used when a pooled block is released. Logs and swallows runtime failures.
+/// is unknown). Used when an advised block is released. Logs and swallows runtime failures.
 void reset_advice(backend& b, byte_range range, const advice_state& state, int devices) noexcept;
 
 /// Puts back, on `r`, the part of `was` that advice `what` (with `where`) changed.

@@ -14,12 +14,12 @@
 
 namespace uma {
 
-/// How a region's memory is held.
+/// How a region's memory is held. The values are the wire's: 1 (a block of the pool policy's
+/// own slabs) was retired when the `pool` policy's small requests became blocks.
 enum class region_policy : std::uint8_t {
-  direct,  ///< its own backend allocation
-  pooled,  ///< a block of a pool slab
-  slab,    ///< a slab of the block allocator (carved into small blocks)
-  block,   ///< a labelled block of the block allocator: a row of its own, its bytes in a slab
+  direct = 0,  ///< its own backend allocation
+  slab = 2,    ///< a slab of the block allocator (carved into small blocks)
+  block = 3,   ///< a labelled block of the block allocator: a row of its own, its bytes in a slab
 };
 
 /// A region's residency (docs/residency.md), present once a plan named it or the driver counted
@@ -57,11 +57,9 @@ struct allocator_snapshot {
   std::uint64_t event_capacity = 0;        ///< 0: the history is off
 };
 
-/// "direct", "pooled", "slab", "block".
+/// "direct", "slab", "block".
 [[nodiscard]] inline const char* to_string(region_policy p) noexcept {
   switch (p) {
-    case region_policy::pooled:
-      return "pooled";
     case region_policy::slab:
       return "slab";
     case region_policy::block:

@@ -16,11 +16,11 @@ namespace {
                                 live_regions, live_bytes, peak_bytes, total_bytes_allocated,
                                 prefetches, prefetch_bytes, advises, discards, discard_bytes,
                                 inert_refusals, pending_jobs, advice_elided, ranges_coalesced,
-                                reserved_bytes, pool_slabs, live_leases, leased_bytes,
-                                fragmentation, resident_bytes, residency_to_device_bytes,
-                                residency_to_host_bytes, driver_to_device_bytes,
-                                driver_to_host_bytes, driver_page_faults, failures] = s;
-  static_assert(allocator_stats_field_count == 30, "the table names every member once");
+                                reserved_bytes, live_leases, leased_bytes, resident_bytes,
+                                residency_to_device_bytes, residency_to_host_bytes,
+                                driver_to_device_bytes, driver_to_host_bytes, driver_page_faults,
+                                failures] = s;
+  static_assert(allocator_stats_field_count == 28, "the table names every member once");
 }
 
 /// No two fields share a name or a member.

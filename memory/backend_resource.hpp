@@ -7,8 +7,8 @@
 namespace uma {
 
 /// The bottom of every stack: one backend allocation (cudaMallocManaged, or the host backend's
-/// mmap) per request, padded for alignments above the backend's guarantee. Nothing to cache,
-/// so try_allocate is allocate. Thread-safe as the backend is.
+/// mmap) per request, padded for alignments above the backend's guarantee. Thread-safe as the
+/// backend is.
 class backend_resource final : public memory_resource {
  public:
   /// Allocates from `b`.
@@ -19,14 +19,9 @@ class backend_resource final : public memory_resource {
 
  protected:
   allocation do_allocate(const allocation_request& r) override;
-  std::optional<allocation> do_try_allocate(const allocation_request& r) override {
-    return do_allocate(r);
-  }
   void do_deallocate(const allocation& a) noexcept override;
   /// bytes + alignment padding; throws `overflow` naming both.
   [[nodiscard]] std::size_t do_charge_for(std::size_t bytes, std::size_t alignment) const override;
-  [[nodiscard]] std::size_t do_available() const noexcept override { return SIZE_MAX; }
-  std::size_t do_trim() noexcept override { return 0; }
   [[nodiscard]] resource_properties do_properties() const noexcept override { return props_; }
 
  private:

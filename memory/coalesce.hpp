@@ -24,7 +24,7 @@ struct coalesced_ranges {
 };
 
 /// Merges adjacent and overlapping ranges of the same allocation that go to the same location
-/// (pooled blocks of one slab are adjacent), ordered by location then address.
+/// (blocks of one slab are adjacent), ordered by location then address.
 [[nodiscard]] coalesced_ranges coalesce(std::vector<keyed_range> in);
 
 }  // namespace uma

@@ -129,21 +129,16 @@ class control_block {
 /// Keeping the two apart means a clone's drop is one decrement and never reads the record after
 /// it: only the last user, which still owns it, reads it (then lets go).
 struct region {
-  /// Marks a region that owns its own backend allocation (not a pooled block).
-  static constexpr std::uint32_t no_slab = 0xffffffffu;
-
   // Parameters end in `_` so that they shadow no member (consumers build with -Wshadow).
   region(std::shared_ptr<control_block> control_, std::uint64_t id_, void* base_, std::byte* data_,
-         std::size_t bytes_, std::size_t backend_bytes_, std::uint32_t slab_ = no_slab,
-         std::size_t slab_offset_ = 0, region* home_ = nullptr, detail::slab* parent_ = nullptr)
+         std::size_t bytes_, std::size_t backend_bytes_, region* home_ = nullptr,
+         detail::slab* parent_ = nullptr)
       : control(std::move(control_)),
         id(id_),
         base(base_),
         data(data_),
         bytes(bytes_),
         backend_bytes(backend_bytes_),
-        slab(slab_),
-        slab_offset(slab_offset_),
         home(home_ != nullptr ? home_ : this),
         parent(parent_) {}
 
@@ -155,9 +150,7 @@ struct region {
   void* const base;                 ///< what the backend returned (freed with backend_bytes)
   std::byte* const data;            ///< first byte the user sees (base + alignment padding)
   const std::size_t bytes;          ///< bytes the user asked for
-  const std::size_t backend_bytes;  ///< for a pooled block: its page-rounded size
-  const std::uint32_t slab;         ///< pool slab, or no_slab
-  const std::size_t slab_offset;
+  const std::size_t backend_bytes;  ///< what the stack charged for it (a block: its class size)
   /// The region in the allocator's table that holds this memory: itself, or for a block its
   /// slab's region (pins count there, so post_stop sees them).
   region* const home;
@@ -167,7 +160,6 @@ struct region {
   /// resets the advice before the block is handed out again.
   std::atomic<bool> needs_reset{false};
 
-  [[nodiscard]] bool pooled() const noexcept { return slab != no_slab; }
   [[nodiscard]] bool is_block() const noexcept { return parent != nullptr; }
 };
 

@@ -45,29 +45,9 @@ allocation limit_resource::do_allocate(const allocation_request& r) {
   }
 }
 
-std::optional<allocation> limit_resource::do_try_allocate(const allocation_request& r) {
-  const auto charged = upstream().charge_for(r.bytes, r.alignment);
-  reserve(charged);
-  try {
-    auto a = upstream().try_allocate(r);
-    if (!a)
-      release(charged);
-    return a;
-  } catch (...) {
-    release(charged);
-    throw;
-  }
-}
-
 void limit_resource::do_deallocate(const allocation& a) noexcept {
   upstream().deallocate(a);
   release(a.charged);
-}
-
-std::size_t limit_resource::do_available() const noexcept {
-  const auto held = held_.load(std::memory_order_relaxed);
-  const auto limit = limit_.load(std::memory_order_relaxed);
-  return std::min(held >= limit ? 0 : limit - held, upstream().available());
 }
 
 }  // namespace uma

@@ -7,10 +7,10 @@
 
 namespace uma {
 
-/// The quota: the bytes held from the upstream (what the process holds from the driver: pool
-/// slabs and direct regions) never pass the limit. Changeable at run time; a failed upstream
-/// call gives its reservation back (as RMM's limiting_resource_adaptor does). The one place
-/// uma checks a quota.
+/// The quota: the bytes held from the upstream (what the process holds from the driver: the
+/// block allocator's slabs and direct regions) never pass the limit. Changeable at run time; a
+/// failed upstream call gives its reservation back (as RMM's limiting_resource_adaptor does). The
+/// one place uma checks a quota.
 class limit_resource final : public resource_adaptor {
  public:
   /// Limits what is taken from `upstream` to `limit` bytes.
@@ -29,9 +29,7 @@ class limit_resource final : public resource_adaptor {
 
  protected:
   allocation do_allocate(const allocation_request& r) override;
-  std::optional<allocation> do_try_allocate(const allocation_request& r) override;
   void do_deallocate(const allocation& a) noexcept override;
-  [[nodiscard]] std::size_t do_available() const noexcept override;
 
  private:
   void reserve(std::size_t charged);

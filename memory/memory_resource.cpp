@@ -19,9 +19,4 @@ allocation memory_resource::allocate(const allocation_request& r) {
   return do_allocate(r);
 }
 
-std::optional<allocation> memory_resource::try_allocate(const allocation_request& r) {
-  validate(r);
-  return do_try_allocate(r);
-}
-
 }  // namespace uma

@@ -17,15 +17,10 @@ class resource_adaptor : public memory_resource {
 
  protected:
   allocation do_allocate(const allocation_request& r) override { return upstream_.allocate(r); }
-  std::optional<allocation> do_try_allocate(const allocation_request& r) override {
-    return upstream_.try_allocate(r);
-  }
   void do_deallocate(const allocation& a) noexcept override { upstream_.deallocate(a); }
   [[nodiscard]] std::size_t do_charge_for(std::size_t bytes, std::size_t alignment) const override {
     return upstream_.charge_for(bytes, alignment);
   }
-  [[nodiscard]] std::size_t do_available() const noexcept override { return upstream_.available(); }
-  std::size_t do_trim() noexcept override { return upstream_.trim(); }
   [[nodiscard]] resource_properties do_properties() const noexcept override {
     return upstream_.properties();
   }

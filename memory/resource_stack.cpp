@@ -6,12 +6,7 @@ resource_stack::resource_stack(std::shared_ptr<backend> b, const resource_stack_
   const std::size_t quota = config.quota_bytes != 0 ? config.quota_bytes : b->default_quota();
   backend_ = std::make_unique<backend_resource>(std::move(b));
   limit_ = std::make_unique<limit_resource>(*backend_, quota);
-  memory_resource* below_statistics = limit_.get();
-  if (config.policy == allocation_policy::pool) {
-    pool_ = std::make_unique<pool_resource>(*limit_, config.slab_bytes, config.max_pooled_block);
-    below_statistics = pool_.get();
-  }
-  statistics_ = std::make_unique<statistics_resource>(*below_statistics);
+  statistics_ = std::make_unique<statistics_resource>(*limit_);
   tracking_ = std::make_unique<tracking_resource>(*statistics_);
 }
 

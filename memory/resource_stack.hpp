@@ -6,28 +6,31 @@
 
 #include <uma/memory/backend_resource.hpp>
 #include <uma/memory/limit_resource.hpp>
-#include <uma/memory/pool_resource.hpp>
 #include <uma/memory/statistics_resource.hpp>
 #include <uma/memory/tracking_resource.hpp>
 
 namespace uma {
 
-/// How allocations are served: which resource stack the allocator composes.
+/// How the allocator serves a typed allocate request. The stack is the same for both
+/// (tracking > statistics > limit > backend); the block allocator (memory/block_allocator.hpp)
+/// sits above it either way and serves the facade's small requests under both.
 enum class allocation_policy : std::uint8_t {
-  direct,  ///< tracking > statistics > limit > backend: one backend allocation per request
-  pool,    ///< tracking > statistics > pool > limit > backend: blocks carved from slabs
+  direct,  ///< every request is a region of its own: one backend allocation
+  pool,    ///< a request the block allocator serves is one of its blocks; larger ones direct
 };
 
-/// What a stack is composed from (an allocator_config's `memory`).
+/// What an allocator's memory is composed from (an allocator_config's `memory`): the stack's
+/// quota, and the block allocator's sizes.
 struct resource_stack_config {
-  /// Which stack serves allocations: `direct` (every region is its own allocation) or `pool`.
+  /// How typed requests are served: `direct` (every region is its own allocation) or `pool`.
   allocation_policy policy = allocation_policy::direct;
-  /// Most bytes held from the backend at once (pool slabs and direct regions:
+  /// Most bytes held from the backend at once (the block allocator's slabs and direct regions:
   /// memory/limit_resource.hpp); 0 takes the backend's default quota.
   std::uint64_t quota_bytes = 0;
-  /// Pool growth unit.
-  std::size_t slab_bytes = std::size_t{64} << 20;
-  /// The largest request the pool serves (larger ones go direct).
+  /// Bytes of one slab of the block allocator (a miss carves this much into blocks of its
+  /// size class; at least one block).
+  std::size_t slab_bytes = std::size_t{4} << 20;
+  /// The largest request the block allocator serves (larger ones are regions of their own).
   std::size_t max_pooled_block = std::size_t{16} << 20;
 };
 
@@ -35,16 +38,13 @@ struct resource_stack_config {
 /// gives typed access to those the allocator steers. Thread-safe as its layers are.
 class resource_stack {
  public:
-  /// Composes the stack `config.policy` names over `b`.
+  /// Composes the stack over `b` with `config.quota_bytes`.
   resource_stack(std::shared_ptr<backend> b, const resource_stack_config& config);
   resource_stack(const resource_stack&) = delete;
   resource_stack& operator=(const resource_stack&) = delete;
 
   /// The top: every allocate and deallocate goes through it.
   [[nodiscard]] memory_resource& top() noexcept { return *tracking_; }
-  /// The pool, or null for the direct stack.
-  [[nodiscard]] pool_resource* pool() noexcept { return pool_.get(); }
-  [[nodiscard]] const pool_resource* pool() const noexcept { return pool_.get(); }
   /// The quota.
   [[nodiscard]] limit_resource& limit() noexcept { return *limit_; }
   [[nodiscard]] const limit_resource& limit() const noexcept { return *limit_; }
@@ -58,7 +58,6 @@ class resource_stack {
  private:
   std::unique_ptr<backend_resource> backend_;
   std::unique_ptr<limit_resource> limit_;
-  std::unique_ptr<pool_resource> pool_;
   std::unique_ptr<statistics_resource> statistics_;
   std::unique_ptr<tracking_resource> tracking_;
 };

@@ -27,20 +27,6 @@ allocation statistics_resource::do_allocate(const allocation_request& r) {
   }
 }
 
-std::optional<allocation> statistics_resource::do_try_allocate(const allocation_request& r) {
-  try {
-    auto a = upstream().try_allocate(r);
-    if (a)
-      count(*a);
-    else
-      misses_.fetch_add(1, relaxed);
-    return a;
-  } catch (...) {
-    failures_.fetch_add(1, relaxed);
-    throw;
-  }
-}
-
 void statistics_resource::do_deallocate(const allocation& a) noexcept {
   upstream().deallocate(a);
   current_bytes_.fetch_sub(a.charged, relaxed);
@@ -48,16 +34,10 @@ void statistics_resource::do_deallocate(const allocation& a) noexcept {
   deallocations_.fetch_add(1, relaxed);
 }
 
-void statistics_resource::forget(std::uint64_t bytes, std::uint64_t count) noexcept {
-  current_bytes_.fetch_sub(bytes, relaxed);
-  current_count_.fetch_sub(count, relaxed);
-  deallocations_.fetch_add(count, relaxed);
-}
-
 resource_statistics statistics_resource::statistics() const noexcept {
   return {current_bytes_.load(relaxed), current_count_.load(relaxed), peak_bytes_.load(relaxed),
           total_bytes_.load(relaxed),   allocations_.load(relaxed),   deallocations_.load(relaxed),
-          failures_.load(relaxed),      misses_.load(relaxed)};
+          failures_.load(relaxed)};
 }
 
 }  // namespace uma

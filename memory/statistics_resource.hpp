@@ -15,8 +15,7 @@ struct resource_statistics {
   std::uint64_t total_bytes = 0;  ///< ever allocated
   std::uint64_t allocations = 0;
   std::uint64_t deallocations = 0;
-  std::uint64_t failures = 0;  ///< allocate/try_allocate calls that threw
-  std::uint64_t misses = 0;    ///< try_allocate calls answered nullopt (a pool had to grow)
+  std::uint64_t failures = 0;  ///< allocate calls that threw
 };
 
 /// Counts what passes through it: current, peak and total bytes, and calls per operation.
@@ -26,15 +25,11 @@ class statistics_resource final : public resource_adaptor {
   /// Counts what goes through to `upstream`.
   explicit statistics_resource(memory_resource& upstream) noexcept : resource_adaptor(upstream) {}
 
-  /// Counts `count` allocations of `bytes` charged bytes in all as given back without passing
-  /// through: post_stop lets a pool's blocks go with their slabs (one call, not one per block).
-  void forget(std::uint64_t bytes, std::uint64_t count) noexcept;
   /// The counters now (each read atomically; the set is not one instant under load).
   [[nodiscard]] resource_statistics statistics() const noexcept;
 
  protected:
   allocation do_allocate(const allocation_request& r) override;
-  std::optional<allocation> do_try_allocate(const allocation_request& r) override;
   void do_deallocate(const allocation& a) noexcept override;
 
  private:
@@ -42,7 +37,7 @@ class statistics_resource final : public resource_adaptor {
 
   std::atomic<std::uint64_t> current_bytes_{0}, current_count_{0}, peak_bytes_{0};
   std::atomic<std::uint64_t> total_bytes_{0}, allocations_{0}, deallocations_{0};
-  std::atomic<std::uint64_t> failures_{0}, misses_{0};
+  std::atomic<std::uint64_t> failures_{0};
 };
 
 }  // namespace uma

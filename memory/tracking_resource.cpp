@@ -22,13 +22,6 @@ allocation tracking_resource::do_allocate(const allocation_request& r) {
   return a;
 }
 
-std::optional<allocation> tracking_resource::do_try_allocate(const allocation_request& r) {
-  auto a = upstream().try_allocate(r);
-  if (a)
-    record(*a, r.label);
-  return a;
-}
-
 void tracking_resource::do_deallocate(const allocation& a) noexcept {
   {
     std::lock_guard lock(mutex_);

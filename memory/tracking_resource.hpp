@@ -38,7 +38,6 @@ class tracking_resource final : public resource_adaptor {
 
  protected:
   allocation do_allocate(const allocation_request& r) override;
-  std::optional<allocation> do_try_allocate(const allocation_request& r) override;
   void do_deallocate(const allocation& a) noexcept override;
 
  private:

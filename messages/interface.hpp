@@ -36,7 +36,7 @@ using can_access = caf::replies_to<can_access_atom, location, byte_ref>::with<bo
 using regions = caf::replies_to<regions_atom>::with<std::vector<region_info>>;
 /// -> stats, once every backend call queued before it has run
 using flush = caf::replies_to<flush_atom>::with<allocator_stats>;
-/// -> pool slabs given back to the backend (0 for the direct policy)
+/// -> bytes of the block allocator's idle slabs given back to the backend (once freed)
 using trim = caf::replies_to<trim_atom>::with<std::uint64_t>;
 /// (bytes) -> the quota in force; 0 only reads it, non-zero sets it. invalid_argument (and no
 ///    change) when the new quota is below the live bytes. Local and remote interfaces share it.

@@ -14,10 +14,10 @@
 namespace uma {
 
 /// The allocator's off-loop workers, one FIFO thread per lane: lane 0 (`general`: advice,
-/// attributes, frees, slab growth, discards, prefetches to mixed places), lane 1 (prefetches to
+/// attributes, frees, discards, prefetches to mixed places), lane 1 (prefetches to
 /// host memory) and lane 2 + d (prefetches to device d), each started on first use. A 4 GiB
 /// prefetch to one GPU (its host call blocks for the whole transfer) then holds up neither
-/// another GPU's prefetches nor the pool's growth and frees.
+/// another GPU's prefetches nor advice and frees.
 ///
 /// Stream order: while a job on a stream is unfinished, later jobs on the same stream go to the
 /// same lane, so that a stream receives its operations in request order. Jobs on different

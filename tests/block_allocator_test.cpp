@@ -446,8 +446,7 @@ TEST(block_allocator_queue, ASlabReachesTheActorInTheSameBatchAsItsReleaseOrAnEa
   EXPECT_FALSE(control->has_releases());
   // What the actor does with a released slab: its memory back through the stack, the record
   // let go.
-  stack->top().deallocate(
-      {home->base, home->data, home->bytes, home->backend_bytes, home->slab, home->slab_offset});
+  stack->top().deallocate({home->base, home->data, home->bytes, home->backend_bytes});
   detail::drop_table_ref(home);
   EXPECT_EQ(backend->counters().live_bytes, 0u);
 }

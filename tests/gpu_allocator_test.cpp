@@ -235,13 +235,13 @@ TEST_F(gpu_allocator, BlocksWorkWithKernelsPrefetchAndAdvice) {
   UMA_EXPECT_ERRC((void)cache->allocate(1, 0, {}), errc::allocator_stopped);
 }
 
-TEST_F(gpu_allocator, WhileADevicePrefetchIsHeldOtherLanesAndPoolGrowthAreServed) {
+TEST_F(gpu_allocator, WhileADevicePrefetchIsHeldOtherLanesAndNewSlabsAreServed) {
   auto faults = std::make_shared<fault_injecting_backend>(cuda_);
   auto pool = make_client(
       {.backend = {.instance = faults},
        .memory = {
            .policy = allocation_policy::pool, .quota_bytes = 1ull << 30, .slab_bytes = 16 << 20}});
-  auto big = pool->allocate<float>(1 << 20);  // 4 MiB of the first 16 MiB slab
+  auto big = pool->allocate<float>(1 << 20);  // a 4 MiB block: one of a 16 MiB slab's four
   auto small = pool->allocate<float>(1024);
   struct resume_on_exit {
     fault_injecting_backend& b;
@@ -250,14 +250,14 @@ TEST_F(gpu_allocator, WhileADevicePrefetchIsHeldOtherLanesAndPoolGrowthAreServed
   faults->hold(backend_op::prefetch);
   std::thread mover([&] { (void)pool->prefetch(big, location::device(0)); });
   ASSERT_TRUE(faults->wait_for_held(std::chrono::seconds(10)));
-  // The device lane is held: advice, attributes and a slab growth (general lane) go on.
+  // The device lane is held: advice, attributes and a new slab (the actor's thread) go on.
   pool->advise(small, advice::set_accessed_by, location::device(0));
   const auto a = pool->attributes(small);
   ASSERT_EQ(a.accessed_by.size(), 1u);
   EXPECT_EQ(a.accessed_by[0], location::device(0));
-  auto grown = pool->allocate<float>(16 << 20 >> 2);  // does not fit the first slab's rest
-  EXPECT_EQ(pool->stats().pool_slabs, 2u);
-  EXPECT_GE(pool->stats().pending_jobs, 1u);  // the prefetch is still held
+  auto grown = pool->allocate<float>(16 << 20 >> 2);  // a 16 MiB block: a slab of its own
+  EXPECT_EQ(pool->stats().live_leases, 3u);           // 4 MiB, 4 KiB and 16 MiB classes
+  EXPECT_GE(pool->stats().pending_jobs, 1u);          // the prefetch is still held
   faults->resume();
   mover.join();
   EXPECT_EQ(pool->attributes(big).last_prefetch_location, location::device(0));

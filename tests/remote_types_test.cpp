@@ -68,7 +68,7 @@ class remote_types : public ::testing::Test {
     s.allocator.generation = 3;
     s.allocator.quota_bytes = 1 << 30;
     s.allocator.live_bytes = 12288;
-    s.allocator.fragmentation = 0.25;
+    s.allocator.live_leases = 2;
     s.allocator.failures[static_cast<std::size_t>(errc::invalid_argument)] = 7;
     s.restarts = 2;
     s.supervisor = supervisor_state::restarting;
@@ -87,7 +87,7 @@ class remote_types : public ::testing::Test {
     s.backend = "host";
     s.stats = sample_stats().allocator;
     s.regions = {{region_info{1, 2, 4096, "weights", attach_flag::global, 1, 0, 12},
-                  region_policy::pooled, "read_mostly", true, location::device(1), 3},
+                  region_policy::slab, "read_mostly", true, location::device(1), 3},
                  {region_info{2, 2, 64, "", attach_flag::host, 2, 1, 0}, region_policy::direct,
                   "none", false, location::host(), 0}};
     s.events = {{100, event_kind::allocate, 2, 1, 4096, "weights", ""},
@@ -209,7 +209,7 @@ TEST_F(remote_types, SnapshotsConvertBothWaysAndKeepTheLastPrefetch) {
   ASSERT_EQ(local.regions.size(), 2u);
   EXPECT_EQ(local.regions[0].last_prefetch, location::device(1));
   EXPECT_FALSE(local.regions[1].last_prefetch);
-  EXPECT_EQ(local.regions[0].policy, region_policy::pooled);
+  EXPECT_EQ(local.regions[0].policy, region_policy::slab);
   EXPECT_EQ(local.events, sample_snapshot().events);
   EXPECT_EQ(local.events_dropped, 5u);
   // Back to the wire: everything but the sessions, which a local snapshot does not know.
@@ -226,7 +226,9 @@ TEST_F(remote_types, ASnapshotWithAValueOutOfRangeIsRefusedNamingIt) {
   };
   auto s = sample_snapshot();
   s.regions[1].policy = static_cast<region_policy>(7);
-  EXPECT_EQ(refused(s), "snapshot: region 2 has policy 7, out of range (0 to 3)");
+  EXPECT_EQ(refused(s), "snapshot: region 2 has policy 7, not 0 (direct), 2 (slab) or 3 (block)");
+  s.regions[1].policy = static_cast<region_policy>(1);  // retired: a block of the old pool
+  EXPECT_EQ(refused(s), "snapshot: region 2 has policy 1, not 0 (direct), 2 (slab) or 3 (block)");
   s = sample_snapshot();
   s.regions[0].info.attach = static_cast<attach_flag>(0);
   EXPECT_EQ(refused(s), "snapshot: region 1 has attach flag 0, out of range (1: global, 2: host)");

@@ -1,8 +1,7 @@
-// One conformance suite over uma's resource stacks (memory/resource_stack.hpp), instantiated for
-// the direct and the pool stack, as RMM's mr_ref_test.hpp does for its resources. Each stack
-// sits on a fault-injecting backend in pass-through over the host backend, so that tests can
-// make one backend call fail. The concurrency test is why this file is in uma_reliability_tests
-// too (TSan).
+// A conformance suite over uma's resource stack (memory/resource_stack.hpp), as RMM's
+// mr_ref_test.hpp has for its resources. The stack sits on a fault-injecting backend in
+// pass-through over the host backend, so that tests can make one backend call fail. The concurrency
+// test is why this file is in uma_reliability_tests too (TSan).
 
 #include <gtest/gtest.h>
 
@@ -19,25 +18,14 @@ namespace {
 constexpr std::size_t KiB = 1024;
 constexpr std::size_t quota = 4096 * KiB;
 
-/// One stack under test: its name and how it is composed.
-struct stack_kind {
-  const char* name;
-  allocation_policy policy;
-};
-
-class resource_stack_conformance : public ::testing::TestWithParam<stack_kind> {
+class resource_stack_conformance : public ::testing::Test {
  protected:
   std::shared_ptr<host_backend> host_ = std::make_shared<host_backend>();
   std::shared_ptr<fault_injecting_backend> faults_ =
       std::make_shared<fault_injecting_backend>(host_);
   std::shared_ptr<resource_stack> stack_ =
-      make_resource_stack(faults_, {GetParam().policy, quota, 1024 * KiB, 256 * KiB});
+      make_resource_stack(faults_, {allocation_policy::direct, quota});
   memory_resource& top_ = stack_->top();
-
-  ~resource_stack_conformance() override {
-    if (auto* pool = stack_->pool())
-      pool->release_all({});
-  }
 
   static allocation_request req(std::size_t bytes, std::size_t alignment = 1,
                                 std::string label = {}) {
@@ -57,7 +45,7 @@ class resource_stack_conformance : public ::testing::TestWithParam<stack_kind> {
     }                                            \
   } while (false)
 
-TEST_P(resource_stack_conformance, AllocateAndDeallocateRoundTrip) {
+TEST_F(resource_stack_conformance, AllocateAndDeallocateRoundTrip) {
   const auto a = top_.allocate(req(1000));
   ASSERT_NE(a.data, nullptr);
   EXPECT_EQ(a.bytes, 1000u);
@@ -70,17 +58,16 @@ TEST_P(resource_stack_conformance, AllocateAndDeallocateRoundTrip) {
   EXPECT_EQ(counted().current_bytes, 0u);
 }
 
-TEST_P(resource_stack_conformance, AlignmentIsHonoured) {
+TEST_F(resource_stack_conformance, AlignmentIsHonoured) {
   for (std::size_t alignment : {std::size_t{1}, std::size_t{256}, 4 * KiB, 64 * KiB}) {
     const auto a = top_.allocate(req(100, alignment));
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.data) % alignment, 0u) << alignment;
     top_.deallocate(a);
   }
-  EXPECT_EQ(stack_->limit().held() - (stack_->pool() ? stack_->pool()->stats().reserved_bytes : 0),
-            0u);
+  EXPECT_EQ(stack_->limit().held(), 0u);
 }
 
-TEST_P(resource_stack_conformance, ZeroSizeBadAlignmentAndOverflowAreRefused) {
+TEST_F(resource_stack_conformance, ZeroSizeBadAlignmentAndOverflowAreRefused) {
   EXPECT_ERRC((void)top_.allocate(req(0)), errc::invalid_argument);
   EXPECT_ERRC((void)top_.allocate(req(16, 24)), errc::invalid_argument);
   EXPECT_ERRC((void)top_.allocate(req(SIZE_MAX, 64 * KiB)), errc::overflow);
@@ -89,13 +76,13 @@ TEST_P(resource_stack_conformance, ZeroSizeBadAlignmentAndOverflowAreRefused) {
   EXPECT_EQ(counted().allocations, 0u);
 }
 
-TEST_P(resource_stack_conformance, AHugeRequestIsRefusedByTheQuotaWithoutWrapping) {
+TEST_F(resource_stack_conformance, AHugeRequestIsRefusedByTheQuotaWithoutWrapping) {
   EXPECT_ERRC((void)top_.allocate(req(SIZE_MAX)), errc::quota_exceeded);
   EXPECT_EQ(stack_->limit().held(), 0u);
   EXPECT_EQ(faults_->calls(backend_op::allocate), 0u);
 }
 
-TEST_P(resource_stack_conformance, QuotaExceededChangesNothing) {
+TEST_F(resource_stack_conformance, QuotaExceededChangesNothing) {
   const auto a = top_.allocate(req(3072 * KiB));
   const auto held = stack_->limit().held();
   const auto before = counted();
@@ -107,21 +94,20 @@ TEST_P(resource_stack_conformance, QuotaExceededChangesNothing) {
   top_.deallocate(a);
 }
 
-TEST_P(resource_stack_conformance, TheLimitChangesAtRunTimeButNeverBelowWhatIsHeld) {
+TEST_F(resource_stack_conformance, TheLimitChangesAtRunTimeButNeverBelowWhatIsHeld) {
   const auto a = top_.allocate(req(512 * KiB));
   const auto held = stack_->limit().held();
   EXPECT_ERRC(stack_->limit().set_limit(held - 1), errc::invalid_argument);
   EXPECT_EQ(stack_->limit().limit(), quota);
   stack_->limit().set_limit(held);
   EXPECT_EQ(stack_->limit().limit(), held);
-  EXPECT_EQ(stack_->limit().available(), 0u);
   top_.deallocate(a);
   stack_->limit().set_limit(2 * quota);
   const auto big = top_.allocate(req(5000 * KiB));  // room now
   top_.deallocate(big);
 }
 
-TEST_P(resource_stack_conformance, StatisticsCountCurrentPeakTotalsAndCalls) {
+TEST_F(resource_stack_conformance, StatisticsCountCurrentPeakTotalsAndCalls) {
   const auto a = top_.allocate(req(8 * KiB));
   const auto b = top_.allocate(req(4 * KiB));
   const auto charged = a.charged + b.charged;
@@ -139,7 +125,7 @@ TEST_P(resource_stack_conformance, StatisticsCountCurrentPeakTotalsAndCalls) {
   top_.deallocate(c);
 }
 
-TEST_P(resource_stack_conformance, TrackingReportsOutstandingAllocationsWithLabels) {
+TEST_F(resource_stack_conformance, TrackingReportsOutstandingAllocationsWithLabels) {
   const auto a = top_.allocate(req(4 * KiB, 1, "weights"));
   const auto b = top_.allocate(req(8 * KiB, 1, "activations"));
   auto report = stack_->tracking().outstanding();
@@ -156,7 +142,7 @@ TEST_P(resource_stack_conformance, TrackingReportsOutstandingAllocationsWithLabe
   EXPECT_EQ(stack_->tracking().size(), 0u);
 }
 
-TEST_P(resource_stack_conformance, AFailedBackendCallIsRolledBackEverywhere) {
+TEST_F(resource_stack_conformance, AFailedBackendCallIsRolledBackEverywhere) {
   faults_->inject({.op = backend_op::allocate, .nth = 1, .code = errc::backend_error});
   EXPECT_ERRC((void)top_.allocate(req(4 * KiB)), errc::backend_error);
   EXPECT_EQ(stack_->limit().held(), 0u);
@@ -167,35 +153,16 @@ TEST_P(resource_stack_conformance, AFailedBackendCallIsRolledBackEverywhere) {
   top_.deallocate(ok);
 }
 
-TEST_P(resource_stack_conformance, OutOfMemoryGivesCachedSlabsBackAndRetriesOnce) {
-  if (!stack_->pool())
-    GTEST_SKIP() << "the direct stack caches nothing: out_of_memory is the caller's";
-  const auto small = top_.allocate(req(4 * KiB));
-  top_.deallocate(small);  // one cached, empty slab
-  const auto slabs_before = faults_->calls(backend_op::allocate);
-  faults_->inject({.op = backend_op::allocate, .nth = 1, .code = errc::out_of_memory});
-  const auto big = top_.allocate(req(2048 * KiB));  // not pooled: fails, trims, retries
-  EXPECT_EQ(faults_->calls(backend_op::allocate), slabs_before + 2);
-  EXPECT_EQ(stack_->pool()->stats().slabs, 0u);
-  EXPECT_EQ(stack_->pool()->stats().trims, 1u);
-  top_.deallocate(big);
-  // With nothing cached, out_of_memory is reported, not retried.
+TEST_F(resource_stack_conformance, OutOfMemoryIsTheCallersAndNotRetried) {
+  // No layer caches: nothing could be given back to make room.
+  const auto before = faults_->calls(backend_op::allocate);
   faults_->inject({.op = backend_op::allocate, .nth = 1, .code = errc::out_of_memory});
   EXPECT_ERRC((void)top_.allocate(req(4 * KiB)), errc::out_of_memory);
+  EXPECT_EQ(faults_->calls(backend_op::allocate), before + 1);
+  EXPECT_EQ(stack_->limit().held(), 0u);
 }
 
-TEST_P(resource_stack_conformance, TryAllocateServesWithoutGrowingACache) {
-  const auto a = top_.try_allocate(req(4 * KiB));
-  if (stack_->pool()) {
-    EXPECT_FALSE(a.has_value());  // the pool would have to grow
-    EXPECT_EQ(counted().misses, 1u);
-  } else {
-    ASSERT_TRUE(a.has_value());  // direct: the backend call is the request
-    top_.deallocate(*a);
-  }
-}
-
-TEST_P(resource_stack_conformance, ConcurrentCallersBalance) {
+TEST_F(resource_stack_conformance, ConcurrentCallersBalance) {
   constexpr int threads = 4, rounds = 100;
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t)
@@ -218,15 +185,9 @@ TEST_P(resource_stack_conformance, ConcurrentCallersBalance) {
   EXPECT_EQ(s.deallocations, s.allocations);
   EXPECT_EQ(s.current_bytes, 0u);
   EXPECT_EQ(stack_->tracking().size(), 0u);
-  top_.trim();
   EXPECT_EQ(stack_->limit().held(), 0u);
   EXPECT_EQ(host_->counters().live_allocations, 0u);
 }
-
-INSTANTIATE_TEST_SUITE_P(stacks, resource_stack_conformance,
-                         ::testing::Values(stack_kind{"direct", allocation_policy::direct},
-                                           stack_kind{"pool", allocation_policy::pool}),
-                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace uma

@@ -34,8 +34,8 @@ struct uma_allocator {
   /// The block (cached or large) holding [ptr, ptr + bytes) as a ref; throws
   /// invalid_argument-like statuses through `uma_status_error`.
   [[nodiscard]] uma::byte_ref ref_of(const void* ptr, std::size_t bytes);
-  /// The block allocator's idle slabs back to the allocator, then its free pool slabs back to
-  /// the backend; returns the slabs' bytes.
+  /// The block allocator's idle slabs back to the allocator, which frees them; returns the
+  /// slabs' bytes.
   std::uint64_t trim();
   [[nodiscard]] uma_stats stats();
   [[nodiscard]] std::string stats_json();

@@ -21,7 +21,9 @@ struct c_member {
 };
 
 // The struct's layout is ABI (actors/c/uma.h): members are only ever appended. These are the
-// table's fields it carries; `carried` below proves it carries every numeric one.
+// table's fields it carries; `carried` below proves it carries every numeric one. `pool_slabs`
+// and `fragmentation` stay in the struct for its layout only (the pool policy's own slabs are
+// gone: its small requests are the block allocator's blocks); they read 0.
 constexpr c_member<std::uint64_t> c_counters[] = {
     {"generation", &uma_stats::generation},
     {"quota_bytes", &uma_stats::quota_bytes},
@@ -41,7 +43,6 @@ constexpr c_member<std::uint64_t> c_counters[] = {
     {"advice_elided", &uma_stats::advice_elided},
     {"ranges_coalesced", &uma_stats::ranges_coalesced},
     {"reserved_bytes", &uma_stats::reserved_bytes},
-    {"pool_slabs", &uma_stats::pool_slabs},
     {"live_leases", &uma_stats::live_leases},
     {"leased_bytes", &uma_stats::leased_bytes},
     {"resident_bytes", &uma_stats::resident_bytes},
@@ -51,7 +52,6 @@ constexpr c_member<std::uint64_t> c_counters[] = {
     {"driver_to_host_bytes", &uma_stats::driver_to_host_bytes},
     {"driver_page_faults", &uma_stats::driver_page_faults},
 };
-constexpr c_member<double> c_reals[] = {{"fragmentation", &uma_stats::fragmentation}};
 
 /// The C member named `name` among `members`, or null.
 template <class T, std::size_t N>
@@ -66,13 +66,12 @@ template <class T>
 constexpr T uma_stats::*c_member_for(std::string_view name) {
   if constexpr (std::is_same_v<T, std::uint64_t>)
     return c_member_of(c_counters, name);
-  else if constexpr (std::is_same_v<T, double>)
-    return c_member_of(c_reals, name);
   else
     return nullptr;
 }
 
-/// Every numeric field of the table has its C member, and the struct carries nothing else.
+/// Every numeric field of the table has its C member, and the struct carries no other field of
+/// the table.
 consteval bool carried() {
   std::size_t numeric = 0;
   bool all = true;
@@ -83,7 +82,7 @@ consteval bool carried() {
       all = all && c_member_for<type>(f.name) != nullptr;
     }
   });
-  return all && numeric == std::size(c_counters) + std::size(c_reals);
+  return all && numeric == std::size(c_counters);
 }
 static_assert(carried(), "uma_stats (actors/c/uma.h) lacks a field of memory/stats_fields.hpp");
 

@@ -66,8 +66,9 @@ typedef enum uma_backend_choice {
 } uma_backend_choice;
 
 typedef enum uma_policy {
-  UMA_POLICY_DIRECT = 0, /* every region is its own backend allocation */
-  UMA_POLICY_POOL = 1    /* regions carved from slabs */
+  UMA_POLICY_DIRECT = 0, /* a request the allocator serves is its own backend allocation */
+  UMA_POLICY_POOL = 1    /* so is one above cache_max_bytes; smaller ones reaching the allocator
+                            are blocks of the block allocator (uma_malloc's are under both) */
 } uma_policy;
 
 /* Same values as uma::advice (sys/advice.hpp). */
@@ -130,10 +131,12 @@ typedef struct uma_stats {
   uint64_t advice_elided;
   uint64_t ranges_coalesced;
   uint64_t reserved_bytes;
-  uint64_t pool_slabs;
+  uint64_t pool_slabs; /* always 0: the pool policy's small requests are the block allocator's
+                          blocks (its slabs: live_leases); kept for the struct's layout */
   uint64_t live_leases;
   uint64_t leased_bytes;
-  double fragmentation;
+  double fragmentation; /* always 0 (no pool slabs since the pool policy uses the block
+                           allocator); kept for the struct's layout */
   uint64_t resident_bytes;
   uint64_t residency_to_device_bytes;
   uint64_t residency_to_host_bytes;
@@ -196,8 +199,8 @@ UMA_C_EXPORT uma_status uma_stats_json(uma_allocator* allocator, char* buffer, s
 UMA_C_EXPORT uma_status uma_set_quota(uma_allocator* allocator, uint64_t quota_bytes);
 
 /* Gives memory back: the block allocator's slabs whose blocks are all free and finished on
- * their streams go back to the allocator, then the pool's free slabs to the backend (CUDA:
- * cudaFree). *released_bytes (may be NULL) gets the bytes of the slabs given back. */
+ * their streams go back to the allocator, which frees them (CUDA: cudaFree).
+ * *released_bytes (may be NULL) gets the bytes of the slabs given back. */
 UMA_C_EXPORT uma_status uma_trim(uma_allocator* allocator, uint64_t* released_bytes);
 
 /* The status's name, e.g. "UMA_ERR_UNKNOWN_POINTER" (never NULL). */

@@ -18,7 +18,7 @@ namespace {
 
 /// What the stack handed out for `r`, as allocate returned it.
 allocation allocation_of(const region* r) noexcept {
-  return {r->base, r->data, r->bytes, r->backend_bytes, r->slab, r->slab_offset};
+  return {r->base, r->data, r->bytes, r->backend_bytes};
 }
 
 /// What a snapshot says of a region's advice.
@@ -56,7 +56,8 @@ allocation_core::allocation_core(const allocator_config& config, std::shared_ptr
       lanes_(lanes),
       stack_(make_resource_stack(backend_, config.memory)),
       blocks_(std::make_shared<block_allocator>(
-          resources(), control_, block_allocator_config{config.memory.max_pooled_block})),
+          resources(), control_,
+          block_allocator_config{config.memory.max_pooled_block, config.memory.slab_bytes})),
       block_advice_(backend_, lanes) {
   stats_.backend = std::string(to_string(backend_->kind()));
   stats_.generation = config.supervision.generation;
@@ -92,18 +93,30 @@ allocation_request allocation_core::checked_request(const allocate_request& r) c
   return {r.count * r.element_size, alignment, r.attach, r.label};
 }
 
-std::optional<byte_ref> allocation_core::try_allocate_now(const allocation_request& r) {
-  const auto a = stack_->top().try_allocate(r);
-  if (!a)
-    return std::nullopt;
-  return adopt(*a, r.attach);
+bool allocation_core::as_block(const allocation_request& r) const noexcept {
+  // What a block guarantees: page alignment, global attachment (an alignment that is no power
+  // of two goes to the stack, which refuses it).
+  return config_.memory.policy == allocation_policy::pool && blocks_->serves(r.bytes) &&
+         std::has_single_bit(r.alignment) && r.alignment <= stack_->top().properties().page &&
+         r.attach == attach_flag::global;
+}
+
+byte_ref allocation_core::take_block(block_allocator& blocks, const allocation_request& r,
+                                     stream_view stream) {
+  return r.label.empty() ? blocks.allocate(r.bytes, 0, stream)
+                         : blocks.allocate_labelled<std::byte>(r.bytes, r.label, 0, stream);
+}
+
+byte_ref allocation_core::allocate_now(const allocation_request& r, stream_view stream) {
+  if (as_block(r))  // a miss carves a slab here: one backend call, as a direct region's
+    return take_block(*blocks_, r, stream);
+  return adopt(stack_->top().allocate(r), r.attach);
 }
 
 byte_ref allocation_core::adopt(const allocation& a, attach_flag attach) {
   region* reg = nullptr;
   try {
-    reg = new region(control_, control_->reserve_ids(1), a.base, a.data, a.bytes, a.charged, a.slab,
-                     a.offset);
+    reg = new region(control_, control_->reserve_ids(1), a.base, a.data, a.bytes, a.charged);
     table_.insert(reg, attach);
   } catch (...) {
     delete reg;
@@ -124,10 +137,9 @@ coalesced_ranges allocation_core::coalesced(std::span<const byte_ref> refs,
   std::vector<keyed_range> keyed;
   keyed.reserve(refs.size());
   for (std::size_t i = 0; i < refs.size(); ++i) {
-    const auto* r = detail::record_of(refs[i])->home;  // a block lies in its slab
-    const std::uint64_t allocation = r->pooled() ? r->slab : (std::uint64_t{1} << 32) + r->id;
+    const auto* home = detail::record_of(refs[i])->home;  // a block lies in its slab
     keyed.push_back(
-        {allocation, refs[i].range(),
+        {home->id, refs[i].range(),
          locations.empty() ? location::host() : locations[locations.size() == 1 ? 0 : i]});
   }
   auto out = coalesce(std::move(keyed));
@@ -218,33 +230,17 @@ void allocation_core::drain_releases() {
       --stats_.live_leases;
       stats_.leased_bytes -= r->backend_bytes;
     }
-    const auto memory = allocation_of(r);
     if (history_->enabled())
       history_->record(event_kind::release, config_.supervision.generation, id, r->bytes,
                        stack_->tracking().label_of(r->data));
-    if (!memory.pooled()) {
-      table_.erase(id);
-      if (on_free_)
-        on_free_(id);
-      // cudaFree synchronizes the device: never on the actor's loop.
-      lanes_.post(worker_lanes::general, [stack = resources(), r, memory] {
-        stack->deallocate(memory);
-        drop_table_ref(r);
-      });
-      continue;
-    }
-    // The block's pages keep their advice: take it back before anyone else gets them (on the
-    // general lane, where the next owner's advice runs too).
-    if (!entry->advice.is_default())
-      lanes_.post(
-          worker_lanes::general,
-          [b = backend_, range = byte_range{r->data, r->backend_bytes}, state = entry->advice,
-           devices = backend_->device_count()] { reset_advice(*b, range, state, devices); });
     table_.erase(id);
     if (on_free_)
       on_free_(id);
-    stack_->top().deallocate(memory);  // no backend call: reusable at once
-    drop_table_ref(r);
+    // cudaFree synchronizes the device: never on the actor's loop.
+    lanes_.post(worker_lanes::general, [stack = resources(), r, memory = allocation_of(r)] {
+      stack->deallocate(memory);
+      drop_table_ref(r);
+    });
   }
 }
 
@@ -290,11 +286,6 @@ allocator_stats allocation_core::stats() const {
   s.total_bytes_allocated = counted.total_bytes;
   s.reserved_bytes = stack_->limit().held();  // slabs + direct regions
   s.pending_jobs = lanes_.pending();
-  if (const auto* pool = stack_->pool()) {
-    const auto p = pool->stats();
-    s.pool_slabs = p.slabs;
-    s.fragmentation = p.fragmentation();
-  }
   return s;
 }
 
@@ -344,9 +335,7 @@ allocator_snapshot allocation_core::snapshot() const {
   for (auto& info : report()) {
     region_snapshot row{std::move(info)};
     if (const auto* e = table_.find(row.info.id)) {
-      row.policy = e->slab_blocks != 0   ? region_policy::slab
-                   : e->region->pooled() ? region_policy::pooled
-                                         : region_policy::direct;
+      row.policy = e->slab_blocks != 0 ? region_policy::slab : region_policy::direct;
       row.advice = describe(e->advice);
       row.last_prefetch = e->last_prefetch;
     } else {  // a labelled block
@@ -364,11 +353,8 @@ allocator_snapshot allocation_core::snapshot() const {
 
 // -- stop -----------------------------------------------------------------------------------------
 
-void allocation_core::leak(std::uint64_t id, const region_table::entry& e, stop_report& report,
-                           std::vector<std::uint32_t>& pinned_slabs) {
+void allocation_core::leak(std::uint64_t id, const region_table::entry& e, stop_report& report) {
   const auto* r = e.region;
-  if (r->pooled())
-    pinned_slabs.push_back(r->slab);  // a slab with a pinned block is leaked whole
   ++report.regions_leaked;
   report.bytes_leaked += r->bytes;
   if (e.slab_blocks != 0) {  // a leaked slab stays counted
@@ -395,8 +381,7 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
   } catch (...) {
     // out of host memory: those blocks' host state stays (their memory is still freed below)
   }
-  std::uint64_t leaked_backend_bytes = 0, with_slabs_bytes = 0, with_slabs_count = 0;
-  std::vector<std::uint32_t> pinned_slabs;
+  std::uint64_t leaked_backend_bytes = 0;
   std::vector<const void*> leaked_data;
   stats_.live_leases = stats_.leased_bytes = 0;
   for (auto& [id, e] : table_.take_all()) {
@@ -407,17 +392,12 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
     const bool pinned = !report.pins_drained && r->pins.load(std::memory_order_seq_cst) > 0;
     if (pinned) {
       try {
-        leak(id, e, report, pinned_slabs);
+        leak(id, e, report);
         leaked_data.push_back(r->data);
       } catch (...) {
         // out of host memory: the region is still leaked, only its report is short
       }
       leaked_backend_bytes += r->backend_bytes;
-    } else if (r->pooled()) {
-      // Goes with its slab in release_all below: one pass over the slabs, not one call per block
-      // through the stack (100 000 blocks: milliseconds, docs/performance.md section 8).
-      with_slabs_bytes += r->backend_bytes;
-      ++with_slabs_count;
     } else {
       stack_->top().deallocate(allocation_of(r));  // the lanes have stopped: frees run here
     }
@@ -427,9 +407,6 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
     }
     drop_table_ref(r);
   }
-  if (auto* pool = stack_->pool())
-    pool->release_all(pinned_slabs);
-  stack_->statistics().forget(with_slabs_bytes, with_slabs_count);
   stack_->tracking().keep_only(leaked_data);
   blocks_->close();  // after the leak decisions: its raw pins kept pinned slabs from being freed
   try {

@@ -27,7 +27,7 @@ namespace uma::detail {
 /// What one allocator incarnation owns and decides, without its messaging: the region table,
 /// the ids, the block allocator, advice bookkeeping, its own counters, and the freeing part of
 /// post_stop. Memory comes from a resource stack (memory/resource_stack.hpp) composed from the
-/// config: quota, pool, growth, retry and rounding live there, not here. The actor
+/// config: quota and rounding live there, not here. The actor
 /// (actors/managed_allocator.cpp) owns one and adds requests, replies, lanes' jobs and stop
 /// order. Actor-thread only; throws `uma::error` where a request is refused.
 class allocation_core {
@@ -42,10 +42,18 @@ class allocation_core {
   /// Every check of an allocate request that is about the request (sizes, stream), before
   /// anything changes; what the stack refuses (alignment, quota, overflow) it throws itself.
   [[nodiscard]] allocation_request checked_request(const allocate_request& r) const;
-  /// The region now, or nullopt when the stack must grow first (call `resources()->allocate`
-  /// off the actor's loop, then `adopt`). A direct region is one backend call on the actor's
-  /// thread: what `direct` means.
-  [[nodiscard]] std::optional<byte_ref> try_allocate_now(const allocation_request& r);
+  /// The memory for `r`, used on `stream`. Under the `pool` policy a request the block
+  /// allocator serves (`as_block`) is one of its blocks, labelled when `r` is (the ref is the
+  /// block's: no region of the table; a miss carves a slab); anything else is a direct region.
+  /// Either is at most one backend call on the actor's thread: what `direct` means. Throws
+  /// what the stack or the block allocator throws (nothing changed then).
+  [[nodiscard]] byte_ref allocate_now(const allocation_request& r, stream_view stream);
+  /// True when `r` is served as a block: the `pool` policy, a size the block allocator serves,
+  /// at most page alignment, attached globally.
+  [[nodiscard]] bool as_block(const allocation_request& r) const noexcept;
+  /// A block of `blocks` for `r` (a labelled one when `r` has a label), used on `stream`.
+  [[nodiscard]] static byte_ref take_block(block_allocator& blocks, const allocation_request& r,
+                                           stream_view stream);
   /// Registers memory the stack returned as a region; the ref is its first handle. On failure
   /// (host memory) the memory goes back to the stack.
   [[nodiscard]] byte_ref adopt(const allocation& a, attach_flag attach);
@@ -86,10 +94,9 @@ class allocation_core {
 
   // -- releases, quota, stats -------------------------------------------------------------------
 
-  /// Puts new slabs in the table, then handles every queued release: pooled blocks back to the
-  /// stack at once (advice reset on the general lane first), direct regions and slabs back
-  /// through the stack on that lane (cudaFree synchronizes the device), advised blocks reset and
-  /// given back to the block allocator.
+  /// Puts new slabs in the table, then handles every queued release: direct regions and slabs
+  /// back through the stack on the general lane (cudaFree synchronizes the device), advised
+  /// blocks reset and given back to the block allocator.
   void drain_releases();
   /// Sets the quota (0: only reads it); throws invalid_argument below the bytes held. Returns
   /// the quota in force.
@@ -130,14 +137,14 @@ class allocation_core {
   [[nodiscard]] allocator_snapshot snapshot() const;
 
   /// The freeing part of post_stop, once the lanes have drained and the device synchronized:
-  /// every unpinned region back through the stack, then the pool's slabs (a region pinned after
-  /// a timed-out drain is leaked and reported, with its slab). Returns the backend bytes leaked.
+  /// every unpinned region (a direct region or a block allocator's slab) back through the
+  /// stack; one pinned after a timed-out drain is leaked and reported. Returns the backend bytes
+  /// leaked.
   std::uint64_t stop(stop_report& report) noexcept;
 
  private:
   void adopt_slabs(const std::vector<slab_adoption>& slabs);
-  void leak(std::uint64_t id, const region_table::entry& e, stop_report& report,
-            std::vector<std::uint32_t>& pinned_slabs);
+  void leak(std::uint64_t id, const region_table::entry& e, stop_report& report);
 
   const allocator_config& config_;
   std::shared_ptr<backend> backend_;

@@ -128,8 +128,9 @@ std::optional<refusal> check_snapshot(const remote_snapshot& s) {
   };
   for (const auto& r : s.regions) {
     const auto row = "region " + std::to_string(r.info.id) + " has ";
-    if (static_cast<unsigned>(r.policy) > static_cast<unsigned>(region_policy::block))
-      return bad(row + "policy " + number(r.policy) + ", out of range (0 to 3)");
+    if (r.policy != region_policy::direct && r.policy != region_policy::slab &&
+        r.policy != region_policy::block)
+      return bad(row + "policy " + number(r.policy) + ", not 0 (direct), 2 (slab) or 3 (block)");
     if (r.info.attach != attach_flag::global && r.info.attach != attach_flag::host)
       return bad(row + "attach flag " + number(r.info.attach) +
                  ", out of range (1: global, 2: host)");

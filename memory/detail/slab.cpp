@@ -31,14 +31,11 @@ slab* slab::carve(std::shared_ptr<block_allocator> owner, memory_resource& stack
   const std::size_t page = stack.properties().page;
   const std::string label =
       "slab: " + std::to_string(count) + " x " + std::to_string(block_bytes) + " bytes";
-  allocation_request req{block_bytes * count, page, attach_flag::global, label};
-  req.poolable = false;  // a slab is never carved from a pool slab
-  const auto memory = stack.allocate(req);
+  const auto memory = stack.allocate({block_bytes * count, page, attach_flag::global, label});
   const auto first = control->reserve_ids(count + 1);
   region* home = nullptr;
   try {
-    home = new region(control, first, memory.base, memory.data, memory.bytes, memory.charged,
-                      memory.slab, memory.offset);
+    home = new region(control, first, memory.base, memory.data, memory.bytes, memory.charged);
     adopt_first_ref(home);  // the slab's count; the table takes the initial one
     return new slab(std::move(owner), home, first + 1, block_bytes,
                     static_cast<std::uint32_t>(count), size_class);
@@ -52,8 +49,7 @@ slab* slab::carve(std::shared_ptr<block_allocator> owner, memory_resource& stack
 void slab::abandon(slab* s, memory_resource& stack) noexcept {
   auto* home = std::exchange(s->home_, nullptr);
   delete s;
-  stack.deallocate(
-      {home->base, home->data, home->bytes, home->backend_bytes, home->slab, home->slab_offset});
+  stack.deallocate({home->base, home->data, home->bytes, home->backend_bytes});
   delete home;
 }
 

@@ -27,7 +27,7 @@ class slab;
 struct block {
   block(std::shared_ptr<control_block> control, std::uint64_t id, std::byte* data,
         std::size_t bytes, region* home, slab* parent)
-      : rec(std::move(control), id, data, data, bytes, bytes, region::no_slab, 0, home, parent) {}
+      : rec(std::move(control), id, data, data, bytes, bytes, home, parent) {}
 
   region rec;
   block* next = nullptr;

@@ -93,10 +93,10 @@ class Stats(ctypes.Structure):
         ("advice_elided", ctypes.c_uint64),
         ("ranges_coalesced", ctypes.c_uint64),
         ("reserved_bytes", ctypes.c_uint64),
-        ("pool_slabs", ctypes.c_uint64),
+        ("pool_slabs", ctypes.c_uint64),  # layout only: always 0 (see RETIRED_STATS_FIELDS)
         ("live_leases", ctypes.c_uint64),
         ("leased_bytes", ctypes.c_uint64),
-        ("fragmentation", ctypes.c_double),
+        ("fragmentation", ctypes.c_double),  # layout only: always 0
         ("resident_bytes", ctypes.c_uint64),
         ("residency_to_device_bytes", ctypes.c_uint64),
         ("residency_to_host_bytes", ctypes.c_uint64),
@@ -188,7 +188,12 @@ class ResidencyReport(ctypes.Structure):
     ]
 
 
-STATS_FIELDS = tuple(name for name, _ in Stats._fields_ if name != "struct_size")
+# Members kept for the struct's layout only: the pool policy's own slabs are gone (its small
+# requests are blocks of the block allocator, counted by live_leases), so they read 0 and the
+# JSON has no such key.
+RETIRED_STATS_FIELDS = ("pool_slabs", "fragmentation")
+STATS_FIELDS = tuple(name for name, _ in Stats._fields_
+                     if name != "struct_size" and name not in RETIRED_STATS_FIELDS)
 STOP_REPORT_FIELDS = tuple(name for name, _ in StopReport._fields_ if name != "struct_size")
 PLAN_RESULT_FIELDS = tuple(name for name, _ in PlanResult._fields_ if name != "struct_size")
 DEVICE_RESIDENCY_FIELDS = tuple(name for name, _ in DeviceResidency._fields_)

@@ -1,8 +1,8 @@
 // libFuzzer target for the allocator's request sequences (docs/reliability.md, "Fuzzing"): the
 // CAF-free resource layer (memory/resource_stack.hpp) driven in-process, thousands of inputs a
 // second where uma_fuzz drives a whole actor system per input. The first bytes pick the stack
-// (direct or pool, slab and block sizes, quota), the rest is a sequence of allocate,
-// try_allocate, deallocate, set_limit, trim and injected backend faults; the invariants checked
+// (its quota; three bytes before it are ignored), the rest is a sequence of allocate,
+// deallocate, set_limit and injected backend faults; the invariants checked
 // after every step are in tests/support/stack_fuzz.cpp, which tests/stack_fuzz_replay_test.cpp
 // also runs in the normal build trees. A crash, a sanitizer report or a broken invariant is a
 // finding.
