@@ -42,7 +42,6 @@ set(UMA_PUBLIC_HEADERS
   memory/migration_ledger.hpp
   memory/pin.hpp
   memory/planned_extents.hpp
-  memory/pool_resource.hpp
   memory/region_info.hpp
   memory/residency_account.hpp
   memory/residency_json.hpp
