@@ -213,8 +213,9 @@ class managed_allocator final : public allocator_impl::base {
           {}, completion::enqueued, std::move(reply), false);
   }
 
-  /// The actor's own try: an allocation, or nullopt to go to the general lane. The quota's
-  /// refusal goes there, behind the frees it may be waiting for: a region's last
+  /// The actor's own try: an allocation, or nullopt to go to the general lane. A refusal by
+  /// the quota or the backend (out of memory) goes there, behind the frees it may be waiting
+  /// for: a region's last
   /// drop frees it on that lane (cudaFree synchronizes the device), and until then the quota
   /// counts it, so a caller that gave memory back and asks again must not be refused for it.
   /// The releases queued meanwhile are freed first, so that their frees precede the job.
@@ -222,8 +223,12 @@ class managed_allocator final : public allocator_impl::base {
     try {
       return core_.allocate_now(req, stream);
     } catch (const error& e) {
-      if (e.code() != errc::quota_exceeded)
+      if (e.code() != errc::quota_exceeded && e.code() != errc::out_of_memory)
         throw;
+      // The block allocator's idle slabs (every block free, every stream done) go back too, as
+      // the pool they replaced gave its empty slabs back before it retried: their frees join
+      // the queue ahead of the job.
+      (void)core_.blocks()->trim();
       drain();
       return std::nullopt;
     }

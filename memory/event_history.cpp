@@ -8,9 +8,13 @@
 namespace uma {
 
 /// A slot of its own cache lines: threads recording at once fill neighbouring slots.
+namespace {
+constexpr auto none = ~std::uint64_t{0};  // a slot's number while it holds no event
+}  // namespace
+
 struct alignas(64) event_history::slot {
-  detail::spin_mutex mutex;                  // held for the copy of one event, tens of nanoseconds
-  std::uint64_t number = ~std::uint64_t{0};  // of the event held; none yet
+  detail::spin_mutex mutex;     // held for the copy of one event, tens of nanoseconds
+  std::uint64_t number = none;  // of the event held
   allocator_event event;
 };
 
@@ -50,9 +54,11 @@ void event_history::record(event_kind kind, std::uint64_t generation, std::uint6
   const auto number = count_.fetch_add(1, std::memory_order_acq_rel);
   auto& s = ring_[number % capacity_];
   std::lock_guard lock(s.mutex);
-  if (s.number != ~std::uint64_t{0} && s.number > number)
+  if (s.number != none && s.number > number)
     return;  // the ring came round while this thread waited: a later event has the slot
-  s.number = number;
+  // The slot holds no event while it is written: a label that cannot be copied (bad_alloc)
+  // leaves it empty, not an event of mixed fields.
+  s.number = none;
   auto& e = s.event;
   e.time_ns = now;
   e.kind = kind;
@@ -61,6 +67,7 @@ void event_history::record(event_kind kind, std::uint64_t generation, std::uint6
   e.bytes = bytes;
   e.label.assign(label);  // reuses the slot's buffer
   e.detail.assign(detail);
+  s.number = number;
 }
 
 std::vector<allocator_event> event_history::events() const {

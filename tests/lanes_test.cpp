@@ -86,8 +86,10 @@ class off_loop : public test::reliability_fixture {
 
 TEST_F(off_loop, AFailedSlabRepliesItsErrorAndTheNextRequestCarvesAgain) {
   // Under the pool policy a small request is a block: a miss carves a slab through the stack,
-  // and a refused slab leaves nothing behind.
+  // and a refused slab leaves nothing behind. A refusal is tried once more, on the general lane
+  // behind the frees queued before it (they may be what the backend lacks): both fail here.
   faults_->inject({.op = backend_op::allocate, .nth = 1, .code = errc::out_of_memory});
+  faults_->inject({.op = backend_op::allocate, .nth = 2, .code = errc::out_of_memory});
   UMA_EXPECT_ERRC((void)pool_->allocate<std::byte>(4096), errc::out_of_memory);
   auto s = pool_->stats();
   EXPECT_EQ(s.failures_of(errc::out_of_memory), 1u);
@@ -99,7 +101,7 @@ TEST_F(off_loop, AFailedSlabRepliesItsErrorAndTheNextRequestCarvesAgain) {
   s = pool_->stats();
   EXPECT_EQ(s.live_leases, 1u);  // the block's slab
   EXPECT_EQ(s.live_regions, 1u);
-  EXPECT_EQ(faults_->calls(backend_op::allocate), 2u);
+  EXPECT_EQ(faults_->calls(backend_op::allocate), 3u);
 }
 
 TEST_F(off_loop, AHeldPrefetchDelaysItsStreamButNotOtherWork) {
@@ -239,8 +241,9 @@ TEST_F(off_loop, AnAllocateOverTheQuotaWaitsForTheFreesOnTheirWayToTheBackend) {
   first.reset();
   ASSERT_TRUE(faults_->wait_for_held(10s));  // its free is on the lane, held there
   auto second = std::async(std::launch::async, [&] { return direct->allocate<std::byte>(big); });
-  // Either the refusal comes back, or the allocate waits as a job on the lane behind the free.
-  while (second.wait_for(0ms) != std::future_status::ready && direct->stats().pending_jobs == 0) {
+  // Either the refusal comes back, or the allocate waits as a job on the lane behind the free
+  // (two jobs then: the held free, running, and the allocation).
+  while (second.wait_for(0ms) != std::future_status::ready && direct->stats().pending_jobs < 2) {
   }
   faults_->resume();
   const auto ref = second.get();  // throws quota_exceeded where it was refused
@@ -262,7 +265,7 @@ TEST_F(off_loop, ABlockWhoseSlabTheQuotaRefusesWaitsForTheFreesOnTheirWayToo) {
   first.reset();
   ASSERT_TRUE(faults_->wait_for_held(10s));
   auto block = std::async(std::launch::async, [&] { return pool->allocate<std::byte>(65536); });
-  while (block.wait_for(0ms) != std::future_status::ready && pool->stats().pending_jobs == 0) {
+  while (block.wait_for(0ms) != std::future_status::ready && pool->stats().pending_jobs < 2) {
   }
   faults_->resume();
   const auto ref = block.get();  // throws quota_exceeded where it was refused
@@ -271,6 +274,40 @@ TEST_F(off_loop, ABlockWhoseSlabTheQuotaRefusesWaitsForTheFreesOnTheirWayToo) {
   EXPECT_EQ(s.live_leases, 1u);  // its slab, the one region
   EXPECT_EQ(s.live_regions, 1u);
   EXPECT_EQ(pool->blocks()->stats().blocks_in_use, 1u);
+}
+
+TEST_F(off_loop, AStopWhileAnAllocateWaitsBehindTheFreesAnswersItAndLeavesNothing) {
+  // The waiting allocate is a job on the general lane: a stop meanwhile answers it
+  // allocator_stopped, and the memory the job takes once the lane runs it is freed.
+  resume_on_exit guard{*faults_};
+  constexpr std::size_t big = std::size_t{32} << 20;
+  auto direct =
+      make_client({.backend = {.instance = faults_}, .memory = {.quota_bytes = big + big / 2}});
+  auto witness = direct->allocate<std::byte>(4096);
+  faults_->hold(backend_op::free);
+  auto first = direct->allocate<std::byte>(big);
+  first.reset();
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  auto a = std::async(std::launch::async, [&] {
+    try {
+      (void)direct->allocate<std::byte>(big);
+      return errc{};
+    } catch (const error& e) {
+      return e.code();
+    }
+  });
+  while (a.wait_for(0ms) != std::future_status::ready && direct->stats().pending_jobs < 2) {
+  }
+  ASSERT_EQ(a.wait_for(0ms), std::future_status::timeout);  // waiting behind the held free
+  auto stopper = std::async(std::launch::async, [&] { direct->stop(); });
+  for (int i = 0; i < 10'000'000 && witness.valid(); ++i)  // post_stop has begun
+    std::this_thread::yield();
+  ASSERT_FALSE(witness.valid());
+  faults_->resume();
+  stopper.get();
+  EXPECT_EQ(a.get(), errc::allocator_stopped);
+  EXPECT_EQ(backend_->counters().live_allocations, 0u);  // the job's late region went back
+  EXPECT_EQ(backend_->counters().bad_frees, 0u);
 }
 
 TEST_F(off_loop, AnAllocatorWhoseLastHandleEndsInsideALaneJobStopsCleanly) {

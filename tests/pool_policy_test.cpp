@@ -153,6 +153,25 @@ TEST_F(pooled_allocator, TheQuotaBoundsTheSlabsAndARefusalChangesNothing) {
   EXPECT_TRUE(c->allocate<std::byte>(64 * KiB).valid());  // a freed block fits again
 }
 
+TEST_F(pooled_allocator, ARefusedSlabTakesTheIdleSlabsOfOtherSizesBack) {
+  // Each size class carves slabs of its own, and an idle slab (every block free) stays cached:
+  // a request of another class that the quota then refuses gets that quota back, as the pool
+  // did when it gave its empty slabs back before it retried.
+  auto c = make_client({.memory = {.policy = allocation_policy::pool,
+                                   .quota_bytes = 6 << 20,
+                                   .slab_bytes = 4 << 20,
+                                   .max_pooled_block = 1 << 20}});
+  (void)c->allocate<std::byte>(64 * KiB);  // a 4 MiB slab of its class, idle once dropped
+  auto s = c->flush();
+  ASSERT_EQ(s.reserved_bytes, 4u << 20);
+  const auto other = c->allocate<std::byte>(1 << 20);  // another class: a slab of its own
+  EXPECT_EQ(other.size(), 1u << 20);
+  s = c->flush();
+  EXPECT_EQ(s.failures_of(errc::quota_exceeded), 0u);
+  EXPECT_EQ(c->blocks()->stats().slabs, 1u) << "the idle slab went back";
+  EXPECT_LE(s.reserved_bytes, 6u << 20);
+}
+
 TEST_F(pooled_allocator, AdjacentBlocksArePrefetchedAsOneRange) {
   std::vector<byte_ref> refs;
   for (int i = 0; i < 64; ++i)  // one whole 4 MiB slab

@@ -88,7 +88,9 @@ TEST_F(supervisor, ContextLostRestartsAndOldRefsGoInert) {
 TEST_F(supervisor, OutOfMemoryIsResumedWithoutARestart) {
   client c(sys_, start());
   c.set_cache_max_bytes(0);  // the message path (faults, quota, regions)
+  // Twice: the actor's try, then its one more try on the general lane behind the queued frees.
   faults_->inject({backend_op::allocate, 1, errc::out_of_memory});
+  faults_->inject({backend_op::allocate, 2, errc::out_of_memory});
   UMA_EXPECT_ERRC((void)c.allocate<float>(64), errc::out_of_memory);
   auto ref = c.allocate<float>(64);  // same incarnation keeps serving
   EXPECT_EQ(ref.generation(), 1u);

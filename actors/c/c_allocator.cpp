@@ -147,9 +147,10 @@ uma_status uma_allocator::release(void* ptr, std::size_t size, int device, uma_s
 }
 
 std::uint64_t uma_allocator::trim() {
+  // The actor's trim trims the same block allocator again (what came free meanwhile) and
+  // replies once the general lane has freed both trims' slabs.
   const auto bytes = cache->trim();
-  (void)client->trim();  // drains the leases' releases first, then frees the free slabs
-  return bytes;
+  return bytes + client->trim();
 }
 
 uma::byte_ref uma_allocator::ref_of(const void* ptr, std::size_t bytes) {

@@ -227,8 +227,8 @@ class Allocator(PlanCalls):
 
     def trim(self):
         """Gives idle cached memory back (uma_trim): the block allocator's slabs whose blocks
-        are all free and finished on their streams go to the allocator, free pool slabs to the
-        backend. Returns the bytes of the slabs given back."""
+        are all free and finished on their streams go back to the backend. Returns the bytes of
+        the slabs given back."""
         released = ctypes.c_uint64(0)
         _check(self._lib, "uma_trim", self._lib.uma_trim(self._live(), ctypes.byref(released)))
         return released.value

@@ -46,10 +46,10 @@ def sliced(fused, limit, cache=None):
     the link (on the H200, a kernel across the link delays the kernels of other streams for its
     whole duration: 6-7x the backward pass's own kernels' time in bench/python/
     link_interference.py; in 1 Mi-element launches 1.4-1.8x, at the same link rate).
-    `cache` (a dict, or None): each call's launches (_Plan: which slices of the parameters and
-    their state go together) kept from call to call, keyed by the parameters, used again while
-    the same tensors come at the same addresses and sizes; only the gradients, new at every
-    step, are cut at every call. The step runs on the autograd thread, whose time the backward
+    `cache` (a PlanCache, or None): each call's launches (_Plan: which slices of the
+    parameters and their state go together) kept from call to call, keyed by the parameters,
+    used again while the same tensors come at the same addresses, sizes and contiguity; only the
+    gradients, new at every step, are cut at every call. The step runs on the autograd thread, whose time the backward
     pass's kernels wait for."""
     check_slice_limit(limit)
     return functools.partial(_sliced_call, fused, limit, cache)
@@ -103,8 +103,6 @@ class _Plan:
     in their places. Built from the parameter and state tensors alone: a call's gradients are
     cut by the caller."""
 
-    KEPT = 256  # plans a cache holds at most (one a chunk; more only if the chunks change)
-
     def __init__(self, params, states, limit, whole=None):
         self.limit, self.tensors = limit, [list(params)] + [list(g) for g in states]
         self.where = self._where(self.tensors)
@@ -124,26 +122,58 @@ class _Plan:
 
     @staticmethod
     def _where(tensors):
-        return [(t.data_ptr(), t.numel()) for group in tensors for t in group]
+        """Each tensor's address, size and contiguity: what its flat slices depend on (a
+        contiguous tensor's flat view is its memory in order, whatever its shape)."""
+        return [(t.data_ptr(), t.numel(), t.is_contiguous()) for group in tensors for t in group]
 
     @classmethod
     def of(cls, params, states, limit, cache):
-        """The call's plan: from `cache` where the same parameter and state tensors come again
-        at the same addresses and sizes (`param.data = ...` keeps the object and moves its
-        memory), else a new one, kept."""
+        """The call's plan: from `cache` (a PlanCache) where the same parameter and state
+        tensors come again at the same addresses, sizes and contiguity (`param.data = ...`
+        keeps the object and moves its memory), else a new one, kept."""
         if cache is None:
             return cls(params, states, limit)
         key = (limit, tuple(map(id, params)))
         plan = cache.get(key)
         tensors = [params] + states
-        if plan is not None and len(plan.tensors) == len(tensors) and all(
+        if plan is None or len(plan.tensors) != len(tensors) or not all(
                 a is b for kept, now in zip(plan.tensors, tensors)
-                for a, b in zip(kept, now)) and plan.where == cls._where(tensors):
-            return plan  # (the plan holds its tensors: the ids in its key are not reused)
-        if len(cache) >= cls.KEPT:
-            cache.clear()
-        plan = cache[key] = cls(params, states, limit)
+                for a, b in zip(kept, now)) or plan.where != cls._where(tensors):
+            plan = cls(params, states, limit)  # (a kept plan holds its tensors: the ids in its
+            cache.put(key, plan)               # key are not reused while it is kept)
         return plan
+
+
+class PlanCache:
+    """The kept plans of sliced calls (_Plan), by key. Bounded by use, not by a count: sweep()
+    (at the end of each backward pass) forgets the plans no call used since the sweep before,
+    so a model of any size keeps one plan per chunk, and a plan whose chunk changed does not
+    hold its tensors for longer than a step."""
+
+    def __init__(self):
+        self.plans, self.used = {}, set()
+
+    def get(self, key):
+        plan = self.plans.get(key)
+        if plan is not None:
+            self.used.add(key)
+        return plan
+
+    def put(self, key, plan):
+        self.plans[key] = plan
+        self.used.add(key)
+
+    def sweep(self):
+        for key in [k for k in self.plans if k not in self.used]:
+            del self.plans[key]
+        self.used = set()
+
+    def clear(self):
+        self.plans.clear()
+        self.used = set()
+
+    def __len__(self):
+        return len(self.plans)
 
 
 class _Slicing:
@@ -224,7 +254,7 @@ class BackwardStep:
         # A fused step of a chunk with mapped state in launches of at most this many elements
         # (sliced()); 0: one launch per chunk as the optimizer issues it.
         self.slice_elements = SLICE_ELEMENTS
-        self.slices = {}  # sliced()'s cache: the parameters' and their state's slices
+        self.slices = PlanCache()  # sliced()'s cache: each chunk's launches
         self.owed = False  # a backward pass stepped and optimizer.step() has not come since
         self.backward_open = False  # between a backward pass's first gradient and its end
         self.stats = {"backward_chunks": 0, "gradient_peak_bytes": 0,
@@ -298,6 +328,7 @@ class BackwardStep:
         self.backward_open = False
         self._compute_waits()
         self._let_go(wait=False)
+        self.slices.sweep()  # the plans of chunks this pass did not step
 
     def _compute_waits(self):
         compute = self.torch.cuda.current_stream(self.device)

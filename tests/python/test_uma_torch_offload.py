@@ -781,10 +781,10 @@ class SlicedFusedStepTest(unittest.TestCase):
 
     def test_a_strided_gradient_goes_whole_for_its_call_and_the_kept_plan_is_untouched(self):
         result = fresh("""
-            from uma_torch.backward_step import sliced
+            from uma_torch.backward_step import PlanCache, sliced
             uma_torch.install(backend="host", quota_bytes=64 << 20)
             lists = [[torch.empty(n, device="cuda") for n in (3000, 2000)] for _ in range(4)]
-            cache, calls = {}, []
+            cache, calls = PlanCache(), []
             for strided in (False, True, False):
                 lists[1] = [torch.empty(n, device="cuda") for n in (3000, 2000)]
                 lists[1][1]._contiguous = not strided
@@ -804,13 +804,37 @@ class SlicedFusedStepTest(unittest.TestCase):
         self.assertEqual(result["calls"][2], sliced_both, "the kept plan as before")
         self.assertEqual(result["kept"], 1)
 
+    def test_plans_of_every_chunk_are_kept_however_many_and_a_sweep_forgets_the_unused(self):
+        result = fresh("""
+            from uma_torch.backward_step import PlanCache, sliced
+            uma_torch.install(backend="host", quota_bytes=64 << 20)
+            chunks = [[[torch.empty(8, device="cuda")] for _ in range(4)] for _ in range(300)]
+            cache = PlanCache()
+            step = sliced(lambda *a, **k: None, 4, cache)
+            for lists in chunks:  # a first pass: a plan each
+                step(*lists, [], ["s"], lr=0.1)
+            cache.sweep()
+            kept = {key: plan for key, plan in cache.plans.items()}
+            for lists in chunks:  # the next pass: every plan used again, none made anew
+                step(*lists, [], ["s"], lr=0.1)
+            again = sum(cache.plans[key] is plan for key, plan in kept.items())
+            cache.sweep()
+            for lists in chunks[:100]:  # a pass that steps a third of them
+                step(*lists, [], ["s"], lr=0.1)
+            cache.sweep()
+            print(json.dumps(dict(first=len(kept), again=again, after=len(cache))))
+            """)
+        self.assertEqual(result["first"], 300, "no bound by count: one plan a chunk")
+        self.assertEqual(result["again"], 300, "the next pass finds every plan")
+        self.assertEqual(result["after"], 100, "a sweep forgets the plans its pass did not use")
+
     def test_kept_slices_follow_the_tensors_a_call_brings(self):
         """With a cache, a call's launches (the parameters' and their state's slices) are kept
         from call to call, but a call's gradients are always its own, and a plan whose state
         tensor was replaced since (own pages, a loaded state dict) or whose parameter's memory
         moved is made anew: no launch reaches memory the call did not bring."""
         result = fresh("""
-            from uma_torch.backward_step import sliced
+            from uma_torch.backward_step import PlanCache, sliced
             uma_torch.install(backend="host", quota_bytes=64 << 20)
             sizes = [3000, 500]
             lists = [[torch.empty(n, device="cuda") for n in sizes] for _ in range(4)]
@@ -825,7 +849,7 @@ class SlicedFusedStepTest(unittest.TestCase):
                 return [sorted(t.data_ptr() + 4 * start for t in group
                                for start in range(0, t.numel(), 1024)) for group in lists]
 
-            cache, calls, reused = {}, [], []
+            cache, calls, reused = PlanCache(), [], []
             for turn in range(4):
                 if turn == 1:
                     lists[1] = [torch.empty(n, device="cuda") for n in sizes]  # new gradients
@@ -834,9 +858,9 @@ class SlicedFusedStepTest(unittest.TestCase):
                 if turn == 3:  # the same object, its memory moved (param.data = ...)
                     lists[0][0]._storage = torch.empty(3000, device="cuda")._storage
                 seen.clear()
-                before = list(cache.values()) if cache else None
+                before = list(cache.plans.values()) if cache else None
                 sliced(fused, 1024, cache)(*lists, [], ["s0", "s1"], lr=0.1)
-                reused.append(before is not None and list(cache.values())[0] is before[0])
+                reused.append(before is not None and list(cache.plans.values())[0] is before[0])
                 got = [sorted(p for launch in seen for p in launch[g]) for g in range(4)]
                 calls.append(dict(got=got, want=spans(lists)))
             print(json.dumps(dict(calls=calls, kept=len(cache), reused=reused)))
