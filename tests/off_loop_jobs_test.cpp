@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -80,16 +81,19 @@ TEST_F(off_loop_jobs_test, AStreamOrderedJobFollowsAnUnfinishedOneOnItsStreamToI
 TEST_F(off_loop_jobs_test, ABarriersCompletionRunsAfterEverythingQueuedBefore) {
   caf::scoped_actor self{sys_};
   std::vector<int> order;
+  std::promise<void> open;  // the jobs run until the barrier is queued: still in flight then
+  const auto gate = open.get_future().share();
   for (std::size_t lane : {worker_lanes::general, std::size_t{2}})
     jobs_.post(
         caf::actor{self}, lane,
-        [] {
-          std::this_thread::sleep_for(1ms);  // a slow call, not a race being hidden
+        [gate] {
+          gate.wait();
           return std::uint64_t{1};
         },
         {}, completion::enqueued, [&order](caf::message&, caf::error&) { order.push_back(1); },
         false);
   jobs_.barrier(caf::actor{self}, [&order](caf::message&, caf::error&) { order.push_back(2); });
+  open.set_value();
   for (int i = 0; i < 3; ++i)
     (void)finish_next(self);
   EXPECT_EQ(order, (std::vector<int>{1, 1, 2}));
