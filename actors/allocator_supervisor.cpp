@@ -1,7 +1,6 @@
 #include <uma/actors/allocator_supervisor.hpp>
 
-#include <map>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -12,6 +11,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <uma/actors/allocator_settings.hpp>
+#include <uma/actors/detail/generation_log.hpp>
 #include <uma/actors/detail/residency_core.hpp>
 #include <uma/actors/detail/restart_observers.hpp>
 #include <uma/actors/detail/waiting_requests.hpp>
@@ -26,12 +26,6 @@ namespace {
 /// generation whose end it waits to replace (a timer that outlived its restart does nothing).
 using supervisor_impl =
     allocator_supervisor_actor::extend<caf::reacts_to<respawn_atom, std::uint64_t>>;
-
-/// Final records written by incarnations from their post_stop (their own thread).
-struct generation_log {
-  std::mutex mutex;
-  std::map<std::uint64_t, generation_record> records;
-};
 
 class allocator_supervisor final : public supervisor_impl::base {
  public:
@@ -262,14 +256,7 @@ class allocator_supervisor final : public supervisor_impl::base {
     cfg.supervision.generation = ++generation_;
     cfg.supervision.on_stop = [log = log_, gen = generation_, user = cfg.supervision.on_stop](
                                   const allocator_stats& s, const stop_report& r) {
-      {
-        std::lock_guard lock(log->mutex);
-        auto& rec = log->records[gen];
-        rec.generation = gen;
-        rec.final_stats = s;
-        rec.regions_freed = r.regions_freed;
-        rec.regions_leaked = r.regions_leaked;
-      }
+      log->stopped(gen, s, r);
       if (user)
         user(s, r);
     };
@@ -285,10 +272,7 @@ class allocator_supervisor final : public supervisor_impl::base {
                "could not start allocator generation " + std::to_string(generation_));
       return;
     }
-    {
-      std::lock_guard lock(log_->mutex);
-      log_->records[generation_] = generation_record{generation_, true, {}, 0, 0, {}};
-    }
+    log_->started(generation_);
     monitor(child_);
     state_ = supervisor_state::running;
     if (auto ev = std::exchange(pending_event_, std::nullopt)) {
@@ -312,12 +296,7 @@ class allocator_supervisor final : public supervisor_impl::base {
     const bool asked_for = requested && dm.reason == caf::exit_reason::user_shutdown;
     last_reason_ =
         asked_for ? "restart requested" : (dm.reason ? system().render(dm.reason) : "normal exit");
-    {
-      std::lock_guard lock(log_->mutex);
-      auto& rec = log_->records[generation_];
-      rec.alive = false;
-      rec.exit_reason = last_reason_;
-    }
+    log_->ended(generation_, last_reason_);
     if (stopping_) {
       exit_reason_ = stop_reason_;
       quit(stop_reason_);
@@ -406,9 +385,7 @@ class allocator_supervisor final : public supervisor_impl::base {
     s.last_exit_reason = last_reason_;
     s.backoffs_ms = backoffs_ms_;
     s.observers = observers_.size();
-    std::lock_guard lock(log_->mutex);
-    for (const auto& [gen, rec] : log_->records)
-      s.generations.push_back(rec);
+    s.generations = log_->records();
     return s;
   }
 
@@ -436,7 +413,8 @@ class allocator_supervisor final : public supervisor_impl::base {
   bool stopping_ = false;
   caf::error stop_reason_;
   caf::error exit_reason_;  ///< what observers hear when the supervisor itself goes
-  std::shared_ptr<generation_log> log_ = std::make_shared<generation_log>();
+  /// Each incarnation's record; shared with their stop callbacks.
+  std::shared_ptr<detail::generation_log> log_ = std::make_shared<detail::generation_log>();
 };
 
 }  // namespace
