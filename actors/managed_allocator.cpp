@@ -10,12 +10,12 @@
 #include <uma/actors/detail/allocation_core.hpp>
 #include <uma/actors/detail/allocator_stop.hpp>
 #include <uma/actors/detail/error_reply.hpp>
+#include <uma/actors/detail/lane_allocation.hpp>
 #include <uma/actors/detail/off_loop_jobs.hpp>
 #include <uma/actors/detail/release_ticker.hpp>
 #include <uma/actors/detail/request_checks.hpp>
 #include <uma/actors/detail/residency_core.hpp>
 #include <uma/memory/advice_ops.hpp>
-#include <uma/memory/allocation_handoff.hpp>
 #include <uma/memory/location_rules.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/log.hpp>
@@ -160,9 +160,9 @@ class managed_allocator final : public allocator_impl::base {
   }
 
   /// Serves `r` on the actor's thread when it can (a block of the block allocator under the
-  /// `pool` policy, else a direct region); else one job on the general lane allocates it there
-  /// (behind the frees queued before it) and its reply carries the ref or the allocation back
-  /// (in arrival order: one lane; a reply dropped at stop frees itself).
+  /// `pool` policy, else a direct region); a refusal becomes one job on the general lane behind
+  /// the frees queued before it (actors/detail/lane_allocation.hpp), whose reply carries the
+  /// ref back (in arrival order: one lane; a reply dropped at stop frees itself).
   caf::result<byte_ref> allocate(const allocate_request& r) {
     auto req = core_.checked_request(r);
     if (auto ref = try_now(req, r.stream))
@@ -170,23 +170,17 @@ class managed_allocator final : public allocator_impl::base {
     auto rp = make_response_promise<byte_ref>();
     auto reply = [this, rp, attach = req.attach](caf::message& payload, caf::error& err) mutable {
       if (!err)
-        err = detail::error_of([&] {
-          if (payload.match_elements<byte_ref>()) {  // a block: the job took it
-            rp.deliver(payload.get_as<byte_ref>(0));
-            return;
-          }
-          auto handoff = payload.get_as<allocation_handoff>(0);  // a copy: shares the state
-          auto memory = handoff.take();
-          if (!memory)
-            raise(errc::backend_error, "allocate: the lane job's reply carried no allocation");
-          rp.deliver(core_.adopt(*memory, attach));
-        });
+        err = detail::error_of(
+            [&] { rp.deliver(detail::lane_allocation_ref(core_, payload, attach)); });
       if (err) {
         core_.count_failure(err);
         rp.deliver(std::move(err));
       }
     };
-    const auto queued = detail::error_of([&] { post_allocation(std::move(req), r.stream, reply); });
+    const auto queued = detail::error_of([&] {
+      detail::post_lane_allocation(jobs_, caf::actor_cast<allocator_impl>(this), core_,
+                                   std::move(req), r.stream, std::move(reply));
+    });
     if (queued) {  // the promise owns the reply now: answer through it
       core_.count_failure(queued);
       rp.deliver(queued);
@@ -194,40 +188,16 @@ class managed_allocator final : public allocator_impl::base {
     return rp;
   }
 
-  /// Queues the allocation of `req` on the general lane: a block, or a region's memory.
-  void post_allocation(allocation_request req, stream_view stream, detail::finish_fn reply) {
-    const auto self = caf::actor_cast<allocator_impl>(this);
-    if (core_.as_block(req))
-      jobs_.post(
-          self, worker_lanes::general,
-          [blocks = core_.blocks(), req = std::move(req), stream] {
-            return detail::allocation_core::take_block(*blocks, req, stream);
-          },
-          {}, completion::enqueued, std::move(reply), false);
-    else
-      jobs_.post(
-          self, worker_lanes::general,
-          [stack = core_.resources(), req = std::move(req)] {
-            return allocation_handoff(stack, stack->allocate(req));
-          },
-          {}, completion::enqueued, std::move(reply), false);
-  }
-
-  /// The actor's own try: an allocation, or nullopt to go to the general lane. A refusal by
-  /// the quota or the backend (out of memory) goes there, behind the frees it may be waiting
-  /// for: a region's last
-  /// drop frees it on that lane (cudaFree synchronizes the device), and until then the quota
-  /// counts it, so a caller that gave memory back and asks again must not be refused for it.
-  /// The releases queued meanwhile are freed first, so that their frees precede the job.
+  /// The actor's own try: an allocation, or nullopt when a refusal goes to the general lane.
+  /// The releases queued meanwhile, and the block allocator's idle slabs (every block free,
+  /// every stream done, as the pool they replaced gave its empty slabs back before it retried),
+  /// are freed first, so that their frees precede the job.
   std::optional<byte_ref> try_now(const allocation_request& req, stream_view stream) {
     try {
       return core_.allocate_now(req, stream);
     } catch (const error& e) {
-      if (e.code() != errc::quota_exceeded && e.code() != errc::out_of_memory)
+      if (!detail::retried_on_lane(e))
         throw;
-      // The block allocator's idle slabs (every block free, every stream done) go back too, as
-      // the pool they replaced gave its empty slabs back before it retried: their frees join
-      // the queue ahead of the job.
       (void)core_.blocks()->trim();
       drain();
       return std::nullopt;

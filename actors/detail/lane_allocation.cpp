@@ -1,0 +1,19 @@
+#include <uma/actors/detail/lane_allocation.hpp>
+
+namespace uma::detail {
+
+bool retried_on_lane(const error& e) noexcept {
+  return e.code() == errc::quota_exceeded || e.code() == errc::out_of_memory;
+}
+
+byte_ref lane_allocation_ref(allocation_core& core, caf::message& payload, attach_flag attach) {
+  if (payload.match_elements<byte_ref>())  // a block: the job took it
+    return payload.get_as<byte_ref>(0);
+  auto handoff = payload.get_as<allocation_handoff>(0);  // a copy: shares the state
+  auto memory = handoff.take();
+  if (!memory)
+    raise(errc::backend_error, "allocate: the lane job's reply carried no allocation");
+  return core.adopt(*memory, attach);
+}
+
+}  // namespace uma::detail

@@ -1,0 +1,52 @@
+#pragma once
+
+// An allocation the allocator could not serve on its own thread (actors/managed_allocator.cpp):
+// the quota or the backend refused it, perhaps for memory that is still on its way back (a
+// region's last drop frees it with cudaFree on the general lane, and the quota counts it until
+// then). It is taken once more by one job on the general lane, behind the frees queued before
+// it: here is that job, and the ref its result makes back on the actor's thread.
+
+#include <utility>
+
+#include <caf/message.hpp>
+
+#include <uma/actors/detail/allocation_core.hpp>
+#include <uma/actors/detail/off_loop_jobs.hpp>
+#include <uma/memory/allocation_handoff.hpp>
+#include <uma/sys/error.hpp>
+
+namespace uma::detail {
+
+/// Whether a refusal on the actor's thread is tried once more on the lane: the quota's, or the
+/// backend's out of memory (either may be memory still on its way back).
+[[nodiscard]] bool retried_on_lane(const error& e) noexcept;
+
+/// Queues on the general lane of `jobs` the job that takes `req`: a block of the core's block
+/// allocator, or a region's memory from its stack; `reply` gets the job's result (see
+/// lane_allocation_ref). Throws, with nothing queued, when the job cannot be queued.
+template <class Handle>
+void post_lane_allocation(off_loop_jobs& jobs, const Handle& self, allocation_core& core,
+                          allocation_request req, stream_view stream, finish_fn reply) {
+  if (core.as_block(req))
+    jobs.post(
+        self, worker_lanes::general,
+        [blocks = core.blocks(), req = std::move(req), stream] {
+          return allocation_core::take_block(*blocks, req, stream);
+        },
+        {}, completion::enqueued, std::move(reply), false);
+  else
+    jobs.post(
+        self, worker_lanes::general,
+        [stack = core.resources(), req = std::move(req)] {
+          return allocation_handoff(stack, stack->allocate(req));
+        },
+        {}, completion::enqueued, std::move(reply), false);
+}
+
+/// The ref a lane job's result makes, on the actor's thread: a block's ref as the job took it,
+/// or the region's memory adopted into the core's table. Throws backend_error for a result
+/// that holds neither.
+[[nodiscard]] byte_ref lane_allocation_ref(allocation_core& core, caf::message& payload,
+                                           attach_flag attach);
+
+}  // namespace uma::detail
