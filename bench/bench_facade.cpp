@@ -10,11 +10,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -167,8 +169,16 @@ int run_facade_bench(backend_choice choice, int samples, bool tuned) {
   allocator_config ac;
   ac.backend.choice = choice;
   // UMA_FACADE_HISTORY=N: the event history's slots (0: none), to see what recording costs.
-  if (const char* slots = std::getenv("UMA_FACADE_HISTORY"); slots != nullptr)
-    ac.supervision.event_history = std::strtoull(slots, nullptr, 10);
+  if (const char* slots = std::getenv("UMA_FACADE_HISTORY"); slots != nullptr) {
+    const std::string_view text(slots);
+    const auto [end, ec] =
+        std::from_chars(text.data(), text.data() + text.size(), ac.supervision.event_history);
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) {
+      std::fprintf(stderr, "uma_native_bench: UMA_FACADE_HISTORY='%s' is not a number of slots\n",
+                   slots);
+      return 2;
+    }
+  }
   client c(sys, ac);
   auto b = make_backend(choice);
   const location where = b->device_count() > 0 ? location::device(0) : location::host();
