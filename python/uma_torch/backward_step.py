@@ -104,7 +104,7 @@ class _Plan:
     cut by the caller."""
 
     def __init__(self, params, states, limit, whole=None):
-        self.limit, self.tensors = limit, [list(params)] + [list(g) for g in states]
+        self.tensors = [list(params)] + [list(g) for g in states]
         self.where = self._where(self.tensors)
         if whole is None:
             whole = [i for i in range(len(params))
