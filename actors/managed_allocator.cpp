@@ -137,12 +137,10 @@ class managed_allocator final : public allocator_impl::base {
     });
   }
 
-  /// The block allocator's idle slabs come back as releases: drained at once, they go back
-  /// with cudaFree on the general lane (it synchronizes the device). Replies their bytes once
-  /// that lane has run those frees (and whatever a caller's trim queued there before).
+  /// Replies the bytes of the idle slabs given back once the general lane has run their frees
+  /// (and whatever a caller's trim queued there before).
   caf::typed_response_promise<std::uint64_t> trim() {
-    const auto bytes = core_.blocks()->trim();
-    drain();
+    const auto bytes = give_back_idle_slabs();
     return offload<std::uint64_t>(
         worker_lanes::general, [bytes] { return bytes; }, {}, completion::enqueued,
         [](std::uint64_t&) {});
@@ -198,10 +196,18 @@ class managed_allocator final : public allocator_impl::base {
     } catch (const error& e) {
       if (!detail::retried_on_lane(e))
         throw;
-      (void)core_.blocks()->trim();
-      drain();
+      (void)give_back_idle_slabs();  // drains the queued releases too
       return std::nullopt;
     }
+  }
+
+  /// The block allocator's idle slabs (every block free, every stream done) come back as
+  /// releases, drained at once with any others queued: their cudaFree is queued on the general
+  /// lane now (it synchronizes the device). Returns their bytes.
+  std::uint64_t give_back_idle_slabs() {
+    const auto bytes = core_.blocks()->trim();
+    drain();
+    return bytes;
   }
 
   caf::typed_response_promise<op_result> prefetch(const prefetch_request& r, bool discard_first) {
