@@ -84,6 +84,17 @@ std::vector<double> time_threads(int threads, int n, const std::function<void(in
   return all;
 }
 
+/// `op`, a call of `b`'s own, timed as time_threads does. A fresh thread binds the device's
+/// context first (backend::prepare_thread): cudaMemRangeGetAttribute fails on a thread that
+/// made no other runtime call.
+std::vector<double> time_backend(backend& b, int threads, int n, const std::function<void()>& op) {
+  return time_threads(threads, n, [&](int) {
+    thread_local const bool prepared = (b.prepare_thread(), true);
+    (void)prepared;
+    op();
+  });
+}
+
 /// `threads` event-based clients, each a chain of typed 64 KiB allocate requests (the ref
 /// dropped in the handler), one in flight each: every round trip.
 std::vector<double> event_based(caf::actor_system& sys, const managed_allocator_actor& target,
@@ -207,13 +218,7 @@ int run_facade_bench(backend_choice choice, int samples, bool tuned) {
       auto ns = time_threads(threads, n, call.op);
       double backend_ns = 0;
       if (call.backend_op) {
-        auto own = time_threads(1, n, [&](int) {
-          // A fresh thread binds the device's context first (backend::prepare_thread):
-          // cudaMemRangeGetAttribute fails on a thread that made no other runtime call.
-          thread_local const bool prepared = (b->prepare_thread(), true);
-          (void)prepared;
-          call.backend_op();
-        });
+        auto own = time_backend(*b, 1, n, call.backend_op);
         backend_ns = stats_of(own).median;
       }
       print_row(call.name, threads, stats_of(ns), event, backend_ns);
@@ -227,9 +232,7 @@ int run_facade_bench(backend_choice choice, int samples, bool tuned) {
       e8.median, e8.p99, e8.p99 <= 50000 ? "ok" : "MISS");
   // What the direct policy's typed request does on the actor and its lane, without the actor:
   // eight threads each allocating and freeing 64 KiB of the backend's own at once.
-  auto raw_ns = time_threads(8, std::max(100, samples), [&](int) {
-    thread_local const bool prepared = (b->prepare_thread(), true);
-    (void)prepared;
+  auto raw_ns = time_backend(*b, 8, std::max(100, samples), [&b] {
     b->free_managed(b->allocate_managed(small, attach_flag::global), small);
   });
   const auto raw = stats_of(raw_ns);
