@@ -12,16 +12,22 @@ namespace uma {
 /// end and never a copy's (a copied state forgot the ticket of a plan still awaited).
 struct pending_plan::state {
   state(std::shared_ptr<detail::call_channel> c, detail::call_channel::ticket t,
-        std::chrono::steady_clock::time_point d) noexcept
-      : channel(std::move(c)), ticket(std::move(t)), deadline(d) {}
+        std::chrono::steady_clock::time_point d,
+        std::shared_ptr<std::atomic<std::size_t>> open) noexcept
+      : channel(std::move(c)), ticket(std::move(t)), deadline(d), open_plans(std::move(open)) {}
   state(const state&) = delete;
   state& operator=(const state&) = delete;
   /// A plan nobody waits for any more: its reply, if it comes, is dropped.
-  ~state() { channel->forget(ticket); }
+  ~state() {
+    channel->forget(ticket);
+    open_plans->fetch_sub(1, std::memory_order_acq_rel);
+  }
 
   std::shared_ptr<detail::call_channel> channel;
   detail::call_channel::ticket ticket;
   std::chrono::steady_clock::time_point deadline;
+  /// The client's count of plans out, this one counted until it is answered or dropped.
+  std::shared_ptr<std::atomic<std::size_t>> open_plans;
 };
 
 caf::message client::request(caf::message content) {
@@ -75,6 +81,41 @@ block_allocator_ref client::blocks() {
   return fresh;
 }
 
+caller_calls_ref client::calls() {
+  std::lock_guard lock(calls_mutex_);
+  if (auto* c = calls_.load(std::memory_order_acquire))
+    for (const auto& held : held_calls_)
+      if (held.get() == c)
+        return held;
+  auto fresh = call<caller_calls_ref>(calls_atom_v);
+  if (std::find(held_calls_.begin(), held_calls_.end(), fresh) == held_calls_.end())
+    held_calls_.push_back(fresh);
+  calls_.store(fresh.get(), std::memory_order_release);
+  return fresh;
+}
+
+template <class R, class Served>
+std::optional<R> client::on_caller(Served served) {
+  if (open_plans_->load(std::memory_order_acquire) != 0)
+    return std::nullopt;
+  const auto until = std::chrono::steady_clock::now() + timeout_;
+  auto* c = calls_.load(std::memory_order_acquire);
+  if (c == nullptr)
+    c = calls().get();  // held in held_calls_ from now on
+  try {
+    return served(*c, until);
+  } catch (const error& e) {
+    if (e.code() != errc::allocator_stopped)
+      throw;
+    auto* seen = c;
+    calls_.compare_exchange_strong(seen, nullptr);
+    const auto fresh = calls();  // after a restart, the new incarnation's
+    if (fresh.get() == c)
+      throw;  // this incarnation's own answer (an inert ref)
+    return served(*fresh, until);
+  }
+}
+
 client::~client() {
   if (owns_)
     (void)stop();
@@ -96,8 +137,11 @@ std::function<void(const allocator_stats&, const stop_report&)> client::recordin
 
 op_result client::prefetch(std::vector<byte_ref> refs, std::vector<location> locations,
                            stream_view stream, completion when) {
-  return call<op_result>(prefetch_atom_v,
-                         prefetch_request{std::move(refs), std::move(locations), stream, when});
+  prefetch_request r{std::move(refs), std::move(locations), stream, when};
+  if (auto done = on_caller<op_result>(
+          [&](caller_calls& c, auto until) { return c.prefetch(r, false, until); }))
+    return *done;
+  return call<op_result>(prefetch_atom_v, std::move(r));
 }
 
 op_result client::discard(std::vector<byte_ref> refs, stream_view stream, completion when) {
@@ -106,12 +150,26 @@ op_result client::discard(std::vector<byte_ref> refs, stream_view stream, comple
 
 op_result client::discard_prefetch(std::vector<byte_ref> refs, std::vector<location> locations,
                                    stream_view stream, completion when) {
-  return call<op_result>(discard_prefetch_atom_v,
-                         prefetch_request{std::move(refs), std::move(locations), stream, when});
+  prefetch_request r{std::move(refs), std::move(locations), stream, when};
+  if (auto done = on_caller<op_result>(
+          [&](caller_calls& c, auto until) { return c.prefetch(r, true, until); }))
+    return *done;
+  return call<op_result>(discard_prefetch_atom_v, std::move(r));
 }
 
 op_result client::advise(std::vector<byte_ref> refs, advice what, location where) {
-  return call<op_result>(advise_atom_v, advise_request{std::move(refs), what, where});
+  advise_request r{std::move(refs), what, where};
+  if (auto done =
+          on_caller<op_result>([&](caller_calls& c, auto until) { return c.advise(r, until); }))
+    return *done;
+  return call<op_result>(advise_atom_v, std::move(r));
+}
+
+range_attributes client::attributes_of(const byte_ref& ref) {
+  if (auto got = on_caller<range_attributes>(
+          [&](caller_calls& c, auto until) { return c.attributes(ref, until); }))
+    return *got;
+  return call<range_attributes>(attributes_atom_v, ref);
 }
 
 memory_kind client::kind_of(const void* ptr) {
@@ -119,6 +177,9 @@ memory_kind client::kind_of(const void* ptr) {
 }
 
 allocator_stats client::stats() {
+  if (auto got =
+          on_caller<allocator_stats>([](caller_calls& c, auto until) { return c.stats(until); }))
+    return *got;
   return call<allocator_stats>(stats_atom_v);
 }
 
@@ -157,8 +218,18 @@ pending_plan client::will_access_async(std::vector<byte_ref> refs, int device, a
 
 pending_plan client::will_access_async(access_plan_request plan) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  auto t = channel_->send(target_, caf::make_message(will_access_atom_v, std::move(plan)));
-  return pending_plan(std::make_unique<pending_plan::state>(channel_, std::move(t), deadline));
+  // Counted before it is sent: a caller call on another thread that sees no plan out is not
+  // behind this one in any order.
+  open_plans_->fetch_add(1, std::memory_order_acq_rel);
+  std::unique_ptr<pending_plan::state> s;
+  try {
+    auto t = channel_->send(target_, caf::make_message(will_access_atom_v, std::move(plan)));
+    s = std::make_unique<pending_plan::state>(channel_, std::move(t), deadline, open_plans_);
+  } catch (...) {
+    open_plans_->fetch_sub(1, std::memory_order_acq_rel);
+    throw;
+  }
+  return pending_plan(std::move(s));
 }
 
 std::vector<region_info> client::regions() {

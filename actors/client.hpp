@@ -131,6 +131,10 @@ class client {
   /// The current incarnation's block allocator (one message the first time, and after a
   /// restart); throws the allocator's error (allocator_stopped, ...).
   [[nodiscard]] block_allocator_ref blocks();
+  /// The current incarnation's caller calls (messages/caller_calls.hpp; one message the first
+  /// time, and after a restart): what prefetch, discard_prefetch, advise, attributes and stats
+  /// use before they send a message. Throws as blocks().
+  [[nodiscard]] caller_calls_ref calls();
 
   /// Prefetches `refs` to one location (broadcast) or one per ref.
   op_result prefetch(std::vector<byte_ref> refs, std::vector<location> locations,
@@ -157,7 +161,7 @@ class client {
   /// Reads advice and last prefetch location of a ref's range.
   template <class T>
   [[nodiscard]] range_attributes attributes(const ManagedRef<T>& ref) {
-    return call<range_attributes>(attributes_atom_v, erase(ref));
+    return attributes_of(erase(ref));
   }
   /// Whether `loc` (a device, or host) can access the ref's memory.
   template <class T>
@@ -249,6 +253,13 @@ class client {
   R call(Ts&&... xs);
   /// Sends `content` to the allocator through the call channel and waits at most the timeout.
   [[nodiscard]] caf::message request(caf::message content);
+  /// What `served(calls, deadline)` answered on this thread (docs/design.md "Calls on the
+  /// caller's thread"), or nullopt when the request must be a message: a plan sent ahead is not
+  /// answered yet (it reaches the actor first), or the calls declined. A restart met on the way
+  /// is retried once with the new incarnation's calls.
+  template <class R, class Served>
+  [[nodiscard]] std::optional<R> on_caller(Served served);
+  [[nodiscard]] range_attributes attributes_of(const byte_ref& ref);
 
   [[nodiscard]] bool cacheable(std::size_t count, std::size_t size,
                                const allocate_options& o) const noexcept {
@@ -308,6 +319,14 @@ class client {
   std::mutex blocks_mutex_;
   std::vector<block_allocator_ref> held_blocks_;
   std::atomic<block_allocator*> blocks_{nullptr};
+  // The same for the incarnations' caller calls.
+  std::mutex calls_mutex_;
+  std::vector<caller_calls_ref> held_calls_;
+  std::atomic<caller_calls*> calls_{nullptr};
+  /// Plans sent by will_access_async and not answered yet (shared with them): while one is out,
+  /// requests go as messages, behind it.
+  std::shared_ptr<std::atomic<std::size_t>> open_plans_ =
+      std::make_shared<std::atomic<std::size_t>>(0);
   std::size_t cache_max_ = std::size_t{16} << 20;
 };
 

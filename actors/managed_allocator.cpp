@@ -9,6 +9,7 @@
 
 #include <uma/actors/detail/allocation_core.hpp>
 #include <uma/actors/detail/allocator_stop.hpp>
+#include <uma/actors/detail/caller_side.hpp>
 #include <uma/actors/detail/error_reply.hpp>
 #include <uma/actors/detail/lane_allocation.hpp>
 #include <uma/actors/detail/off_loop_jobs.hpp>
@@ -25,11 +26,12 @@ namespace uma {
 
 namespace {
 
-/// The public interface plus its private extension: release wake-ups, the tick, lane completions.
+/// The public interface plus its private extension: release wake-ups, the tick, lane completions,
+/// a caller call's fatal failure.
 using allocator_impl = managed_allocator_actor::extend<
     caf::reacts_to<wake_atom>,
     caf::reacts_to<job_done_atom, std::uint64_t, caf::message, caf::error, bool>,
-    caf::reacts_to<release_tick_atom>>;
+    caf::reacts_to<release_tick_atom>, caf::reacts_to<fault_atom, caf::error>>;
 
 class managed_allocator final : public allocator_impl::base {
  public:
@@ -85,6 +87,8 @@ class managed_allocator final : public allocator_impl::base {
           return guarded<std::uint64_t>([&] { return trim(); });
         },
         [this](blocks_atom) { return core_.blocks(); },
+        [this](calls_atom) { return caller_calls_ref(calls_); },
+        [this](fault_atom, caf::error& err) { quit(std::move(err)); },
         [this](quota_atom, std::uint64_t bytes) -> caf::result<std::uint64_t> {
           return guarded<std::uint64_t>([&] { return core_.set_quota(bytes); });
         },
@@ -103,10 +107,23 @@ class managed_allocator final : public allocator_impl::base {
     };
   }
 
+  /// The actor runs under its core lock: caller calls (actors/detail/caller_side.hpp) read and
+  /// change its state only while it does not run.
+  resume_result resume(caf::execution_unit* unit, std::size_t max_throughput) override {
+    const auto calls = calls_;  // the lock outlives this resume, whatever it ends
+    std::lock_guard running(calls->lock());
+    return allocator_impl::base::resume(unit, max_throughput);
+  }
+
   void on_exit() override {
     // on_exit also runs from on_destroy (no handle left), where the execution unit is stale:
-    // replies delivered by post_stop go through the scheduler's shared queue.
+    // replies delivered by post_stop go through the scheduler's shared queue. There it runs
+    // outside a resume, so it takes the core lock itself.
     context(nullptr);
+    const auto calls = calls_;
+    std::unique_lock<detail::core_lock> outside(calls->lock(), std::defer_lock);
+    if (!calls->lock().held_here())
+      outside.lock();
     post_stop();
     allocator_impl::base::on_exit();
   }
@@ -211,20 +228,12 @@ class managed_allocator final : public allocator_impl::base {
   }
 
   caf::typed_response_promise<op_result> prefetch(const prefetch_request& r, bool discard_first) {
-    const char* op = discard_first ? "discard_prefetch" : "prefetch";
-    check_refs(r.refs, op);
-    detail::check_targets(*backend_, r, op);
-    check_stream(r.stream, op);
-    core_.note(event_kind::prefetch, r.refs, r.locations,
-               discard_first ? "after discard to" : "to");
-    auto summary = detail::summarize(detail::ranges_of(r.refs), r.reply_when);
-    auto merged = core_.coalesced(r.refs, r.locations);
-    summary.backend_ranges = merged.ranges.size();
-    const auto lane = worker_lanes::for_destinations(merged.locations);
+    auto work = core_.prefetch_work_for(r, discard_first);
+    const auto lane = worker_lanes::for_destinations(work.merged.locations);
     return offload<op_result>(
         lane,
-        [b = backend_, merged = std::move(merged), stream = r.stream, keep = r.refs, discard_first,
-         summary] {
+        [b = backend_, merged = std::move(work.merged), stream = r.stream, keep = r.refs,
+         discard_first, summary = work.summary] {
           if (discard_first)
             b->discard_prefetch(merged.ranges, merged.locations, stream);
           else
@@ -255,10 +264,7 @@ class managed_allocator final : public allocator_impl::base {
 
   /// Advice the allocator knows to change nothing is skipped (tracked per whole region).
   caf::result<op_result> advise(const advise_request& r) {
-    check_refs(r.refs, "advise");
-    validate_advice(*backend_, r.what, r.where);
-    core_.note(event_kind::advise, r.refs, {&r.where, 1}, to_string(r.what));
-    auto work = core_.advice_work_for(r);
+    auto work = core_.checked_advice(r);
     if (work.todo.empty()) {
       core_.count_advice(work.summary.ranges, 0);
       return work.summary;
@@ -359,8 +365,7 @@ class managed_allocator final : public allocator_impl::base {
   }
   /// Returns `refs` once checked, so that a handler can pass them on in one expression.
   std::span<const byte_ref> check_refs(std::span<const byte_ref> refs, const char* op) {
-    detail::check_refs(refs, op, *control_, core_.inert_refusals());
-    return refs;
+    return core_.check_refs(refs, op);
   }
   void check_stream(stream_view s, const char* op) { detail::check_stream(*backend_, s, op); }
 
@@ -406,7 +411,7 @@ class managed_allocator final : public allocator_impl::base {
 
   void post_stop() noexcept {
     detail::stop_allocator(
-        {config_, *control_, lanes_, *backend_, core_, residency_, jobs_.pending()});
+        {config_, *control_, lanes_, *backend_, core_, residency_, jobs_.pending(), *calls_});
   }
 
   // -- helpers -----------------------------------------------------------------------------------
@@ -458,7 +463,13 @@ class managed_allocator final : public allocator_impl::base {
   detail::allocation_core core_;  // holds a reference to lanes_, used only after construction
   detail::release_ticker ticker_{*control_, core_};
   detail::residency_core residency_{config_, backend_, core_};
-  worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};  // last: joined first
+  worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};  // joined first
+  /// Shared with callers, who may hold it past this incarnation (it then refuses every call).
+  std::shared_ptr<detail::caller_side> calls_ = std::make_shared<detail::caller_side>(
+      core_, residency_, lanes_, *control_, backend_, [addr = address()](caf::error err) {
+        if (auto hdl = caf::actor_cast<caf::strong_actor_ptr>(addr))
+          caf::anon_send(caf::actor_cast<allocator_impl>(hdl), fault_atom_v, std::move(err));
+      });
 };
 
 }  // namespace

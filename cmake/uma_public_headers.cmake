@@ -55,6 +55,7 @@ set(UMA_PUBLIC_HEADERS
   memory/tracking_resource.hpp
   memory/vocabulary.hpp
   messages/atoms.hpp
+  messages/caller_calls.hpp
   messages/error_category.hpp
   messages/inspect.hpp
   messages/interface.hpp

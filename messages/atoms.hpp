@@ -12,6 +12,7 @@
 #include <uma/memory/block_allocator.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/memory/region_info.hpp>
+#include <uma/messages/caller_calls.hpp>
 #include <uma/messages/inspect.hpp>
 #include <uma/messages/remote_types.hpp>
 #include <uma/messages/requests.hpp>
@@ -109,6 +110,12 @@ CAF_ADD_TYPE_ID(uma, (std::vector<uma::address_range>))
 CAF_ADD_ATOM(uma, uma, open_tenant_session_atom, "tenant_ses")
 CAF_ADD_ATOM(uma, uma, leased_regions_atom, "leased")
 CAF_ADD_ATOM(uma, uma, set_quota_atom, "set_quota")
+// Calls on the caller's thread (issue 23, messages/caller_calls.hpp): local only.
+CAF_ADD_ATOM(uma, uma, calls_atom, "calls")
+CAF_ADD_TYPE_ID(uma, (uma::caller_calls_ref))
+// Internal to one allocator (its private extension): a caller's backend call failed in a way
+// that ends the incarnation (sys/error.hpp is_fatal), as a lane's job would.
+CAF_ADD_ATOM(uma, uma, fault_atom, "fault")
 
 CAF_END_TYPE_ID_BLOCK(uma)
 
@@ -126,6 +133,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::memory_kind)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<uma::region_info>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::supervision_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::block_allocator_ref)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::caller_calls_ref)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocation_handoff)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::allocator_snapshot)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(uma::access_plan_request)

@@ -44,6 +44,9 @@ using quota = caf::replies_to<quota_atom, std::uint64_t>::with<std::uint64_t>;
 /// -> the incarnation's block allocator (memory/block_allocator.hpp): small blocks on the
 ///    caller's thread, without a message per block
 using blocks = caf::replies_to<blocks_atom>::with<block_allocator_ref>;
+/// -> the incarnation's caller calls (messages/caller_calls.hpp): prefetch, advice, attributes
+///    and stats on the caller's thread, without a message per call
+using calls = caf::replies_to<calls_atom>::with<caller_calls_ref>;
 /// -> regions (with policy, advice, last prefetch), stats and the event history;
 ///    allocator_stopped through a supervisor that stopped
 using snapshot = caf::replies_to<snapshot_atom>::with<allocator_snapshot>;
@@ -81,8 +84,9 @@ using residency = caf::replies_to<residency_atom>::with<residency_report>;
 /// sends itself (release wake-ups, its lanes' completions) are not part of any slice: they live
 /// in the allocator's private extension (actors/managed_allocator.cpp).
 
-/// Allocation: regions, and the block allocator for small blocks.
-using allocation_actor = caf::typed_actor<sig::allocate, sig::blocks>;
+/// Allocation: regions, the block allocator for small blocks, and the calls a caller makes on
+/// its own thread.
+using allocation_actor = caf::typed_actor<sig::allocate, sig::blocks, sig::calls>;
 /// Placement: where data lives and what it is worth (moves, advice, access plans).
 using placement_actor = caf::typed_actor<sig::prefetch, sig::discard, sig::discard_prefetch,
                                          sig::advise, sig::will_access, sig::done_with,

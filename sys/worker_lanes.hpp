@@ -21,8 +21,8 @@ namespace uma {
 ///
 /// Stream order: while a job on a stream is unfinished, later jobs on the same stream go to the
 /// same lane, so that a stream receives its operations in request order. Jobs on different
-/// lanes run in any order relative to each other. Not thread-safe: the actor's thread only
-/// (jobs run on the lanes' threads).
+/// lanes run in any order relative to each other. Not thread-safe: whoever holds the
+/// allocator's core lock only, the actor or a caller call (jobs run on the lanes' threads).
 class worker_lanes {
  public:
   static constexpr std::size_t general = 0;
@@ -43,6 +43,10 @@ class worker_lanes {
   [[nodiscard]] std::size_t begin_stream(std::size_t preferred, stream_view stream);
   /// A job counted by begin_stream has finished (its reply is on the way).
   void finish_stream(stream_view stream) noexcept;
+  /// True while a job counted by begin_stream on `stream` is unfinished.
+  [[nodiscard]] bool stream_busy(stream_view stream) const noexcept {
+    return streams_.contains(stream.handle);
+  }
 
   /// Queues `job` on `lane` (started now if it was not yet).
   void post(std::size_t lane, std::function<void()> job);

@@ -109,9 +109,19 @@ TEST_F(off_loop, AHeldPrefetchDelaysItsStreamButNotOtherWork) {
   auto r = pool_->allocate<std::byte>(64 * 1024);
   auto other = pool_->allocate<std::byte>(64 * 1024);
   faults_->hold(backend_op::prefetch);
-  auto p = std::async(std::launch::async, [&] { return pool_->prefetch(r, location::host()); });
+  // Sent as a message, so that it runs on a lane (the facade's own prefetch runs on the
+  // caller's thread: tests/caller_calls_test.cpp).
+  auto p = std::async(std::launch::async, [&] {
+    caf::scoped_actor self{sys_};
+    op_result out;
+    self->request(pool_->handle(), caf::infinite, prefetch_atom_v,
+                  prefetch_request{{client::erase(r)}, {location::host()}})
+        .receive([&](op_result& x) { out = x; },
+                 [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
+    return out;
+  });
   ASSERT_TRUE(faults_->wait_for_held(10s));
-  // Advice and attributes run on the general lane meanwhile.
+  // Advice and attributes go on meanwhile.
   EXPECT_EQ(pool_->advise(other, advice::set_read_mostly).backend_ranges, 1u);
   EXPECT_TRUE(pool_->attributes(other).read_mostly);
   // A discard on the same (default) stream queues behind the held prefetch, on its lane.

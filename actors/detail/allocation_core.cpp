@@ -132,6 +132,24 @@ byte_ref allocation_core::adopt(const allocation& a, attach_flag attach) {
 
 // -- requests on refs -----------------------------------------------------------------------------
 
+std::span<const byte_ref> allocation_core::check_refs(std::span<const byte_ref> refs,
+                                                      const char* op) {
+  detail::check_refs(refs, op, *control_, stats_.inert_refusals);
+  return refs;
+}
+
+allocation_core::prefetch_work allocation_core::prefetch_work_for(const prefetch_request& r,
+                                                                  bool discard_first) {
+  const char* op = discard_first ? "discard_prefetch" : "prefetch";
+  check_refs(r.refs, op);
+  check_targets(*backend_, r, op);
+  check_stream(*backend_, r.stream, op);
+  note(event_kind::prefetch, r.refs, r.locations, discard_first ? "after discard to" : "to");
+  prefetch_work work{summarize(ranges_of(r.refs), r.reply_when), coalesced(r.refs, r.locations)};
+  work.summary.backend_ranges = work.merged.ranges.size();
+  return work;
+}
+
 coalesced_ranges allocation_core::coalesced(std::span<const byte_ref> refs,
                                             std::span<const location> locations) {
   std::vector<keyed_range> keyed;
@@ -176,6 +194,13 @@ allocation_core::advice_work allocation_core::advice_work_for(const advise_reque
   }
   work.summary.backend_ranges = work.todo.size();
   return work;
+}
+
+allocation_core::advice_work allocation_core::checked_advice(const advise_request& r) {
+  check_refs(r.refs, "advise");
+  validate_advice(*backend_, r.what, r.where);
+  note(event_kind::advise, r.refs, {&r.where, 1}, to_string(r.what));
+  return advice_work_for(r);
 }
 
 void allocation_core::forget_advice(std::span<const std::uint64_t> ids) noexcept {

@@ -67,6 +67,17 @@ class allocation_core {
 
   // -- requests on refs -------------------------------------------------------------------------
 
+  /// Every ref non-empty, of this incarnation, none overlapping (detail::check_refs; an inert
+  /// one counts in `inert_refusals`). Returns `refs`, so that a caller can pass them on.
+  std::span<const byte_ref> check_refs(std::span<const byte_ref> refs, const char* op);
+  /// What a prefetch leaves for the runtime: its reply and its ranges, merged.
+  struct prefetch_work {
+    op_result summary;
+    coalesced_ranges merged;
+  };
+  /// Checks a prefetch (refs, targets, stream: a refusal changes nothing), records it in the
+  /// history (with each region's last prefetch location) and merges its ranges.
+  [[nodiscard]] prefetch_work prefetch_work_for(const prefetch_request& r, bool discard_first);
   /// The ranges of `refs`, each keyed by the allocation it lies in, merged where adjacent.
   [[nodiscard]] coalesced_ranges coalesced(std::span<const byte_ref> refs,
                                            std::span<const location> locations);
@@ -83,6 +94,9 @@ class allocation_core {
     std::vector<std::uint64_t> touched;
   };
   [[nodiscard]] advice_work advice_work_for(const advise_request& r);
+  /// Checks an advise request (refs, the advice at its location), records it in the history,
+  /// then advice_work_for.
+  [[nodiscard]] advice_work checked_advice(const advise_request& r);
   /// The runtime refused advice on `ids`: what is in force there is no longer known.
   void forget_advice(std::span<const std::uint64_t> ids) noexcept;
   /// Whether `loc` (validated here: invalid_argument) can access `ref`'s memory: the host always,
@@ -105,8 +119,6 @@ class allocation_core {
   void count_failure(const caf::error& err);
   /// Counts a failed request under `code`.
   void count_failure(errc code) { ++stats_.failures[static_cast<std::size_t>(code)]; }
-  /// The counter of requests refused for an inert ref.
-  [[nodiscard]] std::uint64_t& inert_refusals() noexcept { return stats_.inert_refusals; }
   /// Counts a finished prefetch (and its discard).
   void count_prefetch(const op_result& r, bool discard_first);
   /// Counts a finished discard.

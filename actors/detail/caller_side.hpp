@@ -1,0 +1,100 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include <caf/error.hpp>
+
+#include <uma/messages/caller_calls.hpp>
+#include <uma/sys/backend.hpp>
+#include <uma/sys/detail/spin_mutex.hpp>
+
+namespace uma {
+class worker_lanes;
+}  // namespace uma
+
+namespace uma::detail {
+
+class allocation_core;
+class control_block;
+class residency_core;
+
+/// The lock an allocator incarnation's state is under: the actor holds it while it runs (each
+/// resume), a caller holds it for the part of a caller call that reads or changes that state.
+/// It spins before it parks (a caller's part takes a microsecond or two), knows which thread
+/// holds it (post_stop runs inside a resume or, from the actor's destruction, outside one), and
+/// a caller waits for it only until a deadline.
+class core_lock {
+ public:
+  void lock() noexcept {
+    mutex_.lock();
+    owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  }
+  /// Takes the lock before `deadline`, or returns false.
+  [[nodiscard]] bool try_lock_until(std::chrono::steady_clock::time_point deadline) noexcept;
+  void unlock() noexcept {
+    owner_.store(std::thread::id{}, std::memory_order_relaxed);
+    mutex_.unlock();
+  }
+  /// True on the thread that holds it.
+  [[nodiscard]] bool held_here() const noexcept {
+    return owner_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  }
+
+ private:
+  spin_mutex mutex_;
+  std::atomic<std::thread::id> owner_{};
+};
+
+/// An incarnation's caller calls (messages/caller_calls.hpp; docs/design.md "Calls on the
+/// caller's thread"). Each call takes the core lock, runs the same checks and bookkeeping as
+/// the actor's handler (allocation_core: nothing is written twice), makes the backend call with
+/// no lock held, and takes the lock again for the counters. While a call's backend call runs it
+/// is counted as active: post_stop (`end`) waits for it before it frees anything, as it waits
+/// for the lanes.
+class caller_side final : public caller_calls {
+ public:
+  /// The actor's parts, which outlive every call (`end` runs before they go). `on_fatal` runs
+  /// with no lock held when a backend call failed in a way that ends the incarnation.
+  caller_side(allocation_core& core, residency_core& residency, worker_lanes& lanes,
+              control_block& control, std::shared_ptr<backend> b,
+              std::function<void(caf::error)> on_fatal);
+
+  [[nodiscard]] std::optional<op_result> prefetch(const prefetch_request& r, bool discard_first,
+                                                  deadline until) override;
+  [[nodiscard]] std::optional<op_result> advise(const advise_request& r, deadline until) override;
+  [[nodiscard]] range_attributes attributes(const byte_ref& ref, deadline until) override;
+  [[nodiscard]] std::optional<allocator_stats> stats(deadline until) override;
+
+  // -- the actor's side ---------------------------------------------------------------------------
+
+  /// The lock the actor holds while it runs.
+  [[nodiscard]] core_lock& lock() noexcept { return lock_; }
+  /// The start of post_stop, the core lock held: no call starts from now on (they throw
+  /// `allocator_stopped`), and the calls whose backend call runs are waited for.
+  void end() noexcept;
+
+ private:
+  /// The core lock until the end of a scope; throws as a call must (timeout, stopped).
+  class entered;
+  /// Runs `part` under the core lock; a uma::error it throws is counted as a failure there.
+  template <class Part>
+  auto locked(deadline until, Part&& part);
+  /// Counts the failure `e` (the lock taken again) and ends the incarnation when it is fatal.
+  void failed(const error& e, deadline until);
+
+  allocation_core& core_;
+  residency_core& residency_;
+  worker_lanes& lanes_;
+  control_block& control_;
+  std::shared_ptr<backend> backend_;
+  std::function<void(caf::error)> on_fatal_;
+  core_lock lock_;
+  bool ended_ = false;                    // under the lock
+  std::atomic<std::uint32_t> active_{0};  // calls whose backend call runs
+};
+
+}  // namespace uma::detail

@@ -1,0 +1,257 @@
+// Calls on the caller's thread (messages/caller_calls.hpp, actors/detail/caller_side.hpp): the
+// facade's prefetch, advise, attributes and stats run on the calling thread under the
+// incarnation's core lock, answer as the request sent as a message does, go as a message where
+// the actor's order needs it, wait at most the client's timeout, and end with the incarnation.
+// No sleeps: a held backend call (fault_injecting_backend::hold) keeps a call in flight for as
+// long as a test needs.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include <caf/scoped_actor.hpp>
+
+#include <uma/actors/allocator_supervisor.hpp>
+#include <uma/sys/fault_injecting_backend.hpp>
+#include "support/actor_fixture.hpp"
+
+namespace uma {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// Lets held backend calls go when a test ends early (a failed assertion).
+struct resume_on_exit {
+  fault_injecting_backend& b;
+  ~resume_on_exit() { b.resume(); }
+};
+
+class caller_calls_test : public test::actor_fixture {
+ protected:
+  /// The request sent to `c`'s allocator as a message, answered (or the test fails).
+  template <class R, class... Ts>
+  R ask(client& c, Ts... xs) {
+    caf::scoped_actor self{sys_};
+    R out{};
+    self->request(c.handle(), 20s, xs...)
+        .receive([&](R& r) { out = std::move(r); },
+                 [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
+    return out;
+  }
+
+  std::shared_ptr<fault_injecting_backend> faults_ =
+      std::make_shared<fault_injecting_backend>(backend_);
+  std::unique_ptr<client> c_ = make_client({.backend = {.instance = faults_}});
+};
+
+TEST_F(caller_calls_test, AHeldPrefetchRunsOnTheCallersThreadAndHoldsNoLane) {
+  resume_on_exit guard{*faults_};
+  c_->set_timeout(10s);
+  auto r = c_->allocate<std::byte>(64 * 1024);
+  faults_->hold(backend_op::prefetch);
+  auto p = std::async(std::launch::async, [&] { return c_->prefetch(r, location::host()); });
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  // The actor and every lane are free meanwhile: a flush (a barrier across the lanes) returns.
+  // Were the prefetch a lane's job, the flush would wait for it (and time out here).
+  const auto s = c_->flush();
+  EXPECT_EQ(s.pending_jobs, 0u);
+  EXPECT_EQ(s.prefetches, 0u);  // counted once the backend call returned
+  faults_->resume();
+  EXPECT_EQ(p.get().ranges, 1u);
+  EXPECT_EQ(c_->stats().prefetches, 1u);
+}
+
+TEST_F(caller_calls_test, AnswersAsTheRequestSentAsAMessage) {
+  auto r = c_->allocate<float>(1000);
+  const auto ref = client::erase(r);
+  // Advice: the first one through the actor, the same again on this thread is known to change
+  // nothing (no backend call); then the other way round.
+  const auto sent = ask<op_result>(
+      *c_, advise_atom_v, advise_request{{ref}, advice::set_read_mostly, location::host()});
+  EXPECT_EQ(sent.backend_ranges, 1u);
+  const auto here = c_->advise(r, advice::set_read_mostly);
+  EXPECT_EQ(here.ranges, 1u);
+  EXPECT_EQ(here.backend_ranges, 0u);
+  EXPECT_EQ(faults_->calls(backend_op::advise), 1u);
+  EXPECT_EQ(c_->advise(r, advice::set_preferred_location).backend_ranges, 1u);
+  const auto again = ask<op_result>(
+      *c_, advise_atom_v, advise_request{{ref}, advice::set_preferred_location, location::host()});
+  EXPECT_EQ(again.backend_ranges, 0u);
+  EXPECT_EQ(faults_->calls(backend_op::advise), 2u);
+  // Attributes, prefetch and stats.
+  EXPECT_EQ(c_->attributes(r), ask<range_attributes>(*c_, attributes_atom_v, ref));
+  const auto pf = c_->prefetch(r, location::host());
+  EXPECT_EQ(pf, ask<op_result>(*c_, prefetch_atom_v, prefetch_request{{ref}, {location::host()}}));
+  const auto dp = c_->discard_prefetch({ref}, {location::host()});
+  EXPECT_EQ(dp, ask<op_result>(*c_, discard_prefetch_atom_v,
+                               prefetch_request{{ref}, {location::host()}}));
+  const auto s = c_->stats();
+  EXPECT_EQ(s, ask<allocator_stats>(*c_, stats_atom_v));
+  EXPECT_EQ(s.prefetches, 4u);
+  EXPECT_EQ(s.discards, 2u);
+  EXPECT_EQ(s.advice_elided, 2u);
+}
+
+TEST_F(caller_calls_test, RefusesBadRequestsAsTheActorDoesAndCountsThem) {
+  auto r = c_->allocate<float>(1000);
+  client other(sys_, host_config());
+  auto foreign = other.allocate<float>(10);
+  UMA_EXPECT_ERRC(c_->prefetch(byte_ref{}, location::host()), errc::invalid_argument);
+  UMA_EXPECT_ERRC(c_->prefetch(foreign, location::host()), errc::invalid_argument);
+  UMA_EXPECT_ERRC(c_->prefetch({client::erase(r)}, {location::host(), location::host()}),
+                  errc::invalid_argument);  // two locations for one ref
+  UMA_EXPECT_ERRC(c_->advise(foreign, advice::set_read_mostly), errc::invalid_argument);
+  UMA_EXPECT_ERRC((void)c_->attributes(foreign), errc::invalid_argument);
+  // A failed backend call is counted under its code, and changes nothing else.
+  faults_->inject({.op = backend_op::attributes, .nth = 1, .code = errc::backend_error});
+  UMA_EXPECT_ERRC((void)c_->attributes(r), errc::backend_error);
+  const auto s = c_->stats();
+  EXPECT_EQ(s.failures_of(errc::invalid_argument), 5u);
+  EXPECT_EQ(s.failures_of(errc::backend_error), 1u);
+  EXPECT_EQ(s.prefetches, 0u);
+  EXPECT_EQ(faults_->calls(backend_op::prefetch), 0u);
+}
+
+TEST_F(caller_calls_test, StatsAfterALastDropCountWhatTheActorsDrainChanged) {
+  // The actor drains queued releases before it answers (a freed region leaves the residency
+  // account there); a caller call that would read the counters with a release still queued
+  // goes to the actor instead.
+  auto c = make_client(one_device_config());
+  for (int i = 0; i < 50; ++i) {
+    auto r = c->allocate<std::byte>(64 * 1024);
+    (void)c->will_access({client::erase(r)}, 0, access_mode::write);
+    EXPECT_EQ(c->stats().resident_bytes, 64u * 1024u);
+    r.reset();
+    EXPECT_EQ(c->stats().resident_bytes, 0u) << "round " << i;
+  }
+}
+
+TEST_F(caller_calls_test, AStreamsUnfinishedLaneJobKeepsALaterPrefetchBehindIt) {
+  // A prefetch sent as a message runs on a lane, held there: the facade's prefetch on the same
+  // (default) stream goes to the actor and queues behind it, as it would have before.
+  resume_on_exit guard{*faults_};
+  c_->set_timeout(10s);
+  auto a = c_->allocate<std::byte>(64 * 1024);
+  auto b = c_->allocate<std::byte>(64 * 1024);
+  faults_->hold(backend_op::prefetch);
+  auto sent = std::async(std::launch::async, [&] {
+    return ask<op_result>(*c_, prefetch_atom_v,
+                          prefetch_request{{client::erase(a)}, {location::host()}});
+  });
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  auto p = std::async(std::launch::async, [&] { return c_->prefetch(b, location::host()); });
+  // A job behind the held one (on this thread, the prefetch would be held in the backend and
+  // no second job would come: bounded, so that the test fails rather than hangs).
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (c_->stats().pending_jobs < 2 && std::chrono::steady_clock::now() < give_up) {
+  }
+  EXPECT_EQ(c_->stats().pending_jobs, 2u);
+  faults_->resume();
+  EXPECT_EQ(sent.get().ranges, 1u);
+  EXPECT_EQ(p.get().ranges, 1u);
+  EXPECT_EQ(faults_->calls(backend_op::prefetch), 2u);
+}
+
+TEST_F(caller_calls_test, APlanSentAheadKeepsLaterCallsBehindIt) {
+  // A plan's placement runs on the device's lane, held there, its reply not taken yet: the
+  // client's later calls go to the actor, behind it, as they would have before.
+  auto faulty_cfg = one_device_config();
+  auto devfaults = std::make_shared<fault_injecting_backend>(faulty_cfg.backend.instance);
+  faulty_cfg.backend.instance = devfaults;
+  resume_on_exit guard{*devfaults};
+  auto c = make_client(faulty_cfg);
+  c->set_timeout(10s);
+  auto a = c->allocate<std::byte>(64 * 1024);
+  auto b = c->allocate<std::byte>(64 * 1024);
+  devfaults->hold(backend_op::prefetch);
+  auto plan = c->will_access_async({client::erase(a)}, 0, access_mode::write,
+                                   residency_policy::migrate, {}, completion::complete);
+  ASSERT_TRUE(devfaults->wait_for_held(10s));
+  auto p = std::async(std::launch::async, [&] { return c->prefetch(b, location::host()); });
+  // A job behind the placement (on this thread, the prefetch would be held in the backend and
+  // no second job would come: bounded, so that the test fails rather than hangs).
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (c->stats().pending_jobs < 2 && std::chrono::steady_clock::now() < give_up) {
+  }
+  EXPECT_EQ(c->stats().pending_jobs, 2u);
+  EXPECT_EQ(p.wait_for(0ms), std::future_status::timeout);
+  devfaults->resume();
+  EXPECT_EQ(plan.get().placements, 1u);
+  EXPECT_EQ(p.get().ranges, 1u);
+  EXPECT_EQ(devfaults->calls(backend_op::prefetch), 2u);
+}
+
+TEST_F(caller_calls_test, ACallWaitsForTheLockAtMostTheTimeout) {
+  resume_on_exit guard{*faults_};
+  (void)c_->stats();  // the calls are fetched (one message) while the actor is idle
+  faults_->hold(backend_op::allocate);
+  auto a = std::async(std::launch::async, [&] { return c_->allocate<std::byte>(4096); });
+  ASSERT_TRUE(faults_->wait_for_held(10s));  // the actor runs the held allocate, its lock held
+  c_->set_timeout(50ms);
+  UMA_EXPECT_ERROR((void)c_->stats(), errc::backend_error, "timeout");
+  faults_->resume();
+  EXPECT_TRUE(a.get().valid());
+  c_->set_timeout(10s);
+  EXPECT_EQ(c_->stats().live_regions, 1u);
+}
+
+TEST_F(caller_calls_test, AStopWaitsForACallersBackendCallBeforeItFrees) {
+  resume_on_exit guard{*faults_};
+  auto c = std::make_unique<client>(sys_, allocator_config{.backend = {.instance = faults_}});
+  c->set_cache_max_bytes(0);
+  auto r = c->allocate<std::byte>(64 * 1024);
+  faults_->hold(backend_op::prefetch);
+  auto p = std::async(std::launch::async, [&] { return c->prefetch(r, location::host()); });
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  auto stopped = std::async(std::launch::async, [&] { return c->stop(); });
+  while (r.valid()) {  // the stop has begun: refs went inert
+  }
+  // A negative, so bounded: a stop that did not wait would be done well within this.
+  EXPECT_EQ(stopped.wait_for(500ms), std::future_status::timeout);
+  EXPECT_EQ(faults_->calls(backend_op::free), 0u) << "freed under a caller's backend call";
+  faults_->resume();
+  UMA_EXPECT_ERRC(p.get(), errc::allocator_stopped);  // issued, but the stop came first
+  const auto report = stopped.get();
+  ASSERT_TRUE(report);
+  EXPECT_EQ(report->stop.regions_freed, 1u);
+  EXPECT_EQ(faults_->calls(backend_op::free), 1u);
+  UMA_EXPECT_ERRC(c->stats(), errc::allocator_stopped);
+}
+
+TEST_F(caller_calls_test, AFatalFailureOnTheCallersThreadEndsTheIncarnation) {
+  auto r = c_->allocate<std::byte>(64 * 1024);
+  faults_->inject(
+      {.op = backend_op::prefetch, .nth = 1, .code = errc::context_lost, .fatal = true});
+  UMA_EXPECT_ERRC(c_->prefetch(r, location::host()), errc::context_lost);
+  caf::scoped_actor self{sys_};
+  self->wait_for(c_->handle());  // it quits, as it does for a lane's fatal failure
+  UMA_EXPECT_ERRC(c_->stats(), errc::allocator_stopped);
+  EXPECT_FALSE(r.valid());
+}
+
+TEST_F(caller_calls_test, ARestartGivesTheNewIncarnationsCalls) {
+  supervisor_config cfg;
+  cfg.allocator.backend.instance = faults_;
+  cfg.backoff_initial = 0ms;
+  client c(sys_, cfg);
+  c.set_cache_max_bytes(0);
+  auto old_ref = c.allocate<std::byte>(4096);
+  EXPECT_EQ(c.stats().generation, 1u);
+  caf::scoped_actor self{sys_};
+  std::uint64_t generation = 0;
+  self->request(*c.supervisor(), 20s, restart_atom_v)
+      .receive([&](std::uint64_t g) { generation = g; },
+               [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
+  EXPECT_EQ(generation, 2u);
+  EXPECT_EQ(c.stats().generation, 2u);  // the old calls refuse; the new ones answer
+  auto fresh = c.allocate<std::byte>(4096);
+  EXPECT_EQ(c.prefetch(fresh, location::host()).ranges, 1u);
+  EXPECT_EQ(c.advise(fresh, advice::set_read_mostly).backend_ranges, 1u);
+  UMA_EXPECT_ERRC(c.prefetch(old_ref, location::host()), errc::allocator_stopped);
+  EXPECT_EQ(c.stats().inert_refusals, 1u);
+}
+
+}  // namespace
+}  // namespace uma
