@@ -13,8 +13,10 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -94,6 +96,48 @@ std::vector<double> time_backend(backend& b, int threads, int n,
     (void)prepared;
     op(t);
   });
+}
+
+/// The backend's own `bytes` allocate on `threads` threads, each free handed to one other thread
+/// that frees in turn (as the allocator's general lane frees what the actor released): the
+/// pattern of the facade's large pair without the actor. At most 16 allocations wait for their
+/// free (an allocating thread waits beyond that, inside its timed call).
+std::vector<double> frees_on_one_thread(backend& b, int threads, int n, std::size_t bytes) {
+  std::mutex m;
+  std::deque<void*> queued;
+  std::atomic<bool> done{false};
+  std::thread freer([&] {
+    b.prepare_thread();
+    for (;;) {
+      void* p = nullptr;
+      {
+        std::lock_guard lock(m);
+        if (!queued.empty()) {
+          p = queued.front();
+          queued.pop_front();
+        }
+      }
+      if (p != nullptr)
+        b.free_managed(p, bytes);
+      else if (done.load())
+        return;
+      else
+        std::this_thread::yield();
+    }
+  });
+  auto ns = time_backend(b, threads, n, [&](int) {
+    void* p = b.allocate_managed(bytes, attach_flag::global);
+    for (;;) {
+      std::lock_guard lock(m);
+      if (queued.size() < 16) {
+        queued.push_back(p);
+        return;
+      }
+    }
+  });
+  done = true;
+  freer.join();
+  return ns;
 }
 
 /// `threads` event-based clients, each a chain of typed 64 KiB allocate requests (the ref
@@ -247,6 +291,14 @@ int run_facade_bench(backend_choice choice, int samples, bool tuned) {
       "the backend's own 64 KiB allocate+free, 8 threads at once: median %.0f ns, p99 %.0f "
       "ns\n",
       raw.median, raw.p99);
+  for (int threads : {1, 8}) {
+    auto queued_ns = frees_on_one_thread(*b, threads, std::max(100, samples / 10), large);
+    const auto q = stats_of(queued_ns);
+    std::printf(
+        "the backend's own 64 MiB allocate, its free on one other thread, %d thread(s): median "
+        "%.0f ns, p99 %.0f ns\n",
+        threads, q.median, q.p99);
+  }
   for (const auto& r : own)
     b->free_managed(r.ptr, r.bytes);
   std::printf("uma_native_bench --facade: done\n");

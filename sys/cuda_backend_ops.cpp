@@ -87,8 +87,20 @@ struct batch_arrays {
 
 void get_range_attribute(void* data, std::size_t size, cudaMemRangeAttribute attribute,
                          const char* name, const byte_range& range) {
-  UMA_CUDA_CHECK(cudaMemRangeGetAttribute(data, size, attribute, range.ptr, range.bytes),
-                 std::string("cudaMemRangeAttribute") + name + " of " + describe_range(range));
+  auto status = cudaMemRangeGetAttribute(data, size, attribute, range.ptr, range.bytes);
+  if (status == cudaErrorDeviceUninitialized) {
+    // Unlike most runtime calls, this one does not make the current device's primary context
+    // current on a thread that made no runtime call yet (the facade's callers run it on their
+    // own threads). cudaFree(nullptr) does, and leaves the thread's current device as it was.
+    (void)cudaGetLastError();  // not sticky
+    if (cudaFree(nullptr) == cudaSuccess)
+      status = cudaMemRangeGetAttribute(data, size, attribute, range.ptr, range.bytes);
+  }
+  if (status != cudaSuccess) [[unlikely]]
+    detail::throw_cuda_error(
+        status, "cudaMemRangeGetAttribute",
+        std::string("cudaMemRangeAttribute") + name + " of " + describe_range(range), __FILE__,
+        __LINE__);
 }
 
 [[nodiscard]] std::optional<location> get_location_attribute(cudaMemRangeAttribute type_attribute,

@@ -5,7 +5,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <thread>
+
+#include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
 #include <uma/sys/cuda_backend.hpp>
@@ -171,12 +174,18 @@ TEST_F(gpu_allocator, AStreamTiedPinKeepsTheRegionAcrossAStop) {
 }
 
 TEST_F(gpu_allocator, StatsAreAnsweredWhileA1GiBPrefetchRuns) {
+  // The prefetch of an actor client (a message): it runs on the device's lane, and the actor
+  // answers meanwhile. (The facade's own prefetch runs on the caller's thread and holds no
+  // lane: CallerCallsFromThreadsThatMadeNoCudaCall.)
   constexpr std::size_t bytes = 1ull << 30;
   auto ref = gpu_->allocate<std::byte>(bytes);
   std::memset(ref.pin().data(), 1, bytes);  // resident on the host
   std::atomic<bool> done{false};
   std::thread mover([&] {
-    gpu_->prefetch(ref, location::device(0));
+    caf::scoped_actor self{sys_};
+    self->request(gpu_->handle(), caf::infinite, prefetch_atom_v,
+                  prefetch_request{{client::erase(ref)}, {location::device(0)}})
+        .receive([](op_result&) {}, [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
     done = true;
   });
   while (gpu_->stats().pending_jobs == 0 && !done)
@@ -193,6 +202,28 @@ TEST_F(gpu_allocator, StatsAreAnsweredWhileA1GiBPrefetchRuns) {
   std::printf("[ measure  ] %d stats replies during the 1 GiB prefetch, worst %.1f us\n", answered,
               std::chrono::duration<double, std::micro>(worst).count());
   EXPECT_GT(answered, 0);
+}
+
+TEST_F(gpu_allocator, CallerCallsFromThreadsThatMadeNoCudaCall) {
+  // The facade's prefetch, advice and attributes run on the caller's thread: a fresh thread has
+  // no CUDA context current, and cudaMemRangeGetAttribute (unlike the others) does not make one
+  // current by itself.
+  auto ref = gpu_->allocate<float>(1 << 20);
+  const auto attrs = std::async(std::launch::async, [&] { return gpu_->attributes(ref); }).get();
+  EXPECT_FALSE(attrs.read_mostly);
+  std::async(std::launch::async, [&] {
+    EXPECT_EQ(gpu_->prefetch(ref, location::device(0), {}, completion::complete).ranges, 1u);
+  }).get();
+  std::async(std::launch::async, [&] {
+    EXPECT_EQ(gpu_->advise(ref, advice::set_read_mostly).backend_ranges, 1u);
+  }).get();
+  const auto after = std::async(std::launch::async, [&] { return gpu_->attributes(ref); }).get();
+  EXPECT_TRUE(after.read_mostly);
+  ASSERT_TRUE(after.last_prefetch_location);
+  EXPECT_EQ(*after.last_prefetch_location, location::device(0));
+  test::fill_on_device(ref.data(), ref.size(), 2.0f, nullptr);
+  test::device_synchronize();
+  EXPECT_EQ(ref.pin()[0], 2.0f);
 }
 
 TEST_F(gpu_allocator, BlocksWorkWithKernelsPrefetchAndAdvice) {
