@@ -12,22 +12,16 @@ namespace uma {
 /// end and never a copy's (a copied state forgot the ticket of a plan still awaited).
 struct pending_plan::state {
   state(std::shared_ptr<detail::call_channel> c, detail::call_channel::ticket t,
-        std::chrono::steady_clock::time_point d,
-        std::shared_ptr<std::atomic<std::size_t>> open) noexcept
-      : channel(std::move(c)), ticket(std::move(t)), deadline(d), open_plans(std::move(open)) {}
+        std::chrono::steady_clock::time_point d) noexcept
+      : channel(std::move(c)), ticket(std::move(t)), deadline(d) {}
   state(const state&) = delete;
   state& operator=(const state&) = delete;
   /// A plan nobody waits for any more: its reply, if it comes, is dropped.
-  ~state() {
-    channel->forget(ticket);
-    open_plans->fetch_sub(1, std::memory_order_acq_rel);
-  }
+  ~state() { channel->forget(ticket); }
 
   std::shared_ptr<detail::call_channel> channel;
   detail::call_channel::ticket ticket;
   std::chrono::steady_clock::time_point deadline;
-  /// The client's count of plans out, this one counted until it is answered or dropped.
-  std::shared_ptr<std::atomic<std::size_t>> open_plans;
 };
 
 caf::message client::request(caf::message content) {
@@ -96,7 +90,7 @@ caller_calls_ref client::calls() {
 
 template <class R, class Served>
 std::optional<R> client::on_caller(Served served) {
-  if (open_plans_->load(std::memory_order_acquire) != 0)
+  if (channel_->ahead() != 0)
     return std::nullopt;
   const auto until = std::chrono::steady_clock::now() + timeout_;
   auto* c = calls_.load(std::memory_order_acquire);
@@ -105,13 +99,13 @@ std::optional<R> client::on_caller(Served served) {
   try {
     return served(*c, until);
   } catch (const error& e) {
-    if (e.code() != errc::allocator_stopped)
-      throw;
+    if (e.code() != errc::allocator_stopped || !c->ended())
+      throw;  // the incarnation's own answer (an inert ref): no restart to follow
     auto* seen = c;
     calls_.compare_exchange_strong(seen, nullptr);
     const auto fresh = calls();  // after a restart, the new incarnation's
     if (fresh.get() == c)
-      throw;  // this incarnation's own answer (an inert ref)
+      throw;
     return served(*fresh, until);
   }
 }
@@ -163,6 +157,10 @@ op_result client::advise(std::vector<byte_ref> refs, advice what, location where
           on_caller<op_result>([&](caller_calls& c, auto until) { return c.advise(r, until); }))
     return *done;
   return call<op_result>(advise_atom_v, std::move(r));
+}
+
+std::optional<byte_ref> client::allocate_here(const allocate_request& r) {
+  return on_caller<byte_ref>([&](caller_calls& c, auto until) { return c.allocate(r, until); });
 }
 
 range_attributes client::attributes_of(const byte_ref& ref) {
@@ -218,18 +216,9 @@ pending_plan client::will_access_async(std::vector<byte_ref> refs, int device, a
 
 pending_plan client::will_access_async(access_plan_request plan) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  // Counted before it is sent: a caller call on another thread that sees no plan out is not
-  // behind this one in any order.
-  open_plans_->fetch_add(1, std::memory_order_acq_rel);
-  std::unique_ptr<pending_plan::state> s;
-  try {
-    auto t = channel_->send(target_, caf::make_message(will_access_atom_v, std::move(plan)));
-    s = std::make_unique<pending_plan::state>(channel_, std::move(t), deadline, open_plans_);
-  } catch (...) {
-    open_plans_->fetch_sub(1, std::memory_order_acq_rel);
-    throw;
-  }
-  return pending_plan(std::move(s));
+  // Sent ahead: until its reply has come, caller calls go as messages, behind it.
+  auto t = channel_->send(target_, caf::make_message(will_access_atom_v, std::move(plan)), true);
+  return pending_plan(std::make_unique<pending_plan::state>(channel_, std::move(t), deadline));
 }
 
 std::vector<region_info> client::regions() {

@@ -100,8 +100,10 @@ class client {
   /// Allocates `count` elements of T. Requests up to `cache_max_bytes()` without a stream, with
   /// global attachment and at most page alignment are served by the allocator's block
   /// allocator on the calling thread (memory/block_allocator.hpp: no message; a label is
-  /// recorded there for the report); the rest, and a request it cannot serve (a slab refused),
-  /// is a request to the allocator.
+  /// recorded there for the report); the rest are regions, taken on the calling thread too
+  /// (caller_calls::allocate). A request either cannot serve (a slab or a region the quota or
+  /// the backend refused) is a request to the allocator, which retries it behind the frees on
+  /// their way.
   template <class T>
   [[nodiscard]] ManagedRef<T> allocate(std::size_t count, allocate_options options = {}) {
     if (cacheable(count, sizeof(T), options)) {
@@ -117,6 +119,8 @@ class client {
     }
     allocate_request r{count,          sizeof(T),      std::max(options.alignment, alignof(T)),
                        options.attach, options.stream, std::move(options.label)};
+    if (auto ref = allocate_here(r))
+      return ref->template as<T>();
     return call<byte_ref>(allocate_atom_v, std::move(r)).template as<T>();
   }
 
@@ -260,6 +264,8 @@ class client {
   template <class R, class Served>
   [[nodiscard]] std::optional<R> on_caller(Served served);
   [[nodiscard]] range_attributes attributes_of(const byte_ref& ref);
+  /// A region for `r` on this thread (caller_calls::allocate), or nullopt: a message then.
+  [[nodiscard]] std::optional<byte_ref> allocate_here(const allocate_request& r);
 
   [[nodiscard]] bool cacheable(std::size_t count, std::size_t size,
                                const allocate_options& o) const noexcept {
@@ -323,10 +329,6 @@ class client {
   std::mutex calls_mutex_;
   std::vector<caller_calls_ref> held_calls_;
   std::atomic<caller_calls*> calls_{nullptr};
-  /// Plans sent by will_access_async and not answered yet (shared with them): while one is out,
-  /// requests go as messages, behind it.
-  std::shared_ptr<std::atomic<std::size_t>> open_plans_ =
-      std::make_shared<std::atomic<std::size_t>>(0);
   std::size_t cache_max_ = std::size_t{16} << 20;
 };
 

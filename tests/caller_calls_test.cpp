@@ -63,6 +63,97 @@ TEST_F(caller_calls_test, AHeldPrefetchRunsOnTheCallersThreadAndHoldsNoLane) {
   EXPECT_EQ(c_->stats().prefetches, 1u);
 }
 
+TEST_F(caller_calls_test, AHeldAttributesCallRunsOnTheCallersThread) {
+  resume_on_exit guard{*faults_};
+  c_->set_timeout(10s);
+  auto r = c_->allocate<std::byte>(64 * 1024);
+  faults_->hold(backend_op::attributes);
+  auto a = std::async(std::launch::async, [&] { return c_->attributes(r); });
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  // On the message path the call would hold the general lane, and the flush wait for it.
+  EXPECT_EQ(c_->flush().pending_jobs, 0u);
+  faults_->resume();
+  EXPECT_FALSE(a.get().read_mostly);
+}
+
+TEST_F(caller_calls_test, AHeldRegionAllocationRunsOnTheCallersThread) {
+  resume_on_exit guard{*faults_};
+  c_->set_timeout(10s);
+  (void)c_->stats();  // the calls are fetched first (one message)
+  faults_->hold(backend_op::allocate);
+  auto a = std::async(std::launch::async, [&] {
+    return c_->allocate<std::byte>(std::size_t{32} << 20, {.label = "held"});
+  });
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  // The actor is free meanwhile (on the message path it would run the held allocate).
+  EXPECT_EQ(c_->flush().live_regions, 0u);
+  faults_->resume();
+  const auto ref = a.get();
+  ASSERT_TRUE(ref.valid());
+  const auto report = c_->regions();
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_EQ(report[0].label, "held");
+  EXPECT_EQ(report[0].bytes, std::size_t{32} << 20);
+  EXPECT_EQ(c_->stats().allocations, 1u);
+}
+
+TEST_F(caller_calls_test, ARefusedRegionIsTriedOnceMoreBehindTheFreesOnTheirWay) {
+  // As the actor does: the quota refuses while a region given back is still on its way to the
+  // backend (its free held on the general lane); the one more try waits behind that free.
+  resume_on_exit guard{*faults_};
+  constexpr std::size_t big = std::size_t{32} << 20;
+  auto c =
+      make_client({.backend = {.instance = faults_}, .memory = {.quota_bytes = big + big / 2}});
+  c->set_timeout(10s);
+  auto first = c->allocate<std::byte>(big);
+  faults_->hold(backend_op::free);
+  first.reset();
+  auto second = std::async(std::launch::async, [&] { return c->allocate<std::byte>(big); });
+  ASSERT_TRUE(faults_->wait_for_held(10s));  // the free, on the general lane
+  EXPECT_EQ(second.wait_for(0ms), std::future_status::timeout);
+  faults_->resume();
+  const auto ref = second.get();
+  EXPECT_EQ(ref.size(), big);
+  // The first and the retry: the quota (the stack's) refused the other try before the backend.
+  EXPECT_EQ(faults_->calls(backend_op::allocate), 2u);
+  EXPECT_EQ(c->stats().failures_of(errc::quota_exceeded), 0u);
+}
+
+TEST_F(caller_calls_test, AdviceThatReachesTheRuntimeKeepsTheOrderItWasRecordedIn) {
+  // A message's advice waits on the general lane (behind a held discard); the facade's opposite
+  // advice on the same region must not overtake it: what the allocator records of the region's
+  // advice is what the runtime ends with, so later advice is elided only when it may be.
+  resume_on_exit guard{*faults_};
+  c_->set_timeout(10s);
+  auto x = c_->allocate<std::byte>(64 * 1024);
+  auto other = c_->allocate<std::byte>(64 * 1024);
+  faults_->hold(backend_op::discard);
+  auto d = std::async(std::launch::async, [&] { return c_->discard({client::erase(other)}); });
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  auto set = std::async(std::launch::async, [&] {
+    return ask<op_result>(
+        *c_, advise_atom_v,
+        advise_request{{client::erase(x)}, advice::set_read_mostly, location::host()});
+  });
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (c_->stats().pending_jobs < 2 && std::chrono::steady_clock::now() < give_up) {
+  }
+  ASSERT_EQ(c_->stats().pending_jobs, 2u);
+  auto unset =
+      std::async(std::launch::async, [&] { return c_->advise(x, advice::unset_read_mostly); });
+  while (c_->stats().pending_jobs < 3 && std::chrono::steady_clock::now() < give_up) {
+  }
+  EXPECT_EQ(c_->stats().pending_jobs, 3u);  // behind the set, on the general lane
+  faults_->resume();
+  EXPECT_EQ(set.get().backend_ranges, 1u);
+  EXPECT_EQ(unset.get().backend_ranges, 1u);
+  (void)d.get();
+  EXPECT_FALSE(c_->attributes(x).read_mostly);
+  EXPECT_EQ(c_->advise(x, advice::unset_read_mostly).backend_ranges, 0u);  // known: elided
+  EXPECT_EQ(c_->advise(x, advice::set_read_mostly).backend_ranges, 1u);
+  EXPECT_TRUE(c_->attributes(x).read_mostly);
+}
+
 TEST_F(caller_calls_test, AnswersAsTheRequestSentAsAMessage) {
   auto r = c_->allocate<float>(1000);
   const auto ref = client::erase(r);
@@ -183,16 +274,55 @@ TEST_F(caller_calls_test, APlanSentAheadKeepsLaterCallsBehindIt) {
   EXPECT_EQ(devfaults->calls(backend_op::prefetch), 2u);
 }
 
+TEST_F(caller_calls_test, ADroppedPlanStillKeepsLaterCallsBehindIt) {
+  // A plan whose reply nobody waits for any more is still on its way: until its reply comes,
+  // the client's calls go to the actor, behind it.
+  auto faulty_cfg = one_device_config();
+  auto devfaults = std::make_shared<fault_injecting_backend>(faulty_cfg.backend.instance);
+  faulty_cfg.backend.instance = devfaults;
+  resume_on_exit guard{*devfaults};
+  auto c = make_client(faulty_cfg);
+  c->set_timeout(10s);
+  auto a = c->allocate<std::byte>(64 * 1024);
+  auto b = c->allocate<std::byte>(64 * 1024);
+  devfaults->hold(backend_op::prefetch);
+  {
+    auto plan =
+        c->will_access_async({client::erase(a)}, 0, access_mode::write, residency_policy::migrate);
+    ASSERT_TRUE(devfaults->wait_for_held(10s));
+  }  // dropped unanswered
+  auto p = std::async(std::launch::async, [&] { return c->prefetch(b, location::device(0)); });
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (c->stats().pending_jobs < 2 && std::chrono::steady_clock::now() < give_up) {
+  }
+  EXPECT_EQ(c->stats().pending_jobs, 2u);
+  devfaults->resume();
+  EXPECT_EQ(p.get().ranges, 1u);
+  // Its reply came (and was dropped): calls run on the caller's thread again.
+  while (c->stats().pending_jobs != 0 && std::chrono::steady_clock::now() < give_up) {
+  }
+  devfaults->hold(backend_op::prefetch);
+  auto q = std::async(std::launch::async, [&] { return c->prefetch(b, location::host()); });
+  ASSERT_TRUE(devfaults->wait_for_held(10s));
+  EXPECT_EQ(c->flush().pending_jobs, 0u);
+  devfaults->resume();
+  EXPECT_EQ(q.get().ranges, 1u);
+}
+
 TEST_F(caller_calls_test, ACallWaitsForTheLockAtMostTheTimeout) {
   resume_on_exit guard{*faults_};
   (void)c_->stats();  // the calls are fetched (one message) while the actor is idle
   faults_->hold(backend_op::allocate);
-  auto a = std::async(std::launch::async, [&] { return c_->allocate<std::byte>(4096); });
-  ASSERT_TRUE(faults_->wait_for_held(10s));  // the actor runs the held allocate, its lock held
+  // Sent as a message, so that the actor runs the held allocate, its lock held.
+  auto a = std::async(std::launch::async, [&] {
+    return ask<byte_ref>(*c_, allocate_atom_v, allocate_request{4096, 1});
+  });
+  ASSERT_TRUE(faults_->wait_for_held(10s));
   c_->set_timeout(50ms);
-  UMA_EXPECT_ERROR((void)c_->stats(), errc::backend_error, "timeout");
+  UMA_EXPECT_ERROR((void)c_->stats(), errc::backend_error, "did not let the call in");
   faults_->resume();
-  EXPECT_TRUE(a.get().valid());
+  const auto ref = a.get();
+  EXPECT_TRUE(ref.valid());
   c_->set_timeout(10s);
   EXPECT_EQ(c_->stats().live_regions, 1u);
 }

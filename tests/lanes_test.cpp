@@ -76,6 +76,18 @@ struct resume_on_exit {
 
 class off_loop : public test::reliability_fixture {
  protected:
+  /// A request sent to `pool_`'s allocator as a message (the facade runs some on the caller's
+  /// thread), answered (or the test fails).
+  template <class R, class... Ts>
+  R ask(Ts... xs) {
+    caf::scoped_actor self{sys_};
+    R out{};
+    self->request(pool_->handle(), 10s, xs...)
+        .receive([&](R& r) { out = std::move(r); },
+                 [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
+    return out;
+  }
+
   std::shared_ptr<fault_injecting_backend> faults_ =
       std::make_shared<fault_injecting_backend>(backend_);
   std::unique_ptr<client> pool_ = make_client(
@@ -112,18 +124,17 @@ TEST_F(off_loop, AHeldPrefetchDelaysItsStreamButNotOtherWork) {
   // Sent as a message, so that it runs on a lane (the facade's own prefetch runs on the
   // caller's thread: tests/caller_calls_test.cpp).
   auto p = std::async(std::launch::async, [&] {
-    caf::scoped_actor self{sys_};
-    op_result out;
-    self->request(pool_->handle(), caf::infinite, prefetch_atom_v,
-                  prefetch_request{{client::erase(r)}, {location::host()}})
-        .receive([&](op_result& x) { out = x; },
-                 [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
-    return out;
+    return ask<op_result>(prefetch_atom_v,
+                          prefetch_request{{client::erase(r)}, {location::host()}});
   });
   ASSERT_TRUE(faults_->wait_for_held(10s));
-  // Advice and attributes go on meanwhile.
-  EXPECT_EQ(pool_->advise(other, advice::set_read_mostly).backend_ranges, 1u);
-  EXPECT_TRUE(pool_->attributes(other).read_mostly);
+  // Advice and attributes go on meanwhile on the general lane (sent as messages too).
+  EXPECT_EQ(ask<op_result>(
+                advise_atom_v,
+                advise_request{{client::erase(other)}, advice::set_read_mostly, location::host()})
+                .backend_ranges,
+            1u);
+  EXPECT_TRUE(ask<range_attributes>(attributes_atom_v, client::erase(other)).read_mostly);
   // A discard on the same (default) stream queues behind the held prefetch, on its lane.
   auto d = std::async(std::launch::async, [&] { return pool_->discard({client::erase(other)}); });
   for (int i = 0; i < 100000 && pool_->stats().pending_jobs < 2; ++i)

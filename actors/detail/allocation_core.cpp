@@ -196,9 +196,22 @@ allocation_core::advice_work allocation_core::advice_work_for(const advise_reque
   return work;
 }
 
-allocation_core::advice_work allocation_core::checked_advice(const advise_request& r) {
+void allocation_core::check_advice(const advise_request& r) {
   check_refs(r.refs, "advise");
   validate_advice(*backend_, r.what, r.where);
+}
+
+bool allocation_core::changes_nothing(const advise_request& r) {
+  return std::all_of(r.refs.begin(), r.refs.end(), [&](const byte_ref& ref) {
+    const auto* rec = record_of(ref);
+    const auto* state = advice_of(rec->id);  // a block's only once advised (not created here)
+    const bool whole = ref.byte_offset() == 0 && ref.bytes() == rec->bytes;
+    return state != nullptr && whole && state->unchanged_by(r.what, r.where);
+  });
+}
+
+allocation_core::advice_work allocation_core::checked_advice(const advise_request& r) {
+  check_advice(r);
   note(event_kind::advise, r.refs, {&r.where, 1}, to_string(r.what));
   return advice_work_for(r);
 }

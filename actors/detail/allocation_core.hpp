@@ -94,8 +94,12 @@ class allocation_core {
     std::vector<std::uint64_t> touched;
   };
   [[nodiscard]] advice_work advice_work_for(const advise_request& r);
-  /// Checks an advise request (refs, the advice at its location), records it in the history,
-  /// then advice_work_for.
+  /// Checks an advise request: its refs, the advice at its location (a refusal changes nothing).
+  void check_advice(const advise_request& r);
+  /// True when, as far as the allocator knows, `r` (checked) changes nothing: every ref a whole
+  /// region or block whose tracked advice already says so.
+  [[nodiscard]] bool changes_nothing(const advise_request& r);
+  /// check_advice, then records the request in the history, then advice_work_for.
   [[nodiscard]] advice_work checked_advice(const advise_request& r);
   /// The runtime refused advice on `ids`: what is in force there is no longer known.
   void forget_advice(std::span<const std::uint64_t> ids) noexcept;

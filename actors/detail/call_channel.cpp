@@ -9,14 +9,16 @@
 
 namespace uma::detail {
 
-std::shared_ptr<reply_slot> call_channel::table::take(std::uint64_t id, bool claim) {
+std::shared_ptr<reply_slot> call_channel::table::take(std::uint64_t id, bool by_sink) {
   std::lock_guard lock(mutex);
   auto it = slots.find(id);
-  if (it == slots.end())
+  if (it == slots.end() || (it->second.ahead && !by_sink))
     return nullptr;
-  auto slot = std::move(it->second);
+  auto slot = std::move(it->second.slot);
+  if (it->second.ahead)
+    ahead.fetch_sub(1, std::memory_order_acq_rel);
   slots.erase(it);
-  if (claim)
+  if (by_sink)
     slot->claim();
   return slot;
 }
@@ -43,12 +45,16 @@ call_channel::~call_channel() {
   companion->on_enqueue({});
 }
 
-call_channel::ticket call_channel::send(const caf::strong_actor_ptr& dest, caf::message content) {
+call_channel::ticket call_channel::send(const caf::strong_actor_ptr& dest, caf::message content,
+                                        bool ahead) {
   const auto mid = caf::make_message_id(++next_id_);
   ticket t{mid.request_id().integer_value(), std::make_shared<reply_slot>()};
   {
     std::lock_guard lock(table_->mutex);
-    table_->slots.emplace(t.id, t.slot);
+    const bool counted = ahead && dest != nullptr;  // a missing actor answers at once below
+    table_->slots.emplace(t.id, table::entry{t.slot, counted});
+    if (counted)
+      table_->ahead.fetch_add(1, std::memory_order_acq_rel);
   }
   if (!dest) {  // no actor (a stopped client's): answered as a dead one would be
     t.slot->fill(caf::make_message(caf::make_error(caf::sec::request_receiver_down)));

@@ -40,8 +40,10 @@ class call_channel {
   ~call_channel();
 
   /// Sends `content` to `dest` as a request. A dead `dest` bounces the request: the slot gets
-  /// `sec::request_receiver_down`.
-  [[nodiscard]] ticket send(const caf::strong_actor_ptr& dest, caf::message content);
+  /// `sec::request_receiver_down`. A request sent `ahead` (a plan the caller collects later)
+  /// counts in `ahead()` until its reply has come, whether or not anybody still waits for it.
+  [[nodiscard]] ticket send(const caf::strong_actor_ptr& dest, caf::message content,
+                            bool ahead = false);
   /// Waits at most until `deadline` for the reply: the value or a `caf::error`
   /// (`sec::request_timeout` past the deadline; the ticket is forgotten and a late reply
   /// dropped).
@@ -56,17 +58,29 @@ class call_channel {
   }
   /// Requests waiting for their reply (0 once every call returned or timed out).
   [[nodiscard]] std::size_t in_flight() const;
+  /// Requests sent ahead whose reply has not come yet (dropped and timed-out ones included):
+  /// while there is one, what the caller asks next must reach the actor behind it.
+  [[nodiscard]] std::size_t ahead() const noexcept {
+    return table_->ahead.load(std::memory_order_acquire);
+  }
 
  private:
   /// Shared with the sink's handler, which may run after the channel is gone. Its lock spins
   /// before it parks: every call of every thread sharing the facade takes it twice (a slot in,
   /// a slot out, each tens of nanoseconds), and a parked caller costs up to ~75 µs to wake.
   struct table {
+    struct entry {
+      std::shared_ptr<reply_slot> slot;
+      bool ahead = false;
+    };
     mutable spin_mutex mutex;
-    std::unordered_map<std::uint64_t, std::shared_ptr<reply_slot>> slots;
-    /// Removes `id`'s slot and returns it (null when gone); `claim` marks it as the sink's to
-    /// fill, so that a caller whose deadline passed meanwhile waits for that fill.
-    [[nodiscard]] std::shared_ptr<reply_slot> take(std::uint64_t id, bool claim);
+    std::unordered_map<std::uint64_t, entry> slots;
+    std::atomic<std::size_t> ahead{0};  ///< entries sent ahead
+    /// Removes `id`'s slot and returns it (null when gone). `by_sink`: the reply came; the slot
+    /// is marked as the sink's to fill, so that a caller whose deadline passed meanwhile waits
+    /// for that fill. A caller giving up leaves a slot sent ahead to the sink, which counts it
+    /// answered when its reply comes.
+    [[nodiscard]] std::shared_ptr<reply_slot> take(std::uint64_t id, bool by_sink);
   };
 
   /// The system's inline unit, looked up once (inline_unit::of takes a process-wide lock).

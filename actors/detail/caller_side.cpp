@@ -1,36 +1,20 @@
 #include <uma/actors/detail/caller_side.hpp>
 
+#include <algorithm>
+#include <condition_variable>
 #include <mutex>
 #include <new>
 #include <string>
 
 #include <uma/actors/detail/allocation_core.hpp>
+#include <uma/actors/detail/lane_allocation.hpp>
 #include <uma/actors/detail/residency_core.hpp>
-#include <uma/memory/advice_ops.hpp>
 #include <uma/memory/control_block.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/detail/spin_wait.hpp>
 #include <uma/sys/worker_lanes.hpp>
 
 namespace uma::detail {
-
-namespace {
-
-/// What a caller call throws for `e`: a uma::error as it is, else as the actor's handlers turn
-/// it into a reply (host memory: out_of_memory; anything else: backend_error).
-error as_uma_error(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const error& u) {
-    return u;
-  } catch (const std::bad_alloc&) {
-    return error(errc::out_of_memory, "host memory exhausted while serving a request");
-  } catch (const std::exception& x) {
-    return error(errc::backend_error, x.what());
-  }
-}
-
-}  // namespace
 
 bool core_lock::try_lock_until(std::chrono::steady_clock::time_point deadline) noexcept {
   if (mutex_.try_lock() ||
@@ -55,11 +39,11 @@ bool core_lock::try_lock_until(std::chrono::steady_clock::time_point deadline) n
 /// incarnation has not ended.
 class caller_side::entered {
  public:
-  entered(core_lock& lock, bool& ended, deadline until) : lock_(lock) {
+  entered(core_lock& lock, const std::atomic<bool>& ended, deadline until) : lock_(lock) {
     if (!lock_.try_lock_until(until))
       raise(errc::backend_error,
             "the allocator did not let the call in before the client's timeout (request_timeout)");
-    if (ended) {
+    if (ended.load(std::memory_order_relaxed)) {
       lock_.unlock();
       raise(errc::allocator_stopped, "the allocator stopped before the request was served");
     }
@@ -72,6 +56,26 @@ class caller_side::entered {
   core_lock& lock_;
 };
 
+caller_side::failure caller_side::failure_of(std::exception_ptr thrown) {
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const error& e) {
+    return {thrown, e.code(), is_fatal(e), e.what()};  // thrown as it is: a fatal_error stays one
+  } catch (const std::bad_alloc&) {
+    const error e(errc::out_of_memory, "host memory exhausted while serving a request");
+    return {std::make_exception_ptr(e), e.code(), false, e.what()};
+  } catch (const std::exception& x) {
+    const error e(errc::backend_error, x.what());
+    return {std::make_exception_ptr(e), e.code(), false, e.what()};
+  }
+}
+
+void caller_side::raise_after(const failure& f) {
+  if (f.fatal && on_fatal_)
+    on_fatal_(make_caf_error(f.code, f.what));  // no lock held: the actor quits, as for a lane's
+  std::rethrow_exception(f.thrown);
+}
+
 caller_side::caller_side(allocation_core& core, residency_core& residency, worker_lanes& lanes,
                          control_block& control, std::shared_ptr<backend> b,
                          std::function<void(caf::error)> on_fatal)
@@ -80,44 +84,169 @@ caller_side::caller_side(allocation_core& core, residency_core& residency, worke
       lanes_(lanes),
       control_(control),
       backend_(std::move(b)),
+      stack_(core.resources()),
       on_fatal_(std::move(on_fatal)) {}
 
 template <class Part>
 auto caller_side::locked(deadline until, Part&& part) {
-  entered in(lock_, ended_, until);
-  try {
-    return part();
-  } catch (const error& e) {
-    core_.count_failure(e.code());
-    throw;
+  std::optional<failure> failed;
+  {
+    entered in(lock_, ended_, until);
+    try {
+      return part();
+    } catch (...) {
+      failed = failure_of(std::current_exception());
+      core_.count_failure(failed->code);
+    }
   }
+  raise_after(*failed);
 }
 
-void caller_side::failed(const error& e, deadline until) {
+void caller_side::count_then_raise(const failure& f, deadline until) {
   try {
     entered in(lock_, ended_, until);
-    core_.count_failure(e.code());
+    core_.count_failure(f.code);
   } catch (const error&) {
     // Stopped or timed out meanwhile: the failure is not counted, the caller still gets it.
   }
-  if (is_fatal(e) && on_fatal_)
-    on_fatal_(make_caf_error(e));
+  raise_after(f);
+}
+
+void caller_side::drain() {
+  if (control_.has_releases())
+    core_.drain_releases();
+}
+
+namespace {
+
+/// The one more try of a refused region, on the general lane behind the frees queued before it
+/// (as the actor's lane_allocation): shared by the job and the caller waiting for it. A caller
+/// that gave up (its timeout) leaves the memory to the job, which gives it back.
+class lane_try {
+ public:
+  void run(memory_resource& stack, const allocation_request& req) noexcept {
+    std::optional<allocation> memory;
+    std::exception_ptr thrown;
+    try {
+      memory = stack.allocate(req);
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+    std::lock_guard lock(mutex_);
+    if (abandoned_) {
+      if (memory)
+        stack.deallocate(*memory);
+      return;
+    }
+    memory_ = memory;
+    thrown_ = thrown;
+    done_ = true;
+    done_signal_.notify_all();
+  }
+
+  /// The memory, or what the lane's try threw; backend_error naming the timeout past `until`.
+  [[nodiscard]] allocation wait_until(std::chrono::steady_clock::time_point until) {
+    std::unique_lock lock(mutex_);
+    if (!done_signal_.wait_until(lock, until, [this] { return done_; })) {
+      abandoned_ = true;
+      raise(errc::backend_error,
+            "the allocator's retry behind the frees did not end before the client's timeout "
+            "(request_timeout)");
+    }
+    if (thrown_)
+      std::rethrow_exception(thrown_);
+    return *memory_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_signal_;
+  bool done_ = false;
+  bool abandoned_ = false;
+  std::optional<allocation> memory_;
+  std::exception_ptr thrown_;
+};
+
+}  // namespace
+
+std::optional<byte_ref> caller_side::allocate(const allocate_request& r, deadline until) {
+  auto req = locked(until, [&]() -> std::optional<allocation_request> {
+    drain();  // their frees go first: the quota may need them
+    auto q = core_.checked_request(r);
+    if (core_.as_block(q))
+      return std::nullopt;  // the actor takes the block (and retries a refused slab)
+    ++active_;
+    return q;
+  });
+  if (!req)
+    return std::nullopt;
+  std::optional<allocation> memory;
+  try {
+    memory = take_memory(*req, until);
+  } catch (...) {
+    finished();
+    throw;
+  }
+  finished();
+  std::optional<failure> failed;
+  {
+    std::optional<entered> in;
+    try {
+      in.emplace(lock_, ended_, until);
+    } catch (...) {
+      stack_->deallocate(*memory);  // stopped (or timed out) meanwhile: nothing stays behind
+      throw;
+    }
+    try {
+      return core_.adopt(*memory, req->attach);  // a failure gives the memory back itself
+    } catch (...) {
+      failed = failure_of(std::current_exception());
+      core_.count_failure(failed->code);
+    }
+  }
+  raise_after(*failed);
+}
+
+allocation caller_side::take_memory(const allocation_request& req, deadline until) {
+  std::exception_ptr thrown;
+  try {
+    return stack_->allocate(req);
+  } catch (...) {
+    thrown = std::current_exception();
+  }
+  const auto first = failure_of(thrown);
+  if (first.fatal || !retried_on_lane(first.code))
+    count_then_raise(first, until);
+  // What the actor does with a refusal: the block allocator's idle slabs and the queued
+  // releases go back (their frees queued on the general lane), then one more try behind them.
+  auto retry = std::make_shared<lane_try>();
+  locked(until, [&] {
+    (void)core_.blocks()->trim();
+    drain();
+    lanes_.post(worker_lanes::general, [stack = stack_, req, retry] { retry->run(*stack, req); });
+  });
+  try {
+    return retry->wait_until(until);
+  } catch (...) {
+    count_then_raise(failure_of(std::current_exception()), until);
+  }
 }
 
 std::optional<op_result> caller_side::prefetch(const prefetch_request& r, bool discard_first,
                                                deadline until) {
-  // The actor's order: new slabs and releases are drained first, and a stream's operations go
-  // out in request order (an unfinished job on the stream keeps later ones on its lane).
+  // The actor's order: a stream's operations go out in request order (an unfinished job on the
+  // stream keeps later ones on its lane).
   auto work = locked(until, [&]() -> std::optional<allocation_core::prefetch_work> {
-    if (control_.has_releases() || lanes_.stream_busy(r.stream))
+    if (lanes_.stream_busy(r.stream))
       return std::nullopt;
+    drain();
     auto w = core_.prefetch_work_for(r, discard_first);
     ++active_;
     return w;
   });
   if (!work)
     return std::nullopt;
-  std::exception_ptr failure;
+  std::exception_ptr thrown;
   try {
     const auto& m = work->merged;
     if (discard_first)
@@ -127,51 +256,27 @@ std::optional<op_result> caller_side::prefetch(const prefetch_request& r, bool d
     if (r.reply_when == completion::complete)
       backend_->wait_stream(r.stream);
   } catch (...) {
-    failure = std::current_exception();
+    thrown = std::current_exception();
   }
-  if (--active_ == 0)
-    active_.notify_all();
-  if (failure) {
-    const auto e = as_uma_error(failure);
-    failed(e, until);
-    throw e;
-  }
+  finished();
+  if (thrown)
+    count_then_raise(failure_of(thrown), until);
   locked(until, [&] { core_.count_prefetch(work->summary, discard_first); });
   return work->summary;
 }
 
 std::optional<op_result> caller_side::advise(const advise_request& r, deadline until) {
-  std::optional<op_result> elided;
-  auto work = locked(until, [&]() -> std::optional<allocation_core::advice_work> {
-    if (control_.has_releases())
+  return locked(until, [&]() -> std::optional<op_result> {
+    drain();
+    core_.check_advice(r);
+    // Advice that reaches the runtime goes to the actor, whose general lane applies it in the
+    // order it records it: what it knows of a region's advice is what the runtime has.
+    if (!core_.changes_nothing(r))
       return std::nullopt;
-    auto w = core_.checked_advice(r);
-    if (w.todo.empty()) {
-      core_.count_advice(w.summary.ranges, 0);
-      elided = w.summary;
-      return std::nullopt;
-    }
-    ++active_;
-    return w;
+    const auto work = core_.checked_advice(r);  // every ref elided: no backend call
+    core_.count_advice(work.summary.ranges, 0);
+    return work.summary;
   });
-  if (!work)
-    return elided;
-  std::exception_ptr failure;
-  try {
-    apply_advice_whole(*backend_, work->todo, r.what, r.where);
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  if (--active_ == 0)
-    active_.notify_all();
-  if (failure) {
-    const auto e = as_uma_error(failure);
-    locked(until, [&] { core_.forget_advice(work->touched); });
-    failed(e, until);
-    throw e;
-  }
-  locked(until, [&] { core_.count_advice(work->summary.ranges, 0); });
-  return work->summary;
 }
 
 range_attributes caller_side::attributes(const byte_ref& ref, deadline until) {
@@ -179,33 +284,37 @@ range_attributes caller_side::attributes(const byte_ref& ref, deadline until) {
     (void)core_.check_refs({&ref, 1}, "attributes");
     ++active_;
   });
-  std::exception_ptr failure;
+  std::exception_ptr thrown;
   range_attributes out;
   try {
     out = backend_->attributes(ref.range());
   } catch (...) {
-    failure = std::current_exception();
+    thrown = std::current_exception();
   }
-  if (--active_ == 0)
-    active_.notify_all();
-  if (failure) {
-    const auto e = as_uma_error(failure);
-    failed(e, until);
-    throw e;
-  }
+  finished();
+  if (thrown)
+    count_then_raise(failure_of(thrown), until);
   return out;
 }
 
 std::optional<allocator_stats> caller_side::stats(deadline until) {
   return locked(until, [&]() -> std::optional<allocator_stats> {
-    if (control_.has_releases())
-      return std::nullopt;  // the actor drains them first: its reply counts them
+    drain();  // as the actor's reply, it counts what was released before it
     return residency_.with_totals(core_.stats());
   });
 }
 
+bool caller_side::ended() const noexcept {
+  return ended_.load(std::memory_order_acquire);
+}
+
+void caller_side::finished() noexcept {
+  if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    active_.notify_all();
+}
+
 void caller_side::end() noexcept {
-  ended_ = true;
+  ended_.store(true, std::memory_order_release);
   for (auto n = active_.load(); n != 0; n = active_.load())
     active_.wait(n);
 }

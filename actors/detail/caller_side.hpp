@@ -2,12 +2,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include <caf/error.hpp>
 
+#include <uma/memory/memory_resource.hpp>
 #include <uma/messages/caller_calls.hpp>
 #include <uma/sys/backend.hpp>
 #include <uma/sys/detail/spin_mutex.hpp>
@@ -63,11 +67,14 @@ class caller_side final : public caller_calls {
               control_block& control, std::shared_ptr<backend> b,
               std::function<void(caf::error)> on_fatal);
 
+  [[nodiscard]] std::optional<byte_ref> allocate(const allocate_request& r,
+                                                 deadline until) override;
   [[nodiscard]] std::optional<op_result> prefetch(const prefetch_request& r, bool discard_first,
                                                   deadline until) override;
   [[nodiscard]] std::optional<op_result> advise(const advise_request& r, deadline until) override;
   [[nodiscard]] range_attributes attributes(const byte_ref& ref, deadline until) override;
   [[nodiscard]] std::optional<allocator_stats> stats(deadline until) override;
+  [[nodiscard]] bool ended() const noexcept override;
 
   // -- the actor's side ---------------------------------------------------------------------------
 
@@ -80,20 +87,41 @@ class caller_side final : public caller_calls {
  private:
   /// The core lock until the end of a scope; throws as a call must (timeout, stopped).
   class entered;
-  /// Runs `part` under the core lock; a uma::error it throws is counted as a failure there.
+  /// What a call throws: a uma::error as it was thrown (a fatal_error or a sticky cuda_error
+  /// stays one), anything else as the actor's handlers answer it (host memory: out_of_memory;
+  /// otherwise backend_error); and whether it ends the incarnation.
+  struct failure {
+    std::exception_ptr thrown;
+    errc code = errc::backend_error;
+    bool fatal = false;
+    std::string what;
+  };
+  [[nodiscard]] static failure failure_of(std::exception_ptr thrown);
+  /// Runs `part` under the core lock; what it throws is counted as a failure there.
   template <class Part>
   auto locked(deadline until, Part&& part);
-  /// Counts the failure `e` (the lock taken again) and ends the incarnation when it is fatal.
-  void failed(const error& e, deadline until);
+  /// With no lock held: hands a fatal failure to the actor (`on_fatal`), then throws it.
+  [[noreturn]] void raise_after(const failure& f);
+  /// A backend call's failure: counted (the lock taken again), then raise_after.
+  [[noreturn]] void count_then_raise(const failure& f, deadline until);
+  /// A backend call counted in `active_` has returned.
+  void finished() noexcept;
+  /// A region's memory from the stack: a refusal by the quota or the backend is tried once more
+  /// on the general lane, behind the frees queued before it, as the actor tries it.
+  [[nodiscard]] allocation take_memory(const allocation_request& req, deadline until);
+  /// Under the lock: the releases queued by last drops are handled, as the actor handles them
+  /// before each request (frees queued on the general lane, new slabs into the table).
+  void drain();
 
   allocation_core& core_;
   residency_core& residency_;
   worker_lanes& lanes_;
   control_block& control_;
   std::shared_ptr<backend> backend_;
+  std::shared_ptr<memory_resource> stack_;  // the top of the incarnation's resource stack
   std::function<void(caf::error)> on_fatal_;
   core_lock lock_;
-  bool ended_ = false;                    // under the lock
+  std::atomic<bool> ended_{false};        // set under the lock (end); read anywhere
   std::atomic<std::uint32_t> active_{0};  // calls whose backend call runs
 };
 

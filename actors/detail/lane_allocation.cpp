@@ -2,8 +2,12 @@
 
 namespace uma::detail {
 
+bool retried_on_lane(errc code) noexcept {
+  return code == errc::quota_exceeded || code == errc::out_of_memory;
+}
+
 bool retried_on_lane(const error& e) noexcept {
-  return e.code() == errc::quota_exceeded || e.code() == errc::out_of_memory;
+  return retried_on_lane(e.code());
 }
 
 byte_ref lane_allocation_ref(allocation_core& core, caf::message& payload, attach_flag attach) {

@@ -20,6 +20,8 @@ namespace uma::detail {
 /// Whether a refusal on the actor's thread is tried once more on the lane: the quota's, or the
 /// backend's out of memory (either may be memory still on its way back).
 [[nodiscard]] bool retried_on_lane(const error& e) noexcept;
+/// The same by code (a caller call's refusal: actors/detail/caller_side.cpp).
+[[nodiscard]] bool retried_on_lane(errc code) noexcept;
 
 /// Queues on the general lane of `jobs` the job that takes `req`: a block of the core's block
 /// allocator, or a region's memory from its stack; `reply` gets the job's result (see
