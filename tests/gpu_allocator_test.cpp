@@ -279,7 +279,14 @@ TEST_F(gpu_allocator, WhileADevicePrefetchIsHeldOtherLanesAndNewSlabsAreServed) 
     ~resume_on_exit() { b.resume(); }
   } guard{*faults};
   faults->hold(backend_op::prefetch);
-  std::thread mover([&] { (void)pool->prefetch(big, location::device(0)); });
+  // Sent as a message (an actor client's), so that it runs on the device's lane: the facade's
+  // own prefetch runs on the caller's thread.
+  std::thread mover([&] {
+    caf::scoped_actor self{sys_};
+    self->request(pool->handle(), caf::infinite, prefetch_atom_v,
+                  prefetch_request{{client::erase(big)}, {location::device(0)}})
+        .receive([](op_result&) {}, [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
+  });
   ASSERT_TRUE(faults->wait_for_held(std::chrono::seconds(10)));
   // The device lane is held: advice, attributes and a new slab (the actor's thread) go on.
   pool->advise(small, advice::set_accessed_by, location::device(0));
