@@ -350,6 +350,31 @@ TEST_F(caller_calls_test, AStopWaitsForACallersBackendCallBeforeItFrees) {
   UMA_EXPECT_ERRC(c->stats(), errc::allocator_stopped);
 }
 
+TEST_F(caller_calls_test, AStopAndACallersFailingBackendCallDoNotWaitForEachOther) {
+  // post_stop holds the core lock while it waits for the calls whose backend call runs: a call
+  // that fails must leave that count before it takes the lock to count its failure (it once
+  // waited for the lock there, and the stop for it, until the client's timeout).
+  resume_on_exit guard{*faults_};
+  auto c = std::make_unique<client>(sys_, allocator_config{.backend = {.instance = faults_}});
+  c->set_cache_max_bytes(0);
+  c->set_timeout(20s);
+  auto r = c->allocate<std::byte>(64 * 1024);
+  faults_->inject({.op = backend_op::allocate, .nth = 1, .code = errc::backend_error});
+  faults_->hold(backend_op::allocate);
+  auto a =
+      std::async(std::launch::async, [&] { return c->allocate<std::byte>(std::size_t{32} << 20); });
+  ASSERT_TRUE(faults_->wait_for_held(10s));
+  auto stopped = std::async(std::launch::async, [&] { return c->stop(); });
+  while (r.valid()) {  // the stop has begun; it waits for the held call
+  }
+  faults_->resume();
+  ASSERT_EQ(stopped.wait_for(10s), std::future_status::ready) << "the stop waited for the call";
+  UMA_EXPECT_ERRC(a.get(), errc::backend_error);
+  const auto report = stopped.get();
+  ASSERT_TRUE(report);
+  EXPECT_EQ(report->stop.regions_freed, 1u);
+}
+
 TEST_F(caller_calls_test, AFatalFailureOnTheCallersThreadEndsTheIncarnation) {
   auto r = c_->allocate<std::byte>(64 * 1024);
   faults_->inject(

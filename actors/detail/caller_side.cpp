@@ -181,13 +181,18 @@ std::optional<byte_ref> caller_side::allocate(const allocate_request& r, deadlin
   if (!req)
     return std::nullopt;
   std::optional<allocation> memory;
+  std::optional<failure> refused;
   try {
-    memory = take_memory(*req, until);
+    memory = stack_->allocate(*req);
   } catch (...) {
-    finished();
-    throw;
+    refused = failure_of(std::current_exception());
   }
-  finished();
+  finished();  // before any lock: post_stop holds it while it waits for the active calls
+  if (refused) {
+    if (refused->fatal || !retried_on_lane(refused->code))
+      count_then_raise(*refused, until);
+    memory = retry_on_lane(*req, until);
+  }
   std::optional<failure> failed;
   {
     std::optional<entered> in;
@@ -207,18 +212,11 @@ std::optional<byte_ref> caller_side::allocate(const allocate_request& r, deadlin
   raise_after(*failed);
 }
 
-allocation caller_side::take_memory(const allocation_request& req, deadline until) {
-  std::exception_ptr thrown;
-  try {
-    return stack_->allocate(req);
-  } catch (...) {
-    thrown = std::current_exception();
-  }
-  const auto first = failure_of(thrown);
-  if (first.fatal || !retried_on_lane(first.code))
-    count_then_raise(first, until);
+allocation caller_side::retry_on_lane(const allocation_request& req, deadline until) {
   // What the actor does with a refusal: the block allocator's idle slabs and the queued
   // releases go back (their frees queued on the general lane), then one more try behind them.
+  // The wait is not counted as active: post_stop runs the lanes' work out after it ends the
+  // calls, and the memory of a try that ends after the stop is given back by the caller.
   auto retry = std::make_shared<lane_try>();
   locked(until, [&] {
     (void)core_.blocks()->trim();

@@ -106,9 +106,9 @@ class caller_side final : public caller_calls {
   [[noreturn]] void count_then_raise(const failure& f, deadline until);
   /// A backend call counted in `active_` has returned.
   void finished() noexcept;
-  /// A region's memory from the stack: a refusal by the quota or the backend is tried once more
-  /// on the general lane, behind the frees queued before it, as the actor tries it.
-  [[nodiscard]] allocation take_memory(const allocation_request& req, deadline until);
+  /// A region's memory refused by the quota or the backend, tried once more on the general lane
+  /// behind the frees queued before it, as the actor tries it.
+  [[nodiscard]] allocation retry_on_lane(const allocation_request& req, deadline until);
   /// Under the lock: the releases queued by last drops are handled, as the actor handles them
   /// before each request (frees queued on the general lane, new slabs into the table).
   void drain();
@@ -121,8 +121,10 @@ class caller_side final : public caller_calls {
   std::shared_ptr<memory_resource> stack_;  // the top of the incarnation's resource stack
   std::function<void(caf::error)> on_fatal_;
   core_lock lock_;
-  std::atomic<bool> ended_{false};        // set under the lock (end); read anywhere
-  std::atomic<std::uint32_t> active_{0};  // calls whose backend call runs
+  std::atomic<bool> ended_{false};  // set under the lock (end); read anywhere
+  /// Calls whose backend call runs. A call counted here never waits for the core lock: post_stop
+  /// holds it while it waits for this to reach 0 (`end`).
+  std::atomic<std::uint32_t> active_{0};
 };
 
 }  // namespace uma::detail
