@@ -62,30 +62,26 @@ client::client(caf::actor_system& sys, supervisor_config config)
   target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
 }
 
-block_allocator_ref client::blocks() {
-  std::lock_guard lock(blocks_mutex_);
-  if (auto* b = blocks_.load(std::memory_order_acquire))
-    for (const auto& held : held_blocks_)
-      if (held.get() == b)
+template <class T, class Atom>
+std::shared_ptr<T> client::current(per_incarnation<T>& p, Atom atom) {
+  std::lock_guard lock(p.mutex);
+  if (auto* now = p.now.load(std::memory_order_acquire))
+    for (const auto& held : p.held)
+      if (held.get() == now)
         return held;
-  auto fresh = call<block_allocator_ref>(blocks_atom_v);
-  if (std::find(held_blocks_.begin(), held_blocks_.end(), fresh) == held_blocks_.end())
-    held_blocks_.push_back(fresh);
-  blocks_.store(fresh.get(), std::memory_order_release);
+  auto fresh = call<std::shared_ptr<T>>(atom);
+  if (std::find(p.held.begin(), p.held.end(), fresh) == p.held.end())
+    p.held.push_back(fresh);
+  p.now.store(fresh.get(), std::memory_order_release);
   return fresh;
 }
 
+block_allocator_ref client::blocks() {
+  return current(blocks_, blocks_atom_v);
+}
+
 caller_calls_ref client::calls() {
-  std::lock_guard lock(calls_mutex_);
-  if (auto* c = calls_.load(std::memory_order_acquire))
-    for (const auto& held : held_calls_)
-      if (held.get() == c)
-        return held;
-  auto fresh = call<caller_calls_ref>(calls_atom_v);
-  if (std::find(held_calls_.begin(), held_calls_.end(), fresh) == held_calls_.end())
-    held_calls_.push_back(fresh);
-  calls_.store(fresh.get(), std::memory_order_release);
-  return fresh;
+  return current(calls_, calls_atom_v);
 }
 
 template <class R, class Served>
@@ -93,16 +89,16 @@ std::optional<R> client::on_caller(Served served) {
   if (channel_->ahead() != 0)
     return std::nullopt;
   const auto until = std::chrono::steady_clock::now() + timeout_;
-  auto* c = calls_.load(std::memory_order_acquire);
+  auto* c = calls_.now.load(std::memory_order_acquire);
   if (c == nullptr)
-    c = calls().get();  // held in held_calls_ from now on
+    c = calls().get();  // held from now on
   try {
     return served(*c, until);
   } catch (const error& e) {
     if (e.code() != errc::allocator_stopped || !c->ended())
       throw;  // the incarnation's own answer (an inert ref): no restart to follow
     auto* seen = c;
-    calls_.compare_exchange_strong(seen, nullptr);
+    calls_.now.compare_exchange_strong(seen, nullptr);
     const auto fresh = calls();  // after a restart, the new incarnation's
     if (fresh.get() == c)
       throw;

@@ -279,13 +279,13 @@ class client {
   template <class T, class Take>
   [[nodiscard]] std::optional<ManagedRef<T>> from_blocks(Take take) {
     try {
-      auto* b = blocks_.load(std::memory_order_acquire);
+      auto* b = blocks_.now.load(std::memory_order_acquire);
       try {
         return take(b != nullptr ? *b : *blocks());
       } catch (const error& e) {
         if (e.code() != errc::allocator_stopped || b == nullptr)
           throw;
-        blocks_.compare_exchange_strong(b, nullptr);  // a restart: the new incarnation's
+        blocks_.now.compare_exchange_strong(b, nullptr);  // a restart: the new incarnation's
         return take(*blocks());
       }
     } catch (const error&) {
@@ -320,15 +320,19 @@ class client {
   bool owns_;
   std::optional<final_report> report_;
   std::chrono::milliseconds timeout_{60000};
-  // The block allocators this client was handed (one per incarnation it met: restarts are few),
-  // kept so that `blocks_` never dangles; the current one is read without a lock.
-  std::mutex blocks_mutex_;
-  std::vector<block_allocator_ref> held_blocks_;
-  std::atomic<block_allocator*> blocks_{nullptr};
-  // The same for the incarnations' caller calls.
-  std::mutex calls_mutex_;
-  std::vector<caller_calls_ref> held_calls_;
-  std::atomic<caller_calls*> calls_{nullptr};
+  /// What this client was handed of each incarnation it met (restarts are few): all of them are
+  /// kept, so that `now`, read without a lock, never dangles.
+  template <class T>
+  struct per_incarnation {
+    std::mutex mutex;
+    std::vector<std::shared_ptr<T>> held;
+    std::atomic<T*> now{nullptr};
+  };
+  /// `p.now` when set, else the allocator's answer to `atom` (one message), held and made `now`.
+  template <class T, class Atom>
+  [[nodiscard]] std::shared_ptr<T> current(per_incarnation<T>& p, Atom atom);
+  per_incarnation<block_allocator> blocks_;
+  per_incarnation<caller_calls> calls_;
   std::size_t cache_max_ = std::size_t{16} << 20;
 };
 

@@ -9,6 +9,7 @@
 #include <uma/actors/detail/allocation_core.hpp>
 #include <uma/actors/detail/lane_allocation.hpp>
 #include <uma/actors/detail/residency_core.hpp>
+#include <uma/memory/allocation_handoff.hpp>
 #include <uma/memory/control_block.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/detail/spin_wait.hpp>
@@ -120,25 +121,21 @@ void caller_side::drain() {
 namespace {
 
 /// The one more try of a refused region, on the general lane behind the frees queued before it
-/// (as the actor's lane_allocation): shared by the job and the caller waiting for it. A caller
-/// that gave up (its timeout) leaves the memory to the job, which gives it back.
+/// (as the actor's lane_allocation): shared by the job and the caller waiting for it. The memory
+/// travels as an allocation_handoff, so that a caller that gave up (its timeout) leaves nothing
+/// behind: the last holder gives it back.
 class lane_try {
  public:
-  void run(memory_resource& stack, const allocation_request& req) noexcept {
-    std::optional<allocation> memory;
+  void run(const std::shared_ptr<memory_resource>& stack, const allocation_request& req) noexcept {
+    std::optional<allocation_handoff> memory;
     std::exception_ptr thrown;
     try {
-      memory = stack.allocate(req);
+      memory = allocation_handoff(stack, stack->allocate(req));
     } catch (...) {
       thrown = std::current_exception();
     }
     std::lock_guard lock(mutex_);
-    if (abandoned_) {
-      if (memory)
-        stack.deallocate(*memory);
-      return;
-    }
-    memory_ = memory;
+    memory_ = std::move(memory);
     thrown_ = thrown;
     done_ = true;
     done_signal_.notify_all();
@@ -147,23 +144,20 @@ class lane_try {
   /// The memory, or what the lane's try threw; backend_error naming the timeout past `until`.
   [[nodiscard]] allocation wait_until(std::chrono::steady_clock::time_point until) {
     std::unique_lock lock(mutex_);
-    if (!done_signal_.wait_until(lock, until, [this] { return done_; })) {
-      abandoned_ = true;
+    if (!done_signal_.wait_until(lock, until, [this] { return done_; }))
       raise(errc::backend_error,
             "the allocator's retry behind the frees did not end before the client's timeout "
             "(request_timeout)");
-    }
     if (thrown_)
       std::rethrow_exception(thrown_);
-    return *memory_;
+    return *memory_->take();
   }
 
  private:
   std::mutex mutex_;
   std::condition_variable done_signal_;
   bool done_ = false;
-  bool abandoned_ = false;
-  std::optional<allocation> memory_;
+  std::optional<allocation_handoff> memory_;
   std::exception_ptr thrown_;
 };
 
@@ -221,7 +215,7 @@ allocation caller_side::retry_on_lane(const allocation_request& req, deadline un
   locked(until, [&] {
     (void)core_.blocks()->trim();
     drain();
-    lanes_.post(worker_lanes::general, [stack = stack_, req, retry] { retry->run(*stack, req); });
+    lanes_.post(worker_lanes::general, [stack = stack_, req, retry] { retry->run(stack, req); });
   });
   try {
     return retry->wait_until(until);
