@@ -16,34 +16,38 @@
 #include <uma/actors/allocator_supervisor.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "support/actor_fixture.hpp"
+#include "support/held_calls.hpp"
 
 namespace uma {
 namespace {
 
 using namespace std::chrono_literals;
 
-/// Lets held backend calls go when a test ends early (a failed assertion).
-struct resume_on_exit {
-  fault_injecting_backend& b;
-  ~resume_on_exit() { b.resume(); }
-};
+using test::await_pending_jobs;
+using test::resume_on_exit;
 
 class caller_calls_test : public test::actor_fixture {
  protected:
   /// The request sent to `c`'s allocator as a message, answered (or the test fails).
   template <class R, class... Ts>
   R ask(client& c, Ts... xs) {
-    caf::scoped_actor self{sys_};
-    R out{};
-    self->request(c.handle(), 20s, xs...)
-        .receive([&](R& r) { out = std::move(r); },
-                 [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
-    return out;
+    return test::ask<R>(sys_, c.handle(), xs...);
+  }
+
+  /// A client of a one-device allocator whose backend (`devfaults_`) can hold calls.
+  std::unique_ptr<client> device_client() {
+    auto cfg = one_device_config();
+    devfaults_ = std::make_shared<fault_injecting_backend>(cfg.backend.instance);
+    cfg.backend.instance = devfaults_;
+    auto c = make_client(cfg);
+    c->set_timeout(10s);
+    return c;
   }
 
   std::shared_ptr<fault_injecting_backend> faults_ =
       std::make_shared<fault_injecting_backend>(backend_);
   std::unique_ptr<client> c_ = make_client({.backend = {.instance = faults_}});
+  std::shared_ptr<fault_injecting_backend> devfaults_;
 };
 
 TEST_F(caller_calls_test, AHeldPrefetchRunsOnTheCallersThreadAndHoldsNoLane) {
@@ -135,15 +139,10 @@ TEST_F(caller_calls_test, AdviceThatReachesTheRuntimeKeepsTheOrderItWasRecordedI
         *c_, advise_atom_v,
         advise_request{{client::erase(x)}, advice::set_read_mostly, location::host()});
   });
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (c_->stats().pending_jobs < 2 && std::chrono::steady_clock::now() < give_up) {
-  }
-  ASSERT_EQ(c_->stats().pending_jobs, 2u);
+  ASSERT_EQ(await_pending_jobs(*c_, 2), 2u);
   auto unset =
       std::async(std::launch::async, [&] { return c_->advise(x, advice::unset_read_mostly); });
-  while (c_->stats().pending_jobs < 3 && std::chrono::steady_clock::now() < give_up) {
-  }
-  EXPECT_EQ(c_->stats().pending_jobs, 3u);  // behind the set, on the general lane
+  EXPECT_EQ(await_pending_jobs(*c_, 3), 3u);  // behind the set, on the general lane
   faults_->resume();
   EXPECT_EQ(set.get().backend_ranges, 1u);
   EXPECT_EQ(unset.get().backend_ranges, 1u);
@@ -235,10 +234,7 @@ TEST_F(caller_calls_test, AStreamsUnfinishedLaneJobKeepsALaterPrefetchBehindIt) 
   auto p = std::async(std::launch::async, [&] { return c_->prefetch(b, location::host()); });
   // A job behind the held one (on this thread, the prefetch would be held in the backend and
   // no second job would come: bounded, so that the test fails rather than hangs).
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (c_->stats().pending_jobs < 2 && std::chrono::steady_clock::now() < give_up) {
-  }
-  EXPECT_EQ(c_->stats().pending_jobs, 2u);
+  EXPECT_EQ(await_pending_jobs(*c_, 2), 2u);
   faults_->resume();
   EXPECT_EQ(sent.get().ranges, 1u);
   EXPECT_EQ(p.get().ranges, 1u);
@@ -248,12 +244,9 @@ TEST_F(caller_calls_test, AStreamsUnfinishedLaneJobKeepsALaterPrefetchBehindIt) 
 TEST_F(caller_calls_test, APlanSentAheadKeepsLaterCallsBehindIt) {
   // A plan's placement runs on the device's lane, held there, its reply not taken yet: the
   // client's later calls go to the actor, behind it, as they would have before.
-  auto faulty_cfg = one_device_config();
-  auto devfaults = std::make_shared<fault_injecting_backend>(faulty_cfg.backend.instance);
-  faulty_cfg.backend.instance = devfaults;
+  auto c = device_client();
+  auto& devfaults = devfaults_;
   resume_on_exit guard{*devfaults};
-  auto c = make_client(faulty_cfg);
-  c->set_timeout(10s);
   auto a = c->allocate<std::byte>(64 * 1024);
   auto b = c->allocate<std::byte>(64 * 1024);
   devfaults->hold(backend_op::prefetch);
@@ -263,10 +256,7 @@ TEST_F(caller_calls_test, APlanSentAheadKeepsLaterCallsBehindIt) {
   auto p = std::async(std::launch::async, [&] { return c->prefetch(b, location::host()); });
   // A job behind the placement (on this thread, the prefetch would be held in the backend and
   // no second job would come: bounded, so that the test fails rather than hangs).
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (c->stats().pending_jobs < 2 && std::chrono::steady_clock::now() < give_up) {
-  }
-  EXPECT_EQ(c->stats().pending_jobs, 2u);
+  EXPECT_EQ(await_pending_jobs(*c, 2), 2u);
   EXPECT_EQ(p.wait_for(0ms), std::future_status::timeout);
   devfaults->resume();
   EXPECT_EQ(plan.get().placements, 1u);
@@ -277,12 +267,9 @@ TEST_F(caller_calls_test, APlanSentAheadKeepsLaterCallsBehindIt) {
 TEST_F(caller_calls_test, ADroppedPlanStillKeepsLaterCallsBehindIt) {
   // A plan whose reply nobody waits for any more is still on its way: until its reply comes,
   // the client's calls go to the actor, behind it.
-  auto faulty_cfg = one_device_config();
-  auto devfaults = std::make_shared<fault_injecting_backend>(faulty_cfg.backend.instance);
-  faulty_cfg.backend.instance = devfaults;
+  auto c = device_client();
+  auto& devfaults = devfaults_;
   resume_on_exit guard{*devfaults};
-  auto c = make_client(faulty_cfg);
-  c->set_timeout(10s);
   auto a = c->allocate<std::byte>(64 * 1024);
   auto b = c->allocate<std::byte>(64 * 1024);
   devfaults->hold(backend_op::prefetch);
@@ -292,13 +279,11 @@ TEST_F(caller_calls_test, ADroppedPlanStillKeepsLaterCallsBehindIt) {
     ASSERT_TRUE(devfaults->wait_for_held(10s));
   }  // dropped unanswered
   auto p = std::async(std::launch::async, [&] { return c->prefetch(b, location::device(0)); });
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (c->stats().pending_jobs < 2 && std::chrono::steady_clock::now() < give_up) {
-  }
-  EXPECT_EQ(c->stats().pending_jobs, 2u);
+  EXPECT_EQ(await_pending_jobs(*c, 2), 2u);
   devfaults->resume();
   EXPECT_EQ(p.get().ranges, 1u);
   // Its reply came (and was dropped): calls run on the caller's thread again.
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
   while (c->stats().pending_jobs != 0 && std::chrono::steady_clock::now() < give_up) {
   }
   devfaults->hold(backend_op::prefetch);

@@ -15,6 +15,7 @@
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "support/actor_fixture.hpp"
 #include "support/cuda_kernels.hpp"
+#include "support/held_calls.hpp"
 
 namespace uma {
 namespace {
@@ -274,10 +275,7 @@ TEST_F(gpu_allocator, WhileADevicePrefetchIsHeldOtherLanesAndNewSlabsAreServed) 
            .policy = allocation_policy::pool, .quota_bytes = 1ull << 30, .slab_bytes = 16 << 20}});
   auto big = pool->allocate<float>(1 << 20);  // a 4 MiB block: one of a 16 MiB slab's four
   auto small = pool->allocate<float>(1024);
-  struct resume_on_exit {
-    fault_injecting_backend& b;
-    ~resume_on_exit() { b.resume(); }
-  } guard{*faults};
+  test::resume_on_exit guard{*faults};
   faults->hold(backend_op::prefetch);
   // Sent as a message (an actor client's), so that it runs on the device's lane: the facade's
   // own prefetch runs on the caller's thread.

@@ -16,6 +16,7 @@
 #include <uma/memory/block_allocator.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include <uma/sys/worker_lanes.hpp>
+#include "support/held_calls.hpp"
 #include "support/reliability_fixture.hpp"
 
 namespace uma {
@@ -67,12 +68,7 @@ TEST(WorkerLanes, BarrierWaitsForEveryLane) {
   lanes.drain_and_stop();
 }
 
-/// Lets held backend calls go when a test ends early (a failed assertion), so that the
-/// fixture's stop (which drains the lanes) cannot wait for them forever.
-struct resume_on_exit {
-  fault_injecting_backend& b;
-  ~resume_on_exit() { b.resume(); }
-};
+using test::resume_on_exit;
 
 class off_loop : public test::reliability_fixture {
  protected:
@@ -80,12 +76,7 @@ class off_loop : public test::reliability_fixture {
   /// thread), answered (or the test fails).
   template <class R, class... Ts>
   R ask(Ts... xs) {
-    caf::scoped_actor self{sys_};
-    R out{};
-    self->request(pool_->handle(), 10s, xs...)
-        .receive([&](R& r) { out = std::move(r); },
-                 [&](caf::error& e) { ADD_FAILURE() << sys_.render(e); });
-    return out;
+    return test::ask<R>(sys_, pool_->handle(), xs...);
   }
 
   std::shared_ptr<fault_injecting_backend> faults_ =
