@@ -31,6 +31,11 @@ struct allocate_options {
   attach_flag attach = attach_flag::global;
   stream_view stream{};
   std::string label{};
+  /// Managed memory (the default), or a tier's: `memory_kind::pinned_host` (the host tier) or
+  /// `memory_kind::cuda_device` (device memory on `device`, charged to its budget). Tiers never
+  /// migrate; move their bytes with uma::copy (<uma/memory/copy.hpp>). docs/design.md "Tiers".
+  memory_kind kind = memory_kind::cuda_managed;
+  int device = 0;  ///< the device of cuda_device memory
 };
 
 /// What the allocator's last post_stop did, as the client that stopped it saw it: both parts
@@ -118,7 +123,8 @@ class client {
       }
     }
     allocate_request r{count,          sizeof(T),      std::max(options.alignment, alignof(T)),
-                       options.attach, options.stream, std::move(options.label)};
+                       options.attach, options.stream, std::move(options.label),
+                       options.kind,   options.device};
     if (auto ref = allocate_here(r))
       return ref->template as<T>();
     return call<byte_ref>(allocate_atom_v, std::move(r)).template as<T>();
@@ -272,7 +278,8 @@ class client {
     // A stream goes to the allocator, which validates it (the host backend has none; a
     // capturing CUDA stream is refused).
     return count != 0 && count <= cache_max_ / size && o.alignment <= cache_alignment &&
-           o.attach == attach_flag::global && o.stream.handle == nullptr;
+           o.attach == attach_flag::global && o.stream.handle == nullptr &&
+           o.kind == memory_kind::cuda_managed;
   }
   /// What `take` got from the block allocator, or nullopt when it could not serve it (the
   /// allocator then answers the request itself, with its own error if any).

@@ -177,16 +177,27 @@ class managed_allocator final : public allocator_impl::base {
   /// Serves `r` on the actor's thread when it can (a block of the block allocator under the
   /// `pool` policy, else a direct region); a refusal becomes one job on the general lane behind
   /// the frees queued before it (actors/detail/lane_allocation.hpp), whose reply carries the
-  /// ref back (in arrival order: one lane; a reply dropped at stop frees itself).
+  /// ref back (in arrival order: one lane; a reply dropped at stop frees itself). A tier's
+  /// memory is always such a job (docs/design.md "Tiers"); device memory is checked against its
+  /// budget first and reserved there once adopted (a refusal then drops and frees it).
   caf::result<byte_ref> allocate(const allocate_request& r) {
     auto req = core_.checked_request(r);
-    if (auto ref = try_now(req, r.stream))
-      return std::move(*ref);
+    if (req.kind == memory_kind::cuda_device)  // before anything is allocated
+      residency_.check_reserve(req.device, req.bytes);
+    if (req.kind == memory_kind::cuda_managed)
+      if (auto ref = try_now(req, r.stream))
+        return std::move(*ref);
     auto rp = make_response_promise<byte_ref>();
     auto reply = [this, rp, attach = req.attach](caf::message& payload, caf::error& err) mutable {
       if (!err)
-        err = detail::error_of(
-            [&] { rp.deliver(detail::lane_allocation_ref(core_, payload, attach)); });
+        err = detail::error_of([&] {
+          auto ref = detail::lane_allocation_ref(core_, payload, attach);
+          if (detail::record_of(ref)->kind == memory_kind::cuda_device) {
+            auto made_room = residency_.reserve(ref);
+            run_evictions(made_room);
+          }
+          rp.deliver(std::move(ref));
+        });
       if (err) {
         core_.count_failure(err);
         rp.deliver(std::move(err));
@@ -296,6 +307,11 @@ class managed_allocator final : public allocator_impl::base {
     return plan([&] { return residency_.dead(check_plan(refs, ranges, "dead"), ranges, {}); },
                 completion::enqueued, false);
   }
+  /// Queues the evictions of `work` (a plan's or a reservation's) on their lane.
+  void run_evictions(detail::residency_work& work) {
+    if (work.evict)
+      lanes_.post(work.evict_lane, std::move(work.evict));
+  }
   /// Decides a plan (`decide` validates first), then queues its moves: evictions on the host
   /// lane, placements on the device's; the reply waits for the placements (issued or complete).
   template <class Decide>
@@ -303,8 +319,7 @@ class managed_allocator final : public allocator_impl::base {
     std::optional<detail::residency_work> w;
     auto reply = guarded<residency_result>([&] {
       auto work = decide();
-      if (work.evict)
-        lanes_.post(work.evict_lane, std::move(work.evict));
+      run_evictions(work);
       return (w = std::move(work))->result;
     });
     if (!w || !w->place)

@@ -33,6 +33,8 @@ set(UMA_PUBLIC_HEADERS
   memory/block_allocator.hpp
   memory/coalesce.hpp
   memory/control_block.hpp
+  memory/copy.hpp
+  memory/copy_ledger.hpp
   memory/device_residency.hpp
   memory/event_history.hpp
   memory/limit_resource.hpp

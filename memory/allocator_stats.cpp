@@ -19,8 +19,9 @@ namespace {
                                 reserved_bytes, live_leases, leased_bytes, resident_bytes,
                                 residency_to_device_bytes, residency_to_host_bytes,
                                 driver_to_device_bytes, driver_to_host_bytes, driver_page_faults,
-                                failures] = s;
-  static_assert(allocator_stats_field_count == 28, "the table names every member once");
+                                host_tier_bytes, device_tier_bytes, copy_to_device_bytes,
+                                copy_to_host_bytes, copy_other_bytes, copies, failures] = s;
+  static_assert(allocator_stats_field_count == 34, "the table names every member once");
 }
 
 /// No two fields share a name or a member.

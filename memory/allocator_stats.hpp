@@ -40,6 +40,13 @@ struct allocator_stats {
   std::uint64_t driver_to_device_bytes = 0;
   std::uint64_t driver_to_host_bytes = 0;
   std::uint64_t driver_page_faults = 0;  ///< CPU page faults and GPU fault groups
+  // The tiers and the copy engines' moves (docs/design.md "Tiers").
+  std::uint64_t host_tier_bytes = 0;       ///< pinned host memory held (charged bytes)
+  std::uint64_t device_tier_bytes = 0;     ///< device memory held (charged bytes)
+  std::uint64_t copy_to_device_bytes = 0;  ///< copied from the host tier to device-side memory
+  std::uint64_t copy_to_host_bytes = 0;    ///< copied from device-side memory to the host tier
+  std::uint64_t copy_other_bytes = 0;      ///< copied within one side
+  std::uint64_t copies = 0;                ///< copies enqueued
   /// Failed requests per error code, indexed by `static_cast<size_t>(errc)`.
   std::array<std::uint64_t, errc_slots> failures{};
 

@@ -22,14 +22,19 @@ std::size_t backend_resource::do_charge_for(std::size_t bytes, std::size_t align
 
 allocation backend_resource::do_allocate(const allocation_request& r) {
   const std::size_t charged = do_charge_for(r.bytes, r.alignment);
-  void* base = backend_->allocate_managed(charged, r.attach);
+  void* base = r.kind == memory_kind::cuda_managed
+                   ? backend_->allocate_managed(charged, r.attach)
+                   : backend_->allocate_tier(r.kind, charged, r.device);
   auto* data = static_cast<std::byte*>(base);
   data += (r.alignment - reinterpret_cast<std::uintptr_t>(data) % r.alignment) % r.alignment;
-  return {base, data, r.bytes, charged};
+  return {base, data, r.bytes, charged, r.kind, r.device};
 }
 
 void backend_resource::do_deallocate(const allocation& a) noexcept {
-  backend_->free_managed(a.base, a.charged);
+  if (a.kind == memory_kind::cuda_managed)
+    backend_->free_managed(a.base, a.charged);
+  else
+    backend_->free_tier(a.kind, a.base, a.charged, a.device);
 }
 
 }  // namespace uma

@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include <uma/memory/copy_ledger.hpp>
 #include <uma/memory/stop_report.hpp>
 #include <uma/sys/backend.hpp>
 
@@ -101,6 +102,9 @@ class control_block {
   [[nodiscard]] std::uint64_t reserve_ids(std::uint64_t n) noexcept {
     return next_id_.fetch_add(n, std::memory_order_relaxed);
   }
+  /// The copies made between this incarnation's memory (memory/copy.hpp), any thread.
+  [[nodiscard]] copy_ledger& copies() noexcept { return copies_; }
+  [[nodiscard]] const copy_ledger& copies() const noexcept { return copies_; }
 
  private:
   const std::uint64_t generation_;
@@ -108,6 +112,7 @@ class control_block {
   std::atomic<int> state_{static_cast<int>(allocator_state::alive)};
   std::atomic<std::int64_t> pins_{0};
   std::atomic<std::uint64_t> next_id_{1};
+  copy_ledger copies_;
 
   mutable std::mutex mutex_;
   std::condition_variable pins_released_;
@@ -132,7 +137,8 @@ struct region {
   // Parameters end in `_` so that they shadow no member (consumers build with -Wshadow).
   region(std::shared_ptr<control_block> control_, std::uint64_t id_, void* base_, std::byte* data_,
          std::size_t bytes_, std::size_t backend_bytes_, region* home_ = nullptr,
-         detail::slab* parent_ = nullptr)
+         detail::slab* parent_ = nullptr, memory_kind kind_ = memory_kind::cuda_managed,
+         int device_ = 0)
       : control(std::move(control_)),
         id(id_),
         base(base_),
@@ -140,7 +146,9 @@ struct region {
         bytes(bytes_),
         backend_bytes(backend_bytes_),
         home(home_ != nullptr ? home_ : this),
-        parent(parent_) {}
+        parent(parent_),
+        kind(kind_),
+        device(device_) {}
 
   std::atomic<std::int64_t> refs{0};    ///< user handles
   std::atomic<std::int32_t> owners{1};  ///< the table, plus 1 while refs > 0
@@ -156,6 +164,10 @@ struct region {
   region* const home;
   /// The slab this block was carved from (its last drop returns it there), or null for a region.
   detail::slab* const parent;
+  /// Managed memory, or a tier's (pinned_host, cuda_device: docs/design.md "Tiers"), which
+  /// never migrates; how the memory goes back to the backend.
+  const memory_kind kind;
+  const int device;  ///< the device of cuda_device memory
   /// A block whose advice the allocator changed: its last drop goes through the actor, which
   /// resets the advice before the block is handed out again.
   std::atomic<bool> needs_reset{false};

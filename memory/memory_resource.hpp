@@ -14,8 +14,12 @@ namespace uma {
 struct allocation_request {
   std::size_t bytes = 0;
   std::size_t alignment = 1;
-  attach_flag attach = attach_flag::global;
+  attach_flag attach = attach_flag::global;  ///< managed memory only
   std::string label{};
+  /// Managed memory (`cuda_managed`, the default), or a tier: `pinned_host` (the host tier) or
+  /// `cuda_device` (device memory on `device`; docs/design.md "Tiers").
+  memory_kind kind = memory_kind::cuda_managed;
+  int device = 0;  ///< the device of `cuda_device` memory; ignored otherwise
 };
 
 /// Memory a resource handed out. A plain value: deallocate takes it back as it was returned.
@@ -24,7 +28,15 @@ struct allocation {
   std::byte* data = nullptr;  ///< first byte the caller sees (base + alignment padding)
   std::size_t bytes = 0;      ///< what the caller asked for
   std::size_t charged = 0;    ///< bytes held for it (rounded, padded): what quota and stats count
+  memory_kind kind = memory_kind::cuda_managed;  ///< as requested: how it is given back
+  int device = 0;                                ///< as requested (cuda_device memory)
 };
+
+/// True for the kinds a resource hands out: managed memory and the two tiers.
+[[nodiscard]] constexpr bool allocatable(memory_kind k) noexcept {
+  return k == memory_kind::cuda_managed || k == memory_kind::pinned_host ||
+         k == memory_kind::cuda_device;
+}
 
 /// What a resource (a whole stack: what its bottom) guarantees.
 struct resource_properties {

@@ -17,6 +17,7 @@ struct region_info {
   std::int64_t refs = 0;  ///< handles alive at the time of the report (approximate under load)
   std::int64_t pins = 0;
   std::int64_t age_ms = 0;
+  memory_kind kind = memory_kind::cuda_managed;  ///< managed memory, or a tier's
 
   friend bool operator==(const region_info&, const region_info&) = default;
 };

@@ -311,13 +311,9 @@ void residency_account::apply(std::uint64_t id, entry& e, int device, access_mod
   e.dirty = e.device == device && (e.dirty || mode == access_mode::write);
 }
 
-residency_plan residency_account::will_access(std::span<const planned_region> regions, int device,
-                                              access_mode mode) {
-  check_device(device, "will_access");
-  if (mode != access_mode::read && mode != access_mode::write)
-    raise(errc::invalid_argument, "will_access: an access mode that is neither read nor write");
-  if (regions.empty())
-    raise(errc::invalid_argument, "will_access: a plan names no region");
+template <class Enter>
+residency_plan residency_account::admit(std::span<const planned_region> regions, int device,
+                                        access_mode mode, Enter enter) {
   // Validation, decisions and victims on copies: nothing changes before the plan is known to fit.
   auto decided = decide(regions, device, mode);
   const auto evicted = victims(decided, device);
@@ -338,9 +334,45 @@ residency_plan residency_account::will_access(std::span<const planned_region> re
       next.labelled = {};
     }
     auto& e = entries_[r.id] = std::move(next);
-    apply(r.id, e, device, mode, plan);
+    enter(r.id, e, plan);
   }
   return plan;
+}
+
+residency_plan residency_account::will_access(std::span<const planned_region> regions, int device,
+                                              access_mode mode) {
+  check_device(device, "will_access");
+  if (mode != access_mode::read && mode != access_mode::write)
+    raise(errc::invalid_argument, "will_access: an access mode that is neither read nor write");
+  if (regions.empty())
+    raise(errc::invalid_argument, "will_access: a plan names no region");
+  return admit(regions, device, mode, [&](std::uint64_t id, entry& e, residency_plan& plan) {
+    apply(id, e, device, mode, plan);
+  });
+}
+
+void residency_account::check_reserve(int device, std::size_t bytes) const {
+  check_device(device, "reserve");
+  const planned_region fresh{.id = 0, .bytes = bytes, .policy = residency_policy::migrate};
+  static_cast<void>(victims(decide({&fresh, 1}, device, access_mode::write), device));
+}
+
+residency_plan residency_account::reserve(std::span<const planned_region> regions, int device) {
+  check_device(device, "reserve");
+  if (regions.empty())
+    raise(errc::invalid_argument, "reserve: no region named");
+  std::vector<planned_region> placed(regions.begin(), regions.end());
+  for (auto& r : placed) {
+    if (entries_.contains(r.id))
+      raise(errc::invalid_argument, "reserve: " + name_of(r.id) + " is in the account already");
+    r.policy = residency_policy::migrate;
+  }
+  return admit(placed, device, access_mode::write, [&](std::uint64_t, entry& e, residency_plan&) {
+    arrive(e, device);  // not place(): nothing moves, and the ledger counts no move
+    e.device = device;
+    e.holds = 1;  // held for its whole life, never evicted: forget() ends it
+    e.last_use = clock_;
+  });
 }
 
 void residency_account::done_with(std::span<const std::uint64_t> ids) {

@@ -68,6 +68,15 @@ class residency_account {
   /// again under another label; docs/residency.md "Labels").
   [[nodiscard]] residency_plan will_access(std::span<const planned_region> regions, int device,
                                            access_mode mode);
+  /// Regions of device memory (a tier: docs/design.md "Tiers") that are resident on `device`
+  /// for their whole life: charged to its budget (and its peak) as held, with no move and no
+  /// ledger entry (nothing moved), until forget. The least recently used regions no plan holds
+  /// are evicted to make room, as for a plan; quota_exceeded when the budget cannot hold them,
+  /// invalid_argument for a region already in the account or of 0 bytes (nothing changes).
+  [[nodiscard]] residency_plan reserve(std::span<const planned_region> regions, int device);
+  /// Whether `bytes` more could be reserved on `device` now (evicting what a plan may): throws
+  /// what reserve would, changing nothing (a fresh region of id 0, which no extent has).
+  void check_reserve(int device, std::size_t bytes) const;
   /// The plans on `ids` are over: their regions may be evicted again (one hold each).
   void done_with(std::span<const std::uint64_t> ids);
   /// The contents of `ids` are no longer needed: device copies are discarded, nothing moves
@@ -126,6 +135,12 @@ class residency_account {
   };
 
   void check_device(int device, const char* what) const;
+  /// What will_access and reserve share: decides `regions` on `device` (validating them), finds
+  /// the victims (or refuses), evicts them, then enters each region and calls `enter(id, entry,
+  /// plan)` for it. Nothing changes before the plan is known to fit.
+  template <class Enter>
+  [[nodiscard]] residency_plan admit(std::span<const planned_region> regions, int device,
+                                     access_mode mode, Enter enter);
   [[nodiscard]] std::string name_of(std::uint64_t id) const;
   [[nodiscard]] decision decide(std::span<const planned_region> regions, int device,
                                 access_mode mode) const;

@@ -23,7 +23,7 @@ auto inspect(Inspector& f, location& x) {
 /// One row of the outstanding-allocation report.
 template <class Inspector>
 auto inspect(Inspector& f, region_info& x) {
-  return f(x.id, x.generation, x.bytes, x.label, x.attach, x.refs, x.pins, x.age_ms);
+  return f(x.id, x.generation, x.bytes, x.label, x.attach, x.refs, x.pins, x.age_ms, x.kind);
 }
 
 /// An incarnation's counters (embedded in the remote interface's `remote_stats`): every field of

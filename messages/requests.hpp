@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <uma/memory/copy_ledger.hpp>
 #include <uma/memory/device_residency.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/memory/migration_ledger.hpp>
@@ -25,6 +26,10 @@ struct allocate_request {
   attach_flag attach = attach_flag::global;
   stream_view stream{};  ///< checked for graph capture (managed allocation cannot be captured)
   std::string label{};   ///< shows in the region report
+  /// Managed memory (the default) or a tier's: `pinned_host` (the host tier) or `cuda_device`
+  /// (device memory on `device`, charged to its budget); docs/design.md "Tiers".
+  memory_kind kind = memory_kind::cuda_managed;
+  int device = 0;  ///< the device of `cuda_device` memory
 };
 
 /// When a stream-ordered request replies.
@@ -147,6 +152,9 @@ struct residency_report {
   /// included): memory the account does not keep, which the device may still fault in
   /// (docs/residency.md "Memory outside every plan").
   std::uint64_t unplanned_bytes = 0;
+  /// The copy engines' moves between the allocator's memory (docs/design.md "Tiers"), beside
+  /// the plans' moves and the driver's.
+  copy_counts copies{};
 };
 
 }  // namespace uma

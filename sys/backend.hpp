@@ -53,15 +53,19 @@ struct range_attributes {
 /// Calls made into the backend, counted by the backend itself: tests use these to prove that
 /// a region was freed exactly once, that a batch used the batch entry point, and so on.
 struct backend_counters {
-  std::uint64_t allocations = 0;     ///< successful allocate_managed calls
-  std::uint64_t frees = 0;           ///< successful free_managed calls
-  std::uint64_t bad_frees = 0;       ///< free_managed of a pointer the backend did not hand out
-  std::uint64_t prefetch_calls = 0;  ///< single-range prefetch calls into the runtime
-  std::uint64_t batch_calls = 0;     ///< batch entry point calls (prefetch, discard, both)
-  std::uint64_t discard_calls = 0;   ///< single-range discard (or discard+prefetch) calls
-  std::uint64_t advise_calls = 0;    ///< advise calls into the runtime
-  std::uint64_t live_allocations = 0;
-  std::uint64_t live_bytes = 0;
+  std::uint64_t allocations = 0;       ///< successful allocate_managed calls
+  std::uint64_t frees = 0;             ///< successful free_managed calls
+  std::uint64_t bad_frees = 0;         ///< free_managed of a pointer the backend did not hand out
+  std::uint64_t prefetch_calls = 0;    ///< single-range prefetch calls into the runtime
+  std::uint64_t batch_calls = 0;       ///< batch entry point calls (prefetch, discard, both)
+  std::uint64_t discard_calls = 0;     ///< single-range discard (or discard+prefetch) calls
+  std::uint64_t advise_calls = 0;      ///< advise calls into the runtime
+  std::uint64_t live_allocations = 0;  ///< managed and tier allocations not yet freed
+  std::uint64_t live_bytes = 0;        ///< their bytes
+  std::uint64_t tier_allocations = 0;  ///< successful allocate_tier calls
+  std::uint64_t tier_frees = 0;        ///< successful free_tier calls
+  std::uint64_t copies = 0;            ///< copy calls that enqueued (or made) a copy
+  std::uint64_t copy_bytes = 0;
 };
 
 /// The CUDA-free interface every backend implements. All functions validate nothing that the
@@ -98,6 +102,23 @@ class backend {
   /// Frees what allocate_managed returned. Never throws: a failure is logged and counted
   /// (`cudaErrorCudartUnloading` at process exit is accepted silently).
   virtual void free_managed(void* ptr, std::size_t bytes) noexcept = 0;
+
+  /// Allocates `bytes` (> 0) of a tier (docs/design.md "Tiers"): `memory_kind::pinned_host`,
+  /// page-locked host memory (CUDA: `cudaHostAlloc`, portable), or `memory_kind::cuda_device`,
+  /// memory of device `device` (CUDA: `cudaMalloc` with that device current; the calling
+  /// thread's device is left as it was). `device` is ignored for the host tier. The host
+  /// backend gives page-aligned system memory for both (its devices are emulated). Throws
+  /// `error(out_of_memory)` naming the size, `invalid_argument` for another kind or a bad
+  /// device, or `cuda_error`.
+  [[nodiscard]] virtual void* allocate_tier(memory_kind kind, std::size_t bytes, int device) = 0;
+  /// Frees what allocate_tier returned (the same kind, bytes and device). Never throws: a
+  /// failure is logged and counted, as in free_managed.
+  virtual void free_tier(memory_kind kind, void* ptr, std::size_t bytes, int device) noexcept = 0;
+  /// Copies `bytes` from `src` to `dst` in stream order (CUDA: `cudaMemcpyAsync` with
+  /// `cudaMemcpyDefault`: between page-locked host memory and device memory it runs on the copy
+  /// engines and returns once enqueued). The host backend copies before it returns. The
+  /// caller checked both ranges; throws `cuda_error` naming the call and the sizes.
+  virtual void copy(void* dst, const void* src, std::size_t bytes, stream_view stream) = 0;
 
   /// Prefetches `ranges` to `locations` (size 1: broadcast; else paired by index). N > 1 uses
   /// the batch entry point where the runtime has it. Returns when the work is enqueued.

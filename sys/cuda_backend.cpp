@@ -284,6 +284,10 @@ backend_counters cuda_backend::counters() const noexcept {
   out.advise_calls = counters_.advise_calls.load(std::memory_order_relaxed);
   out.live_allocations = counters_.live_allocations.load(std::memory_order_relaxed);
   out.live_bytes = counters_.live_bytes.load(std::memory_order_relaxed);
+  out.tier_allocations = counters_.tier_allocations.load(std::memory_order_relaxed);
+  out.tier_frees = counters_.tier_frees.load(std::memory_order_relaxed);
+  out.copies = counters_.copies.load(std::memory_order_relaxed);
+  out.copy_bytes = counters_.copy_bytes.load(std::memory_order_relaxed);
   return out;
 }
 

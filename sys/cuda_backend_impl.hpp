@@ -87,6 +87,10 @@ struct atomic_counters {
   std::atomic<std::uint64_t> advise_calls{0};
   std::atomic<std::uint64_t> live_allocations{0};
   std::atomic<std::uint64_t> live_bytes{0};
+  std::atomic<std::uint64_t> tier_allocations{0};
+  std::atomic<std::uint64_t> tier_frees{0};
+  std::atomic<std::uint64_t> copies{0};
+  std::atomic<std::uint64_t> copy_bytes{0};
 };
 
 inline void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) noexcept {
@@ -117,6 +121,10 @@ class cuda_backend final : public backend {
 
   [[nodiscard]] void* allocate_managed(std::size_t bytes, attach_flag attach) override;
   void free_managed(void* ptr, std::size_t bytes) noexcept override;
+  // The tiers and copies (sys/cuda_tiers.cpp).
+  [[nodiscard]] void* allocate_tier(memory_kind kind, std::size_t bytes, int device) override;
+  void free_tier(memory_kind kind, void* ptr, std::size_t bytes, int device) noexcept override;
+  void copy(void* dst, const void* src, std::size_t bytes, stream_view stream) override;
 
   void prefetch(std::span<const byte_range> ranges, std::span<const location> locations,
                 stream_view stream) override;
@@ -172,8 +180,16 @@ class cuda_backend final : public backend {
   mutable std::once_flag quota_once_;
   mutable std::size_t quota_ = 0;
 
+  /// A live tier allocation: what free_tier must be given back.
+  struct tier_record {
+    memory_kind kind;
+    std::size_t bytes;
+    int device;
+  };
+
   std::mutex live_mutex_;
-  std::unordered_map<void*, std::size_t> live_;  ///< live allocations: pointer -> bytes
+  std::unordered_map<void*, std::size_t> live_;   ///< live allocations: pointer -> bytes
+  std::unordered_map<void*, tier_record> tiers_;  ///< live tier allocations (under live_mutex_)
   atomic_counters counters_;
 };
 

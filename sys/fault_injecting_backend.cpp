@@ -8,7 +8,7 @@ namespace {
 
 constexpr std::array<std::string_view, backend_op_count> op_names = {
     "allocate",   "free",    "prefetch",     "discard",          "discard_prefetch", "advise",
-    "attributes", "kind_of", "is_capturing", "launch_host_func", "synchronize"};
+    "attributes", "kind_of", "is_capturing", "launch_host_func", "synchronize",      "copy"};
 
 std::vector<std::string_view> split(std::string_view text, char sep) {
   std::vector<std::string_view> parts;
@@ -159,6 +159,28 @@ void fault_injecting_backend::free_managed(void* ptr, std::size_t bytes) noexcep
   } catch (...) {
   }
   inner_->free_managed(ptr, bytes);  // a failed free still gives the memory back: no leak
+}
+
+void* fault_injecting_backend::allocate_tier(memory_kind kind, std::size_t bytes, int device) {
+  maybe_fail(backend_op::allocate);
+  return inner_->allocate_tier(kind, bytes, device);
+}
+
+void fault_injecting_backend::free_tier(memory_kind kind, void* ptr, std::size_t bytes,
+                                        int device) noexcept {
+  try {
+    wait_while_held(backend_op::free);
+    if (tick(backend_op::free))
+      failed_frees_.fetch_add(1);
+  } catch (...) {
+  }
+  inner_->free_tier(kind, ptr, bytes, device);  // as free_managed: the memory goes back
+}
+
+void fault_injecting_backend::copy(void* dst, const void* src, std::size_t bytes,
+                                   stream_view stream) {
+  maybe_fail(backend_op::copy);
+  inner_->copy(dst, src, bytes, stream);
 }
 
 void fault_injecting_backend::prefetch(std::span<const byte_range> ranges,

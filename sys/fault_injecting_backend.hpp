@@ -30,9 +30,9 @@ enum class backend_op : std::uint8_t {
   is_capturing,
   launch_host_func,
   synchronize,
+  copy,  ///< copy between tiers (allocate and free cover the tiers' allocations too)
 };
-inline constexpr std::size_t backend_op_count =
-    static_cast<std::size_t>(backend_op::synchronize) + 1;
+inline constexpr std::size_t backend_op_count = static_cast<std::size_t>(backend_op::copy) + 1;
 
 /// "allocate", "prefetch", ...
 [[nodiscard]] std::string_view to_string(backend_op op) noexcept;
@@ -108,6 +108,9 @@ class fault_injecting_backend final : public backend {
 
   [[nodiscard]] void* allocate_managed(std::size_t bytes, attach_flag attach) override;
   void free_managed(void* ptr, std::size_t bytes) noexcept override;
+  [[nodiscard]] void* allocate_tier(memory_kind kind, std::size_t bytes, int device) override;
+  void free_tier(memory_kind kind, void* ptr, std::size_t bytes, int device) noexcept override;
+  void copy(void* dst, const void* src, std::size_t bytes, stream_view stream) override;
   void prefetch(std::span<const byte_range> ranges, std::span<const location> locations,
                 stream_view stream) override;
   void discard(std::span<const byte_range> ranges, stream_view stream) override;

@@ -100,13 +100,13 @@ std::size_t host_backend::default_quota() const {
   return pages > 0 ? static_cast<std::size_t>(pages) * page_size_ / 2 : std::size_t{1} << 30;
 }
 
-void* host_backend::allocate_managed(std::size_t bytes, attach_flag) {
+void* host_backend::map_pages(std::size_t bytes, memory_kind tier, const char* what) {
   if (bytes == 0)
-    raise(errc::invalid_argument, "host allocate_managed: zero bytes requested");
+    raise(errc::invalid_argument, std::string("host ") + what + ": zero bytes requested");
   const std::size_t mapped = (bytes + page_size_ - 1) / page_size_ * page_size_;
   if (mapped < bytes)
-    raise(errc::overflow,
-          "host allocate_managed: " + detail::bytes(bytes) + " does not round up to whole pages");
+    raise(errc::overflow, std::string("host ") + what + ": " + detail::bytes(bytes) +
+                              " does not round up to whole pages");
   void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
@@ -116,33 +116,70 @@ void* host_backend::allocate_managed(std::size_t bytes, attach_flag) {
   {
     std::lock_guard lock(mutex_);
     mappings_.emplace(reinterpret_cast<std::uintptr_t>(p),
-                      mapping{bytes, mapped, std::vector<page_state>(mapped / page_size_)});
+                      mapping{bytes, tier, mapped, std::vector<page_state>(mapped / page_size_)});
   }
-  allocations_.fetch_add(1, std::memory_order_relaxed);
   live_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   return p;
 }
 
-void host_backend::free_managed(void* ptr, std::size_t bytes) noexcept {
+bool host_backend::unmap_pages(void* ptr, std::size_t bytes, memory_kind tier,
+                               const char* what) noexcept {
   std::size_t mapped = 0;
   {
     std::lock_guard lock(mutex_);
     auto it = mappings_.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (it == mappings_.end() || it->second.bytes != bytes) {
+    if (it == mappings_.end() || it->second.bytes != bytes || it->second.tier != tier) {
       bad_frees_.fetch_add(1, std::memory_order_relaxed);
       const bool twice = it == mappings_.end() && is_quarantined_locked(ptr);
       log(log_level::warning,
-          "host free_managed(" + detail::hex(ptr) + ", " + std::to_string(bytes) + " bytes): " +
+          std::string("host ") + what + "(" + detail::hex(ptr) + ", " + std::to_string(bytes) +
+              " bytes): " +
               (twice ? "double free (the region was freed before and is quarantined)"
-                     : "not a live allocation"));
-      return;
+               : it != mappings_.end() && it->second.tier != tier
+                   ? "freed as another kind of memory than it was allocated as"
+                   : "not a live allocation"));
+      return false;
     }
     mapped = it->second.mapped_bytes;
     mappings_.erase(it);
   }
   poison(ptr, mapped);
-  frees_.fetch_add(1, std::memory_order_relaxed);
   live_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  return true;
+}
+
+void* host_backend::allocate_managed(std::size_t bytes, attach_flag) {
+  void* p = map_pages(bytes, memory_kind::host, "allocate_managed");
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  return p;
+}
+
+void host_backend::free_managed(void* ptr, std::size_t bytes) noexcept {
+  if (unmap_pages(ptr, bytes, memory_kind::host, "free_managed"))
+    frees_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void* host_backend::allocate_tier(memory_kind kind, std::size_t bytes, int device) {
+  if (kind != memory_kind::pinned_host && kind != memory_kind::cuda_device)
+    raise(errc::invalid_argument, "host allocate_tier: " + std::string(to_string(kind)) +
+                                      " is not a tier (pinned_host or cuda_device)");
+  if (kind == memory_kind::cuda_device)
+    check_device(device, "allocate_tier: device " + std::to_string(device));
+  void* p = map_pages(bytes, kind, "allocate_tier");
+  tier_allocations_.fetch_add(1, std::memory_order_relaxed);
+  return p;
+}
+
+void host_backend::free_tier(memory_kind kind, void* ptr, std::size_t bytes, int) noexcept {
+  if (unmap_pages(ptr, bytes, kind, "free_tier"))
+    tier_frees_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void host_backend::copy(void* dst, const void* src, std::size_t bytes, stream_view stream) {
+  check_stream(stream, "copy");
+  std::memmove(dst, src, bytes);  // the caller refused overlaps; memmove costs nothing more
+  copies_.fetch_add(1, std::memory_order_relaxed);
+  copy_bytes_.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 void host_backend::poison(void* ptr, std::size_t mapped) noexcept {
@@ -203,7 +240,8 @@ host_backend::page_span host_backend::pages_of(byte_range range, const char* ope
                                       " is not inside a host managed allocation");
   --it;
   const std::size_t offset = addr - it->first;
-  if (offset >= it->second.bytes || range.bytes > it->second.bytes - offset)
+  if (offset >= it->second.bytes || range.bytes > it->second.bytes - offset ||
+      it->second.tier != memory_kind::host)
     raise(errc::invalid_argument, std::string(operation) + ": range " + detail::hex(range.ptr) +
                                       " + " + detail::bytes(range.bytes) +
                                       " is not inside a host managed allocation");
@@ -380,8 +418,13 @@ backend_counters host_backend::counters() const noexcept {
   c.batch_calls = batch_calls_.load(std::memory_order_relaxed);
   c.discard_calls = discard_calls_.load(std::memory_order_relaxed);
   c.advise_calls = advise_calls_.load(std::memory_order_relaxed);
-  c.live_allocations = c.allocations - c.frees;
+  c.live_allocations = c.allocations + tier_allocations_.load(std::memory_order_relaxed) - c.frees -
+                       tier_frees_.load(std::memory_order_relaxed);
   c.live_bytes = live_bytes_.load(std::memory_order_relaxed);
+  c.tier_allocations = tier_allocations_.load(std::memory_order_relaxed);
+  c.tier_frees = tier_frees_.load(std::memory_order_relaxed);
+  c.copies = copies_.load(std::memory_order_relaxed);
+  c.copy_bytes = copy_bytes_.load(std::memory_order_relaxed);
   return c;
 }
 

@@ -52,6 +52,9 @@ class host_backend final : public backend {
 
   [[nodiscard]] void* allocate_managed(std::size_t bytes, attach_flag attach) override;
   void free_managed(void* ptr, std::size_t bytes) noexcept override;
+  [[nodiscard]] void* allocate_tier(memory_kind kind, std::size_t bytes, int device) override;
+  void free_tier(memory_kind kind, void* ptr, std::size_t bytes, int device) noexcept override;
+  void copy(void* dst, const void* src, std::size_t bytes, stream_view stream) override;
   void prefetch(std::span<const byte_range> ranges, std::span<const location> locations,
                 stream_view stream) override;
   void discard(std::span<const byte_range> ranges, stream_view stream) override;
@@ -82,9 +85,10 @@ class host_backend final : public backend {
     std::optional<location> last_prefetch;
   };
   struct mapping {
-    std::size_t bytes = 0;          // as requested
-    std::size_t mapped_bytes = 0;   // rounded up to pages
-    std::vector<page_state> pages;  // one per page
+    std::size_t bytes = 0;                 // as requested
+    memory_kind tier = memory_kind::host;  // host: managed memory; else the tier it emulates
+    std::size_t mapped_bytes = 0;          // rounded up to pages
+    std::vector<page_state> pages;         // one per page
   };
   struct page_span {
     mapping* map;
@@ -99,6 +103,11 @@ class host_backend final : public backend {
                        const char* operation);
   void drop_pages(byte_range range);  // mutex_ held
   void poison(void* ptr, std::size_t mapped) noexcept;
+  /// Page-aligned system memory, registered as `tier` (host: managed); what allocate_managed and
+  /// allocate_tier share. `what` names the call in errors.
+  [[nodiscard]] void* map_pages(std::size_t bytes, memory_kind tier, const char* what);
+  /// Unmaps what map_pages returned as `tier`; false (counted, logged) when it is not that.
+  bool unmap_pages(void* ptr, std::size_t bytes, memory_kind tier, const char* what) noexcept;
   [[nodiscard]] bool is_quarantined_locked(const void* ptr) const noexcept;  // mutex_ held
 
   /// Throws invalid_argument naming `what` unless `ordinal` is an emulated device.
@@ -113,7 +122,8 @@ class host_backend final : public backend {
   std::deque<std::pair<std::uintptr_t, std::size_t>>
       quarantine_;  // base, mapped bytes; oldest first
   std::atomic<std::uint64_t> allocations_{0}, frees_{0}, bad_frees_{0}, prefetch_calls_{0},
-      batch_calls_{0}, discard_calls_{0}, advise_calls_{0}, live_bytes_{0};
+      batch_calls_{0}, discard_calls_{0}, advise_calls_{0}, live_bytes_{0}, tier_allocations_{0},
+      tier_frees_{0}, copies_{0}, copy_bytes_{0};
 };
 
 }  // namespace uma

@@ -53,6 +53,8 @@ struct backend_factory {
   std::function<made_backend()> make;
   backend_kind kind;
   memory_kind managed_kind;  ///< what kind_of says about a managed allocation
+  memory_kind pinned_kind;   ///< ... about the host tier's memory
+  memory_kind device_kind;   ///< ... about device memory (a tier)
 };
 
 made_backend make_host() {
@@ -352,6 +354,82 @@ TEST_P(backend_conformance, advice_and_prefetch_are_read_back_together) {
   EXPECT_EQ(a.last_prefetch_location, target());
 }
 
+// --- tiers and copies -------------------------------------------------------------------------
+
+TEST_P(backend_conformance, tier_allocations_are_counted_and_freed_as_their_kind) {
+  const auto before = backend_->counters();
+  void* pinned = backend_->allocate_tier(memory_kind::pinned_host, 64 * kib, 0);
+  std::memset(pinned, 0x3c, 64 * kib);  // the host writes the host tier directly
+  EXPECT_EQ(backend_->kind_of(pinned), GetParam().pinned_kind);
+  auto now = backend_->counters();
+  EXPECT_EQ(now.tier_allocations, before.tier_allocations + 1);
+  EXPECT_EQ(now.live_allocations, before.live_allocations + 1);
+  EXPECT_EQ(now.allocations, before.allocations);  // not managed memory
+  if (backend_->device_count() > 0) {
+    void* device = backend_->allocate_tier(memory_kind::cuda_device, 32 * kib, 0);
+    EXPECT_EQ(backend_->kind_of(device), GetParam().device_kind);
+    backend_->free_tier(memory_kind::cuda_device, device, 32 * kib, 0);
+  }
+  backend_->free_tier(memory_kind::pinned_host, pinned, 64 * kib, 0);
+  now = backend_->counters();
+  EXPECT_EQ(now.tier_frees - before.tier_frees, now.tier_allocations - before.tier_allocations);
+  EXPECT_EQ(now.live_allocations, before.live_allocations);
+  EXPECT_EQ(now.live_bytes, before.live_bytes);
+  EXPECT_EQ(now.bad_frees, before.bad_frees);
+}
+
+TEST_P(backend_conformance, only_the_two_tiers_and_a_device_it_has_are_allocated_as_tiers) {
+  EXPECT_EQ(error_of([&] { (void)backend_->allocate_tier(memory_kind::cuda_managed, kib, 0); }),
+            errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { (void)backend_->allocate_tier(memory_kind::pinned_host, 0, 0); }),
+            errc::invalid_argument);
+  EXPECT_EQ(error_of([&] {
+              (void)backend_->allocate_tier(memory_kind::cuda_device, kib,
+                                            backend_->device_count());
+            }),
+            errc::invalid_argument);
+  EXPECT_EQ(backend_->counters().tier_allocations, 0u);
+}
+
+TEST_P(backend_conformance, freeing_a_tier_as_another_kind_is_bad_and_leaves_it_alone) {
+  auto* pinned =
+      static_cast<unsigned char*>(backend_->allocate_tier(memory_kind::pinned_host, 8 * kib, 0));
+  pinned[0] = 7;
+  const auto before = backend_->counters();
+  backend_->free_tier(memory_kind::cuda_device, pinned, 8 * kib, 0);
+  backend_->free_managed(pinned, 8 * kib);
+  EXPECT_EQ(backend_->counters().bad_frees, before.bad_frees + 2);
+  EXPECT_EQ(pinned[0], 7);  // still there
+  backend_->free_tier(memory_kind::pinned_host, pinned, 8 * kib, 0);
+  EXPECT_EQ(backend_->counters().tier_frees, before.tier_frees + 1);
+}
+
+TEST_P(backend_conformance, copies_through_the_tiers_move_exact_bytes_in_stream_order) {
+  constexpr std::size_t bytes = 256 * kib;
+  auto* from =
+      static_cast<unsigned char*>(backend_->allocate_tier(memory_kind::pinned_host, bytes, 0));
+  auto* back =
+      static_cast<unsigned char*>(backend_->allocate_tier(memory_kind::pinned_host, bytes, 0));
+  for (std::size_t i = 0; i < bytes; ++i)
+    from[i] = static_cast<unsigned char>(i * 31 + 5);
+  std::memset(back, 0, bytes);
+  const bool device = backend_->device_count() > 0;
+  void* middle = device ? backend_->allocate_tier(memory_kind::cuda_device, bytes, 0)
+                        : backend_->allocate_tier(memory_kind::pinned_host, bytes, 0);
+  const auto before = backend_->counters();
+  backend_->copy(middle, from, bytes, stream_view{});
+  backend_->copy(back, middle, bytes, stream_view{});
+  backend_->wait_stream(stream_view{});
+  EXPECT_EQ(std::memcmp(from, back, bytes), 0);
+  const auto now = backend_->counters();
+  EXPECT_EQ(now.copies, before.copies + 2);
+  EXPECT_EQ(now.copy_bytes, before.copy_bytes + 2 * bytes);
+  backend_->free_tier(device ? memory_kind::cuda_device : memory_kind::pinned_host, middle, bytes,
+                      0);
+  backend_->free_tier(memory_kind::pinned_host, back, bytes, 0);
+  backend_->free_tier(memory_kind::pinned_host, from, bytes, 0);
+}
+
 // --- pointers and streams ---------------------------------------------------------------------
 
 TEST_P(backend_conformance, a_managed_pointer_has_the_backends_managed_kind) {
@@ -386,10 +464,14 @@ TEST_P(backend_conformance, synchronize_returns_with_nothing_queued) {
 }
 
 const backend_factory factories[] = {
-    {"host", make_host, backend_kind::host, memory_kind::host},
-    {"cuda", make_cuda, backend_kind::cuda, memory_kind::cuda_managed},
-    {"faults_over_host", pass_through(make_host), backend_kind::host, memory_kind::host},
-    {"faults_over_cuda", pass_through(make_cuda), backend_kind::cuda, memory_kind::cuda_managed},
+    {"host", make_host, backend_kind::host, memory_kind::host, memory_kind::host,
+     memory_kind::host},
+    {"cuda", make_cuda, backend_kind::cuda, memory_kind::cuda_managed, memory_kind::pinned_host,
+     memory_kind::cuda_device},
+    {"faults_over_host", pass_through(make_host), backend_kind::host, memory_kind::host,
+     memory_kind::host, memory_kind::host},
+    {"faults_over_cuda", pass_through(make_cuda), backend_kind::cuda, memory_kind::cuda_managed,
+     memory_kind::pinned_host, memory_kind::cuda_device},
 };
 
 INSTANTIATE_TEST_SUITE_P(backends, backend_conformance, ::testing::ValuesIn(factories),

@@ -270,6 +270,7 @@ INCLUDES = """#include <algorithm>
 #include <uma/actors/metrics_endpoint.hpp>
 #include <uma/actors/remote_client.hpp>
 #include <uma/actors/scheduler_tuning.hpp>
+#include <uma/memory/copy.hpp>
 #include <uma/messages/register_types.hpp>
 """
 

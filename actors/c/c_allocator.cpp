@@ -146,6 +146,28 @@ uma_status uma_allocator::release(void* ptr, std::size_t size, int device, uma_s
   return UMA_OK;
 }
 
+void* uma_allocator::allocate_tier(std::size_t size, uma::memory_kind kind, int device) {
+  auto ref = client->allocate<std::byte>(size, {.kind = kind, .device = device});
+  void* p = ref.data();
+  std::lock_guard lock(tier_mutex_);
+  tiers_.emplace(reinterpret_cast<std::uintptr_t>(p), std::move(ref));
+  return p;
+}
+
+void uma_allocator::release_tier(void* ptr) {
+  std::optional<uma::byte_ref> dropped;  // released outside the lock
+  std::lock_guard lock(tier_mutex_);
+  auto it = tiers_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == tiers_.end())
+    throw uma::c::status_error(UMA_ERR_UNKNOWN_POINTER,
+                               "uma_tier_free: " + uma::detail::hex(ptr) +
+                                   " is not a live tier block of this allocator (never handed "
+                                   "out by uma_host_alloc or uma_device_alloc, freed already, or "
+                                   "not its start)");
+  dropped.emplace(std::move(it->second));
+  tiers_.erase(it);
+}
+
 std::uint64_t uma_allocator::trim() {
   // The actor's trim trims the same block allocator again (what came free meanwhile) and
   // replies once the general lane has freed both trims' slabs.
@@ -157,14 +179,28 @@ uma::byte_ref uma_allocator::ref_of(const void* ptr, std::size_t bytes) {
   if (auto ref = cache->ref_of(ptr, bytes); !ref.empty())
     return ref;
   const auto a = reinterpret_cast<std::uintptr_t>(ptr);
-  std::lock_guard lock(large_mutex_);
-  auto it = large_.upper_bound(a);
-  if (it != large_.begin()) {
+  // The ref of `map`'s block holding the range, if one does (`ref_in(entry)` gives its ref).
+  const auto inside = [&](const auto& map, auto ref_in) -> std::optional<uma::byte_ref> {
+    auto it = map.upper_bound(a);
+    if (it == map.begin())
+      return std::nullopt;
     --it;
-    const auto& ref = it->second.pin.ref();
+    const uma::byte_ref& ref = ref_in(it->second);
     const auto off = a - it->first;
     if (off < ref.bytes() && bytes <= ref.bytes() - off)
       return ref.subview(off, bytes);
+    return std::nullopt;
+  };
+  {
+    std::lock_guard lock(large_mutex_);
+    if (auto ref = inside(large_,
+                          [](const large_block& b) -> const uma::byte_ref& { return b.pin.ref(); }))
+      return std::move(*ref);
+  }
+  {
+    std::lock_guard lock(tier_mutex_);
+    if (auto ref = inside(tiers_, [](const uma::byte_ref& r) -> const uma::byte_ref& { return r; }))
+      return std::move(*ref);
   }
   throw uma::c::status_error(UMA_ERR_UNKNOWN_POINTER,
                              "range [" + uma::detail::hex(ptr) + ", +" + std::to_string(bytes) +
@@ -182,6 +218,7 @@ void uma_allocator::stop(uma_stop_report* out) noexcept {
     auto report = client->stop();  // post_stop closed the block allocator: raw blocks given up
     cache.reset();
     large_.clear();  // the pins of leaked large blocks
+    tiers_.clear();  // inert refs: post_stop freed their memory
     if (out != nullptr && report) {
       uma_stop_report r{};
       r.struct_size = out->struct_size;

@@ -31,9 +31,15 @@ struct uma_allocator {
 
   [[nodiscard]] void* allocate(std::size_t size, int device, uma_stream stream);
   [[nodiscard]] uma_status release(void* ptr, std::size_t size, int device, uma_stream stream);
-  /// The block (cached or large) holding [ptr, ptr + bytes) as a ref; throws
-  /// invalid_argument-like statuses through `uma_status_error`.
+  /// The block (cached, large or a tier's) holding [ptr, ptr + bytes) as a ref; throws
+  /// UMA_ERR_UNKNOWN_POINTER through `status_error` when none does.
   [[nodiscard]] uma::byte_ref ref_of(const void* ptr, std::size_t bytes);
+  /// Memory of a tier (uma_host_alloc, uma_device_alloc: docs/c_abi.md "Tiers and copies"),
+  /// held by its ref until release_tier or the stop, which frees it (unlike a large block, it is
+  /// not pinned: uma_destroy frees it once the device synchronized). Throws uma::error.
+  [[nodiscard]] void* allocate_tier(std::size_t size, uma::memory_kind kind, int device);
+  /// Gives back what allocate_tier returned; UMA_ERR_UNKNOWN_POINTER for anything else.
+  void release_tier(void* ptr);
   /// The block allocator's idle slabs back to the allocator, which frees them; returns the
   /// slabs' bytes.
   std::uint64_t trim();
@@ -61,6 +67,8 @@ struct uma_allocator {
   };
   std::mutex large_mutex_;
   std::map<std::uintptr_t, large_block> large_;  // by address
+  std::mutex tier_mutex_;
+  std::map<std::uintptr_t, uma::byte_ref> tiers_;  // by address
   bool stopped_ = false;
 };
 

@@ -45,6 +45,8 @@ uma_residency_report report_of(const residency_report& r) noexcept {
   const auto& d = r.driver_totals;
   out.driver_fault_to_device_bytes = d.to_device_bytes - d.prefetched_to_device_bytes;
   out.driver_fault_to_host_bytes = d.to_host_bytes - d.prefetched_to_host_bytes;
+  out.copy_to_device_bytes = r.copies.to_device_bytes;
+  out.copy_to_host_bytes = r.copies.to_host_bytes;
   return out;
 }
 
@@ -75,7 +77,12 @@ std::string report_json(const residency_report& r) {
       {"driver_records_dropped", r.driver_records_dropped},
       {"labels", std::move(labels)},
       {"tenants", std::move(tenants)},
-      {"unplanned_bytes", r.unplanned_bytes}};
+      {"unplanned_bytes", r.unplanned_bytes},
+      {"copies",
+       {{"to_device_bytes", r.copies.to_device_bytes},
+        {"to_host_bytes", r.copies.to_host_bytes},
+        {"other_bytes", r.copies.other_bytes},
+        {"copies", r.copies.copies}}}};
   return boost::json::serialize(out);
 }
 

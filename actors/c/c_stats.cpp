@@ -51,6 +51,12 @@ constexpr c_member<std::uint64_t> c_counters[] = {
     {"driver_to_device_bytes", &uma_stats::driver_to_device_bytes},
     {"driver_to_host_bytes", &uma_stats::driver_to_host_bytes},
     {"driver_page_faults", &uma_stats::driver_page_faults},
+    {"host_tier_bytes", &uma_stats::host_tier_bytes},
+    {"device_tier_bytes", &uma_stats::device_tier_bytes},
+    {"copy_to_device_bytes", &uma_stats::copy_to_device_bytes},
+    {"copy_to_host_bytes", &uma_stats::copy_to_host_bytes},
+    {"copy_other_bytes", &uma_stats::copy_other_bytes},
+    {"copies", &uma_stats::copies},
 };
 
 /// The C member named `name` among `members`, or null.

@@ -143,6 +143,13 @@ typedef struct uma_stats {
   uint64_t driver_to_device_bytes;
   uint64_t driver_to_host_bytes;
   uint64_t driver_page_faults;
+  /* Added with the tiers (issue 39; docs/c_abi.md "Tiers and copies"): */
+  uint64_t host_tier_bytes;      /* pinned host memory held (uma_host_alloc), charged bytes */
+  uint64_t device_tier_bytes;    /* device memory held (uma_device_alloc), charged bytes */
+  uint64_t copy_to_device_bytes; /* uma_copy bytes host -> device (copy engines) */
+  uint64_t copy_to_host_bytes;   /* uma_copy bytes device -> host */
+  uint64_t copy_other_bytes;     /* uma_copy bytes within one side (device->device, host->host) */
+  uint64_t copies;               /* uma_copy calls that enqueued a copy */
 } uma_stats;
 
 /* What uma_destroy_with_report's stop did. */
@@ -308,11 +315,34 @@ typedef struct uma_residency_report {
   /* Of the driver's moves above, those no prefetch asked for (faults, its own eviction and
      speculation): near zero for planned data. */
   uint64_t driver_fault_to_device_bytes, driver_fault_to_host_bytes;
+  /* Added with the tiers: the copy engines' bytes each way (uma_copy), beside the moves above. */
+  uint64_t copy_to_device_bytes, copy_to_host_bytes;
 } uma_residency_report;
 UMA_C_EXPORT uma_status uma_get_residency(uma_allocator* a, uma_residency_report* out);
 /* Same as uma_stats_json's convention: UMA_ERR_BUFFER_TOO_SMALL with *needed. */
 UMA_C_EXPORT uma_status uma_residency_json(uma_allocator* a, char* buffer, size_t capacity,
                                            size_t* needed);
+
+/* -- Tiers and copy-engine moves (issue 39; docs/c_abi.md "Tiers and copies") ---------------
+ * Two kinds of memory beside managed memory, owned like it (quota, stats, region report, freed
+ * at stop, unknown pointers refused):
+ * - the host tier: page-locked host memory (CUDA: cudaHostAlloc), the home of state that does
+ *   not fit the device budget. It never migrates.
+ * - device memory (CUDA: cudaMalloc) on one device, for staging: resident for its whole life
+ *   and charged to that device's budget (refused with UMA_ERR_QUOTA_EXCEEDED when the budget
+ *   cannot make room; unheld managed data is evicted first, as a plan would).
+ * Prefetch, advice, discard and plans refuse both (UMA_ERR_INVALID_ARGUMENT). uma_copy moves
+ * bytes between any memory of this allocator on the copy engines (cudaMemcpyAsync on `stream`:
+ * returns once enqueued), counted in the stats and the residency ledger by direction. On the
+ * host backend the tiers are system memory and a copy is a memcpy done before it returns. */
+UMA_C_EXPORT uma_status uma_host_alloc(uma_allocator* a, size_t size, void** out);
+UMA_C_EXPORT uma_status uma_device_alloc(uma_allocator* a, size_t size, int device, void** out);
+/* Frees what uma_host_alloc or uma_device_alloc returned (ordered after the device's work). */
+UMA_C_EXPORT uma_status uma_tier_free(uma_allocator* a, void* ptr);
+/* Copies `bytes` from `src` to `dst`, each inside one live block of this allocator (a tier
+ * block, a uma_malloc block), not overlapping. bytes 0: nothing, UMA_OK. */
+UMA_C_EXPORT uma_status uma_copy(uma_allocator* a, void* dst, const void* src, size_t bytes,
+                                 uma_stream stream);
 
 #ifdef __cplusplus
 }

@@ -17,8 +17,20 @@ namespace uma::detail {
 namespace {
 
 /// What the stack handed out for `r`, as allocate returned it.
+/// The stats' count of tier memory held that `r` belongs to (null for managed memory).
+std::uint64_t* tier_count(allocator_stats& s, const region* r) noexcept {
+  switch (r->kind) {
+    case memory_kind::pinned_host:
+      return &s.host_tier_bytes;
+    case memory_kind::cuda_device:
+      return &s.device_tier_bytes;
+    default:
+      return nullptr;
+  }
+}
+
 allocation allocation_of(const region* r) noexcept {
-  return {r->base, r->data, r->bytes, r->backend_bytes};
+  return {r->base, r->data, r->bytes, r->backend_bytes, r->kind, r->device};
 }
 
 /// What a snapshot says of a region's advice.
@@ -90,7 +102,7 @@ allocation_request allocation_core::checked_request(const allocate_request& r) c
                                          "allocated inside a capture");
   const std::size_t alignment =
       r.alignment == 0 ? stack_->top().properties().alignment : r.alignment;
-  return {r.count * r.element_size, alignment, r.attach, r.label};
+  return {r.count * r.element_size, alignment, r.attach, r.label, r.kind, r.device};
 }
 
 bool allocation_core::as_block(const allocation_request& r) const noexcept {
@@ -98,7 +110,7 @@ bool allocation_core::as_block(const allocation_request& r) const noexcept {
   // of two goes to the stack, which refuses it).
   return config_.memory.policy == allocation_policy::pool && blocks_->serves(r.bytes) &&
          std::has_single_bit(r.alignment) && r.alignment <= stack_->top().properties().page &&
-         r.attach == attach_flag::global;
+         r.attach == attach_flag::global && r.kind == memory_kind::cuda_managed;
 }
 
 byte_ref allocation_core::take_block(block_allocator& blocks, const allocation_request& r,
@@ -116,7 +128,8 @@ byte_ref allocation_core::allocate_now(const allocation_request& r, stream_view 
 byte_ref allocation_core::adopt(const allocation& a, attach_flag attach) {
   region* reg = nullptr;
   try {
-    reg = new region(control_, control_->reserve_ids(1), a.base, a.data, a.bytes, a.charged);
+    reg = new region(control_, control_->reserve_ids(1), a.base, a.data, a.bytes, a.charged,
+                     nullptr, nullptr, a.kind, a.device);
     table_.insert(reg, attach);
   } catch (...) {
     delete reg;
@@ -126,6 +139,8 @@ byte_ref allocation_core::adopt(const allocation& a, attach_flag attach) {
   if (history_->enabled())
     history_->record(event_kind::allocate, config_.supervision.generation, reg->id, a.bytes,
                      stack_->tracking().label_of(a.data));
+  if (auto* held = tier_count(stats_, reg))
+    *held += reg->backend_bytes;
   adopt_first_ref(reg);  // the reply's count; the table keeps the initial one
   return detail::adopt_ref<std::byte>(reg, 0, a.bytes);
 }
@@ -272,6 +287,8 @@ void allocation_core::drain_releases() {
       history_->record(event_kind::release, config_.supervision.generation, id, r->bytes,
                        stack_->tracking().label_of(r->data));
     table_.erase(id);
+    if (auto* held = tier_count(stats_, r))
+      *held -= r->backend_bytes;
     if (on_free_)
       on_free_(id);
     // cudaFree synchronizes the device: never on the actor's loop.
@@ -324,6 +341,11 @@ allocator_stats allocation_core::stats() const {
   s.total_bytes_allocated = counted.total_bytes;
   s.reserved_bytes = stack_->limit().held();  // slabs + direct regions
   s.pending_jobs = lanes_.pending();
+  const auto copied = copies();
+  s.copy_to_device_bytes = copied.to_device_bytes;
+  s.copy_to_host_bytes = copied.to_host_bytes;
+  s.copy_other_bytes = copied.other_bytes;
+  s.copies = copied.copies;
   return s;
 }
 
@@ -438,6 +460,8 @@ std::uint64_t allocation_core::stop(stop_report& report) noexcept {
       leaked_backend_bytes += r->backend_bytes;
     } else {
       stack_->top().deallocate(allocation_of(r));  // the lanes have stopped: frees run here
+      if (auto* held = tier_count(stats_, r))
+        *held -= r->backend_bytes;
     }
     if (!pinned) {
       ++report.regions_freed;

@@ -131,6 +131,8 @@ class allocation_core {
   void count_advice(std::uint64_t ranges, std::uint64_t elided);
   /// The `stats` reply: the stack's counters and the core's own.
   [[nodiscard]] allocator_stats stats() const;
+  /// The copies made between the incarnation's memory so far (memory/copy.hpp).
+  [[nodiscard]] copy_counts copies() const noexcept { return control_->copies().counts(); }
   /// The `regions` reply.
   [[nodiscard]] std::vector<region_info> report() const;
   /// The region table.

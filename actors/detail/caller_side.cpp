@@ -167,8 +167,8 @@ std::optional<byte_ref> caller_side::allocate(const allocate_request& r, deadlin
   auto req = locked(until, [&]() -> std::optional<allocation_request> {
     drain();  // their frees go first: the quota may need them
     auto q = core_.checked_request(r);
-    if (core_.as_block(q))
-      return std::nullopt;  // the actor takes the block (and retries a refused slab)
+    if (core_.as_block(q) || q.kind != memory_kind::cuda_managed)
+      return std::nullopt;  // the actor takes the block (and retries a refused slab) or tier
     ++active_;
     return q;
   });

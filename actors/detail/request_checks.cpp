@@ -9,6 +9,15 @@
 
 namespace uma::detail {
 
+void check_migrates(const region& home, const char* what) {
+  if (home.kind != memory_kind::cuda_managed)
+    raise(errc::invalid_argument,
+          std::string(what) + " (region " + std::to_string(home.id) + ") is " +
+              std::string(to_string(home.kind)) +
+              " memory, a tier: it never migrates, takes no advice and is in no plan; move its "
+              "bytes with a copy (docs/design.md \"Tiers\")");
+}
+
 void check_refs(std::span<const byte_ref> refs, const char* op, const control_block& own,
                 std::uint64_t& inert_refusals) {
   if (refs.empty())
@@ -30,6 +39,7 @@ void check_refs(std::span<const byte_ref> refs, const char* op, const control_bl
                                         ") belongs to another allocator (generation " +
                                         std::to_string(ref.generation()) + ")");
     }
+    check_migrates(*r->home, where.c_str());
   }
   if (refs.size() < 2)
     return;

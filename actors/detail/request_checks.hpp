@@ -12,9 +12,14 @@ namespace uma::detail {
 
 // Request validation shared by the allocator's handlers (internal: it reads region records).
 
-/// Every ref must be non-empty, of the incarnation `own`, and no two may overlap. Throws
-/// `invalid_argument` (empty, another allocator's, overlapping) or `allocator_stopped` (an inert
-/// ref; counted in `inert_refusals`), naming the operation and the ref's position.
+/// Refuses (invalid_argument naming `what`) memory of a tier (pinned_host, cuda_device): it
+/// never migrates, takes no advice and is in no plan (docs/design.md "Tiers").
+void check_migrates(const region& home, const char* what);
+
+/// Every ref must be non-empty, of the incarnation `own`, managed memory (check_migrates), and
+/// no two may overlap. Throws
+/// `invalid_argument` (empty, another allocator's, a tier's, overlapping) or `allocator_stopped`
+/// (an inert ref; counted in `inert_refusals`), naming the operation and the ref's position.
 void check_refs(std::span<const byte_ref> refs, const char* op, const control_block& own,
                 std::uint64_t& inert_refusals);
 

@@ -8,6 +8,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include <uma/actors/detail/request_checks.hpp>
 #include <uma/actors/metrics_snapshot.hpp>
 #include <uma/memory/advice_ops.hpp>
 #include <uma/sys/detail/format.hpp>
@@ -62,6 +63,7 @@ std::vector<residency_core::target> residency_core::targets_of(
     if (table_.find(home->id) == nullptr)
       raise(errc::invalid_argument, std::string(what) + ": region " + std::to_string(home->id) +
                                         " is not a live region here");
+    check_migrates(*home, what);
     const auto range = ref.range();
     out.push_back({home->id, home,
                    static_cast<std::size_t>(static_cast<const std::byte*>(range.ptr) - home->data),
@@ -75,6 +77,7 @@ std::vector<residency_core::target> residency_core::targets_of(
             std::string(what) + ": bytes [" + hex(reinterpret_cast<const void*>(r.address)) +
                 ", +" + std::to_string(r.bytes) + ") are not inside a live region of this " +
                 "allocator" + (r.bytes == 0 ? " (a range of 0 bytes)" : ""));
+    check_migrates(*e->region, what);
     out.push_back(
         {id, e->region,
          static_cast<std::size_t>(r.address - reinterpret_cast<std::uintptr_t>(e->region->data)),
@@ -272,6 +275,46 @@ residency_work residency_core::will_access(const access_plan_request& r) {
   }
 }
 
+namespace {
+
+/// A device budget's refusal of device memory, said as such (the account speaks of plans).
+[[noreturn]] void refuse_device_memory(const error& e, std::size_t bytes, int device) {
+  raise(e.code(), "allocate: " + detail::bytes(bytes) + " of device memory on device " +
+                      std::to_string(device) + " do not fit its budget (" + e.what() + ")");
+}
+
+}  // namespace
+
+void residency_core::check_reserve(int device, std::size_t bytes) const {
+  const auto pages = (bytes + planned_extents::page_bytes - 1) / planned_extents::page_bytes;
+  try {
+    account_.check_reserve(device, pages * planned_extents::page_bytes);
+  } catch (const error& e) {
+    if (e.code() != errc::quota_exceeded)
+      throw;
+    refuse_device_memory(e, bytes, device);
+  }
+}
+
+residency_work residency_core::reserve(const byte_ref& ref) {
+  const auto* home = record_of(ref)->home;
+  const auto cover = extents_.cover_range(home->id, home->bytes, 0, home->bytes);
+  std::vector<planned_region> regions;
+  for (const auto& x : cover.extents)
+    regions.push_back({.id = x.id, .bytes = x.bytes, .label = label_of(home->id)});
+  try {
+    return carry_out(account_.reserve(regions, home->device), {});
+  } catch (const error& e) {
+    extents_.erase(cover.created);
+    if (e.code() != errc::quota_exceeded)
+      throw;
+    refuse_device_memory(e, home->bytes, home->device);
+  } catch (...) {
+    extents_.erase(cover.created);
+    throw;
+  }
+}
+
 std::uint64_t residency_core::done_with(std::span<const byte_ref> refs,
                                         std::span<const address_range> ranges) {
   std::vector<std::uint64_t> created;  // stays empty: every page is planned
@@ -373,8 +416,10 @@ residency_report residency_core::report() const {
                              other.driver += row.driver;
                            });
   table_.for_each([&](std::uint64_t id, const region_table::entry& e) {
-    out.unplanned_bytes += e.region->bytes - extents_.covered(id);
+    if (e.region->kind == memory_kind::cuda_managed)  // the host tier is not device-side
+      out.unplanned_bytes += e.region->bytes - extents_.covered(id);
   });
+  out.copies = core_.copies();
   for (auto& name : account_.tenants()) {
     tenant_residency t{std::move(name), {}};
     for (int d = 0; d < account_.device_count(); ++d)

@@ -54,6 +54,12 @@ class residency_core {
   static void check(const allocator_config& config, const backend& b);
 
   [[nodiscard]] residency_work will_access(const access_plan_request& r);
+  /// Device memory (a tier) just adopted as `ref`'s region: charged whole to its device's
+  /// budget for its life (residency_account::reserve); the work evicts what made room.
+  /// quota_exceeded naming the bytes and the device when the budget cannot hold it.
+  [[nodiscard]] residency_work reserve(const byte_ref& ref);
+  /// Throws what reserve would for `bytes` of device memory on `device`, changing nothing.
+  void check_reserve(int device, std::size_t bytes) const;
   /// Releases one hold on each extent the refs and ranges cover; returns the extents released.
   [[nodiscard]] std::uint64_t done_with(std::span<const byte_ref> refs,
                                         std::span<const address_range> ranges);

@@ -55,11 +55,12 @@ std::vector<region_info> region_table::report(std::uint64_t generation,
   std::vector<region_info> out;
   out.reserve(entries_.size());
   for (const auto& [id, e] : entries_)
-    out.push_back(region_info{
-        id, generation, e.region->bytes, labels.label_of(e.region->data), e.attach,
-        e.region->refs.load(std::memory_order_relaxed),
-        e.region->pins.load(std::memory_order_relaxed),
-        std::chrono::duration_cast<std::chrono::milliseconds>(now - e.created).count()});
+    out.push_back(
+        region_info{id, generation, e.region->bytes, labels.label_of(e.region->data), e.attach,
+                    e.region->refs.load(std::memory_order_relaxed),
+                    e.region->pins.load(std::memory_order_relaxed),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(now - e.created).count(),
+                    e.region->kind});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return out;
 }

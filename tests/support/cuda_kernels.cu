@@ -30,6 +30,10 @@ cudaStream_t as_stream(void* stream) {
   return static_cast<cudaStream_t>(stream);
 }
 
+__host__ __device__ inline std::uint32_t pattern_value(std::size_t i, std::uint32_t seed) {
+  return static_cast<std::uint32_t>(i) * 2654435761u + seed;
+}
+
 __global__ void fill_kernel(float* data, std::size_t n, float value) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(blockDim.x) * gridDim.x) {
@@ -75,7 +79,42 @@ __global__ void touch_kernel(const float4* data, std::size_t n, float* sink) {
   }
 }
 
+__global__ void check_pattern_kernel(const std::uint32_t* data, std::size_t n, std::uint32_t seed,
+                                     unsigned long long* mismatches) {
+  unsigned long long wrong = 0;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    wrong += data[i] != pattern_value(i, seed);
+  if (wrong != 0)
+    atomicAdd(mismatches, wrong);
+}
+
 }  // namespace
+
+std::uint32_t pattern_at(std::size_t i, std::uint32_t seed) {
+  return pattern_value(i, seed);
+}
+
+void check_pattern_on_device(const std::uint32_t* data, std::size_t n, std::uint32_t seed,
+                             unsigned long long* mismatches, void* stream) {
+  check_pattern_kernel<<<grid_for(n), block_size, 0, as_stream(stream)>>>(data, n, seed,
+                                                                          mismatches);
+  UMA_TEST_CUDA(cudaGetLastError());
+}
+
+void* record_event(void* stream) {
+  cudaEvent_t e = nullptr;
+  UMA_TEST_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  UMA_TEST_CUDA(cudaEventRecord(e, as_stream(stream)));
+  return e;
+}
+
+void wait_event(void* stream, void* event) {
+  UMA_TEST_CUDA(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(event), 0));
+}
+
+void destroy_event(void* event) {
+  UMA_TEST_CUDA(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
+}
 
 double read_gbps(const float* data, std::size_t n) {
   static float* sink = [] {

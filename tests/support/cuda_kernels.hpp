@@ -6,6 +6,7 @@
 // not library code.
 
 #include <cstddef>
+#include <cstdint>
 
 namespace uma::test {
 
@@ -46,6 +47,17 @@ void free_pinned(void* ptr);
 [[nodiscard]] void* alloc_pool(std::size_t bytes, void* stream);
 /// cudaFreeAsync on `stream`, waited for.
 void free_pool(void* ptr, void* stream);
+
+/// The value a pattern seeded with `seed` has at index `i` (what check_pattern_on_device checks).
+[[nodiscard]] std::uint32_t pattern_at(std::size_t i, std::uint32_t seed);
+/// Enqueues a kernel adding to `*mismatches` (device memory) the elements of `data[0, n)` that
+/// differ from the pattern seeded with `seed`.
+void check_pattern_on_device(const std::uint32_t* data, std::size_t n, std::uint32_t seed,
+                             unsigned long long* mismatches, void* stream);
+/// An event recorded on `stream` now; `wait_event` makes another stream wait for it.
+[[nodiscard]] void* record_event(void* stream);
+void wait_event(void* stream, void* event);
+void destroy_event(void* event);
 
 /// Starts capturing `stream` into a graph (thread-local capture mode).
 void begin_capture(void* stream);
