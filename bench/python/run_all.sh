@@ -15,6 +15,8 @@
 #   offload_smoke  offload_bench.py --smoke: a tiny model, 2 steps, every row   (~1 min)
 #   offload      uma_torch.offload at 2x and 3x the budget against native and a pinned-host
 #                offload, GPT-2 24 x 1024, 3 interleaved rounds (issue 25)      (~5 min)
+#   infer        uma_torch.offload for inference (a Llama-shaped 8 GiB model) at 1x, 2x, 3x
+#                against native and accelerate's dispatch_model (issue 39)     (~3 min)
 #   big          torch_step with 24 layers x 1024                              (~3 min)
 #                (more memory: naive_cache's power-of-two bins may pass ../shared/GPU.md's
 #                16 GiB total; run it only where the issue's larger figure is wanted)
@@ -70,13 +72,15 @@ for part in "${parts[@]}"; do
     big) run torch_step_big torch_step.py --layers 24 --width 1024 --heads 16 --steps 10 ;;
     offload_smoke) run offload_smoke offload_bench.py --smoke ;;
     offload) run offload offload_bench.py ;;
+    infer) run infer infer_bench.py ;;
     dry)
       run dry_torch_step torch_step.py --dry-run
       run dry_torch_alloc torch_alloc.py --dry-run
       run dry_cupy cupy_workload.py --dry-run
       run dry_offload offload_bench.py --dry-run --repeat 1
+      run dry_infer infer_bench.py --dry-run
       ;;
-    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big offload_smoke offload dry)"; rc=2 ;;
+    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big offload_smoke offload infer dry)"; rc=2 ;;
   esac
 done
 exit $rc

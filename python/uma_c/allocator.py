@@ -4,8 +4,9 @@ import ctypes
 import threading
 
 from . import binding
-from .errors import error_for
+from .errors import check_status as _check
 from .plans import PlanCalls
+from .tiers import TierCalls
 
 _libraries = {}
 _libraries_lock = threading.Lock()
@@ -65,12 +66,6 @@ def make_config(lib, **options):
     return config
 
 
-def _check(lib, function, status):
-    if status != 0:
-        message = lib.uma_last_error()
-        raise error_for(function, status, message.decode(errors="replace") if message else "")
-
-
 def _pointer(ptr, what="ptr"):
     if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr < 0:
         raise TypeError(f"uma: {what} must be a non-negative int address, not {ptr!r}")
@@ -101,12 +96,13 @@ def _advice(advice):
     return _enum_value("advice", advice, binding.ADVICE)
 
 
-class Allocator(PlanCalls):
+class Allocator(PlanCalls, TierCalls):
     """One uma allocator (`uma_allocator*`). Made by create() (its own, destroyed by close())
     or default() (the process-wide one PyTorch's hooks use, never destroyed from Python).
     Every method raises UmaError (UmaMemoryError for memory statuses) on a failing status.
     The residency plans (set_device_budget, will_access, done_with, dead, sequence, residency)
-    come from uma_c.plans.PlanCalls."""
+    come from uma_c.plans.PlanCalls; the host tier, device memory and copies (host_alloc,
+    device_alloc, tier_free, copy, has_tiers) from uma_c.tiers.TierCalls."""
 
     def __init__(self, lib, handle, path, owned):
         self._lib = lib

@@ -103,6 +103,13 @@ class Stats(ctypes.Structure):
         ("driver_to_device_bytes", ctypes.c_uint64),
         ("driver_to_host_bytes", ctypes.c_uint64),
         ("driver_page_faults", ctypes.c_uint64),
+        # Added with the tiers (issue 39): zero from a library that predates them.
+        ("host_tier_bytes", ctypes.c_uint64),
+        ("device_tier_bytes", ctypes.c_uint64),
+        ("copy_to_device_bytes", ctypes.c_uint64),
+        ("copy_to_host_bytes", ctypes.c_uint64),
+        ("copy_other_bytes", ctypes.c_uint64),
+        ("copies", ctypes.c_uint64),
     ]
 
 
@@ -185,6 +192,9 @@ class ResidencyReport(ctypes.Structure):
         ("unplanned_bytes", ctypes.c_uint64),
         ("driver_fault_to_device_bytes", ctypes.c_uint64),
         ("driver_fault_to_host_bytes", ctypes.c_uint64),
+        # Added with the tiers (issue 39): zero from a library that predates them.
+        ("copy_to_device_bytes", ctypes.c_uint64),
+        ("copy_to_host_bytes", ctypes.c_uint64),
     ]
 
 
@@ -199,6 +209,10 @@ PLAN_RESULT_FIELDS = tuple(name for name, _ in PlanResult._fields_ if name != "s
 DEVICE_RESIDENCY_FIELDS = tuple(name for name, _ in DeviceResidency._fields_)
 RESIDENCY_FIELDS = tuple(name for name, _ in ResidencyReport._fields_
                          if name not in ("struct_size", "device_count", "devices"))
+# The counters of the tiers and copies (issue 39), in STATS_FIELDS: a library older than the
+# tiers reports none of them (its uma_stats is shorter: they read 0) nor has them in its JSON.
+TIER_STATS_FIELDS = ("host_tier_bytes", "device_tier_bytes", "copy_to_device_bytes",
+                     "copy_to_host_bytes", "copy_other_bytes", "copies")
 
 _vp = ctypes.c_void_p
 _st = ctypes.c_int  # uma_status
@@ -247,6 +261,16 @@ PLAN_PROTOTYPES = {
     "uma_get_residency": (_st, [_vp, ctypes.POINTER(ResidencyReport)]),
     "uma_residency_json": (_st, [_vp, ctypes.c_char_p, ctypes.c_size_t,
                                  ctypes.POINTER(ctypes.c_size_t)]),
+}
+
+# The tiers and copy-engine moves of issue 39 (additions to ABI v1), declared where the library
+# has them, as the plan calls are; calling one it lacks raises UMA_ERR_NOT_SUPPORTED (see
+# uma_c.tiers.tier_function).
+TIER_PROTOTYPES = {
+    "uma_host_alloc": (_st, [_vp, ctypes.c_size_t, ctypes.POINTER(_vp)]),
+    "uma_device_alloc": (_st, [_vp, ctypes.c_size_t, ctypes.c_int, ctypes.POINTER(_vp)]),
+    "uma_tier_free": (_st, [_vp, _vp]),
+    "uma_copy": (_st, [_vp, _vp, _vp, ctypes.c_size_t, _vp]),
 }
 
 
@@ -308,7 +332,8 @@ def load(path):
     if missing:
         raise LibraryNotFound(f"uma: {path} lacks {', '.join(missing)}: not a uma C ABI "
                               f"v{ABI_VERSION} library")
-    for name, (restype, argtypes) in list(PROTOTYPES.items()) + list(PLAN_PROTOTYPES.items()):
+    optional = list(PLAN_PROTOTYPES.items()) + list(TIER_PROTOTYPES.items())
+    for name, (restype, argtypes) in list(PROTOTYPES.items()) + optional:
         if name in PROTOTYPES or hasattr(lib, name):
             function = getattr(lib, name)
             function.restype = restype
@@ -319,3 +344,9 @@ def load(path):
 def has_plans(lib):
     """Whether the loaded library has every plan call (PLAN_PROTOTYPES)."""
     return all(hasattr(lib, name) for name in PLAN_PROTOTYPES)
+
+
+def has_tiers(lib):
+    """Whether the loaded library has the host tier, device memory and uma_copy
+    (TIER_PROTOTYPES; issue 39)."""
+    return all(hasattr(lib, name) for name in TIER_PROTOTYPES)

@@ -26,3 +26,23 @@ def error_for(function, status, message):
     name = binding.STATUS_NAMES.get(status, "")
     kind = UmaMemoryError if name in _MEMORY_STATUSES else UmaError
     return kind(function, status, message)
+
+
+def optional_function(lib, name, added_with):
+    """The C function `name` of `lib`; a library built before `added_with` (e.g. "the host
+    tier and uma_copy (issue 39)") lacks it and raises UmaError(UMA_ERR_NOT_SUPPORTED) saying
+    so (the rest of the binding keeps working)."""
+    function = getattr(lib, name, None)
+    if function is None:
+        raise UmaError(name, binding.STATUS["UMA_ERR_NOT_SUPPORTED"],
+                       f"this libuma_c.so has no {name}: it predates {added_with}; use a newer "
+                       "uma")
+    return function
+
+
+def check_status(lib, function, status):
+    """Raises the exception for `status` of the C call `function` (nothing for UMA_OK), with
+    the message of uma_last_error() on this thread."""
+    if status != 0:
+        message = lib.uma_last_error()
+        raise error_for(function, status, message.decode(errors="replace") if message else "")

@@ -8,26 +8,14 @@ or part of one); uma rounds it outward to whole 4 KiB pages and charges exactly 
 import ctypes
 
 from . import binding
-from .errors import UmaError, error_for
+from .errors import check_status as _check, optional_function
 
-_NOT_SUPPORTED = binding.STATUS["UMA_ERR_NOT_SUPPORTED"]
 _TOO_SMALL = binding.STATUS["UMA_ERR_BUFFER_TOO_SMALL"]
 
 
 def plan_function(lib, name):
-    """The C function `name` of PLAN_PROTOTYPES; a library built before the plan calls raises
-    UmaError(UMA_ERR_NOT_SUPPORTED) saying so (the rest of the binding keeps working)."""
-    function = getattr(lib, name, None)
-    if function is None:
-        raise UmaError(name, _NOT_SUPPORTED, f"this libuma_c.so has no {name}: it predates the "
-                       "residency plan calls (issue 25); use a newer uma")
-    return function
-
-
-def _check(lib, function, status):
-    if status != 0:
-        message = lib.uma_last_error()
-        raise error_for(function, status, message.decode(errors="replace") if message else "")
+    """The C function `name` of PLAN_PROTOTYPES (errors.optional_function)."""
+    return optional_function(lib, name, "the residency plan calls (issue 25)")
 
 
 def _enum(field, value, table):

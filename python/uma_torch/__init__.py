@@ -7,6 +7,8 @@
     print(uma_torch.stats())
     with uma_torch.offload(model, optimizer, budget_bytes=2 << 30):  # state beyond the budget
         train(model, optimizer)
+    with uma_torch.offload(model, budget_bytes=2 << 30), torch.no_grad():  # inference: layers
+        model.generate(tokens)                                             # beyond it stream
 
 install() loads libuma_c.so (UMA_LIBRARY, else beside the package or on LD_LIBRARY_PATH),
 configures uma's process-wide default allocator and hands PyTorch the library's
@@ -23,9 +25,10 @@ from uma_c import DEVICE_HOST, UmaError, UmaMemoryError
 
 from .backward_step import StepInBackwardError
 from .offload import Offload, OffloadError, offload
+from .streaming import StreamedInference, StreamingError
 
-__all__ = ["InstallError", "Offload", "OffloadError", "StepInBackwardError", "UmaError",
-           "UmaMemoryError", "advise",
+__all__ = ["InstallError", "Offload", "OffloadError", "StepInBackwardError",
+           "StreamedInference", "StreamingError", "UmaError", "UmaMemoryError", "advise",
            "allocator", "discard", "install", "is_installed", "library_path", "offload",
            "prefetch", "quota", "residency", "set_quota", "stats", "stats_json", "trim"]
 

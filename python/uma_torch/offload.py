@@ -26,7 +26,7 @@ DYNAMIC_POLICIES = {"parameters": "auto", "gradients": "auto", "optimizer_state"
 PAGE = 4096
 SMALL = 64 << 10  # parameters below this are kept resident first (see _partition)
 
-_active_lock = threading.Lock()
+_active_lock = threading.RLock()  # undo() inside offload() (a failed start) takes it again
 _active = {}  # id(model) -> Offload while it is in force
 
 
@@ -97,10 +97,11 @@ def ranges_of(tensors):
     return merged
 
 
-def find_blocks(torch, model):
-    """[(name, module, parameters)]: each child of a ModuleList or Sequential (its whole
-    subtree), and every other module owning parameters directly (those only), in registration
-    order. Parameters shared by several blocks (tied weights) are in each."""
+def walk_blocks(torch, model):
+    """[(name, module, parameters, layer)]: each child of a ModuleList or Sequential (its whole
+    subtree; `layer` True), and every other module owning parameters directly (those only;
+    `layer` False), in registration order. Parameters shared by several blocks (tied weights)
+    are in each."""
     containers = tuple(getattr(torch.nn, name) for name in ("ModuleList", "Sequential")
                        if hasattr(torch.nn, name))
     blocks = []
@@ -108,19 +109,24 @@ def find_blocks(torch, model):
     def walk(prefix, module):
         own = list(module.parameters(recurse=False))
         if own:
-            blocks.append((prefix or "(model)", module, own))
+            blocks.append((prefix or "(model)", module, own, False))
         for name, child in module.named_children():
             full = f"{prefix}.{name}" if prefix else name
             if isinstance(child, containers):
                 for index, sub in child.named_children():
                     params = list(dict.fromkeys(sub.parameters()))
                     if params:
-                        blocks.append((f"{full}.{index}", sub, params))
+                        blocks.append((f"{full}.{index}", sub, params, True))
             else:
                 walk(full, child)
 
     walk("", model)
     return blocks
+
+
+def find_blocks(torch, model):
+    """[(name, module, parameters)]: walk_blocks without the layer flag."""
+    return [(name, module, params) for name, module, params, _ in walk_blocks(torch, model)]
 
 
 class _Ordering:
@@ -230,7 +236,8 @@ class Offload:
         self.backward_step = None
         if in_backward:
             self._check_step_in_backward(optimizer)
-            self.backward_step = BackwardStep(self, settings["backward_chunk_bytes"])
+            self.backward_step = BackwardStep(self, settings["backward_chunk_bytes"],
+                                              settings["state_tier"])
         self.active = True
 
     def _check_step_in_backward(self, optimizer):
@@ -792,13 +799,20 @@ def _cuda_tensors(model, optimizer):
 def _to_host(torch, allocator, tensors, device):
     """Moves every tensor's pages to the host, so that the account (empty) and the pages agree
     before the first plan; a tensor in memory uma did not hand out raises OffloadError."""
+    prefetch_all(torch, allocator, tensors, device, uma_c.DEVICE_HOST)
+
+
+def prefetch_all(torch, allocator, tensors, device, target):
+    """Prefetches every tensor's pages to `target` (a device, or DEVICE_HOST) on the current
+    stream of `device` and waits for it; a tensor in memory uma did not hand out raises
+    OffloadError."""
     stream = torch.cuda.current_stream(device).cuda_stream
     for what, tensor in tensors:
         span = tensor_range(tensor)
         if span is None:
             continue
         try:
-            allocator.prefetch(span[0], span[1], uma_c.DEVICE_HOST, stream)
+            allocator.prefetch(span[0], span[1], target, stream)
         except uma_c.UmaError as error:
             if error.status_name != "UMA_ERR_UNKNOWN_POINTER":
                 raise
@@ -810,9 +824,16 @@ def _to_host(torch, allocator, tensors, device):
 
 
 def _settings(torch, allocator, model, tensors, budget_bytes, policy, device, lookahead,
-              chunk_bytes, grads_dead_after_step, side_stream, step_in_backward):
+              chunk_bytes, grads_dead_after_step, side_stream, step_in_backward,
+              state_tier=False):
     """The checked arguments (raises TypeError/ValueError/OffloadError, changing nothing)."""
     _positive("budget_bytes", budget_bytes)
+    if state_tier and not step_in_backward:
+        raise ValueError("uma_torch.offload: state_tier=True streams the optimizer state of "
+                         "step_in_backward=True; pass both, or neither")
+    if state_tier and not allocator.has_tiers():
+        raise OffloadError("uma_torch.offload: state_tier=True needs a libuma_c.so with the "
+                           "tiers (issue 39: uma_host_alloc, uma_copy); use a newer uma")
     if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
         raise ValueError(f"uma_torch.offload: lookahead must be an int >= 0, not {lookahead!r}")
     policies = _policies(policy)
@@ -841,6 +862,7 @@ def _settings(torch, allocator, model, tensors, budget_bytes, policy, device, lo
             "chunk_bytes": _positive("chunk_bytes", chunk_bytes or max(1, budget_bytes // 4)),
             "grads_dead_after_step": bool(grads_dead_after_step),
             "step_in_backward": bool(step_in_backward),
+            "state_tier": bool(state_tier),
             "backward_chunk_bytes": _positive("chunk_bytes", chunk_bytes or 64 << 20),
             "side_stream": bool(side_stream) and hasattr(torch.cuda, "Stream"),
             "restore_budget": previous["budget_bytes"] or previous["memory_bytes"]}
@@ -848,12 +870,20 @@ def _settings(torch, allocator, model, tensors, budget_bytes, policy, device, lo
 
 def offload(model, optimizer=None, budget_bytes=None, policy="auto", device=None, lookahead=1,
             chunk_bytes=None, grads_dead_after_step=True, side_stream=True,
-            step_in_backward=False):
+            step_in_backward=False, state_tier=False):
     """Runs an unchanged training loop of `model` (and `optimizer`) with at most `budget_bytes`
     of its parameters, gradients and optimizer state resident on the device; see
     docs/frameworks.md "Offload". Returns an Offload (undo() or a with block ends it).
-    Requires uma_torch.install() before the model was put on cuda. Raises OffloadError,
-    TypeError or ValueError (nothing changed), UmaError from the library."""
+    Without an optimizer, with the default policy, where the library has the host tier
+    (uma_c.Allocator.has_tiers), the model is run for inference instead: the layers that do
+    not fit stream through device staging buffers (docs/frameworks.md "Inference beyond the
+    device budget"); then it returns a uma_torch.streaming.StreamedInference.
+    `state_tier=True` (with step_in_backward=True, a library with the tiers): the optimizer
+    state outside the budget lives in uma's host tier and streams through device staging slots
+    on the copy engines instead of being mapped (docs/frameworks.md "On the copy engines";
+    not the default: not yet measured faster). Requires uma_torch.install() before the model
+    was put on cuda. Raises OffloadError, TypeError or ValueError (nothing changed), UmaError
+    from the library."""
     from . import allocator as installed_allocator, is_installed
     if not is_installed():
         raise OffloadError("uma_torch.offload: uma is not PyTorch's allocator; call "
@@ -871,7 +901,13 @@ def offload(model, optimizer=None, budget_bytes=None, policy="auto", device=None
         tensors = _cuda_tensors(model, optimizer)
         settings = _settings(torch, alloc, model, tensors, budget_bytes, policy, device,
                              lookahead, chunk_bytes, grads_dead_after_step, side_stream,
-                             step_in_backward)
+                             step_in_backward, state_tier)
+        if optimizer is None and policy == "auto" and not step_in_backward and \
+                alloc.has_tiers():
+            from .streaming import StreamedInference  # (it imports this module)
+            handle = StreamedInference.start(torch, alloc, model, tensors, settings)
+            _active[id(model)] = handle
+            return handle
         alloc.set_device_budget(settings["device"], budget_bytes)
         handle = None
         try:

@@ -61,3 +61,32 @@ def find_stats_object(document):
 
 def load_json(text):
     return json.loads(text)
+
+
+# The offload suites' model, for the code a fresh process runs (run_fresh): embed, `layers`
+# blocks in a ModuleList, a head tied to embed. Blocks are embed, blocks.0 .. blocks.N-1, head
+# (its one parameter is embed's weight). Needs `torch` imported first.
+OFFLOAD_MODEL = """
+class Block(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = torch.nn.Linear(n, n)
+        self.proj = torch.nn.Linear(n, n, bias=False)
+
+    def forward(self, x):
+        return self.proj(self.fc(x))
+
+class Model(torch.nn.Module):
+    def __init__(self, layers=3, n=64, device="cuda"):
+        super().__init__()
+        self.embed = torch.nn.Linear(n, n, bias=False, device=device)
+        self.blocks = torch.nn.ModuleList([Block(n) for _ in range(layers)])
+        self.head = torch.nn.Linear(n, n, bias=False, device=device)
+        self.head.weight = self.embed.weight
+
+    def forward(self, x):
+        x = self.embed(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+"""

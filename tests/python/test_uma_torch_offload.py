@@ -6,38 +6,13 @@ order, on which stream; undo; the refusals."""
 import textwrap
 import unittest
 
-from support import library_path, run_fresh
+from support import OFFLOAD_MODEL, library_path, run_fresh
 
 PRELUDE = """
     import json, os, sys
     import uma_c, uma_torch, uma_fake_plans
     import torch
     path = os.environ["UMA_LIBRARY"]
-
-    class Block(torch.nn.Module):
-        def __init__(self, n):
-            super().__init__()
-            self.fc = torch.nn.Linear(n, n)
-            self.proj = torch.nn.Linear(n, n, bias=False)
-
-        def forward(self, x):
-            return self.proj(self.fc(x))
-
-    class Model(torch.nn.Module):
-        # embed, three blocks in a ModuleList, a head tied to embed: blocks embed, blocks.0-2,
-        # head (its one parameter is embed's weight).
-        def __init__(self, layers=3, n=64, device="cuda"):
-            super().__init__()
-            self.embed = torch.nn.Linear(n, n, bias=False, device=device)
-            self.blocks = torch.nn.ModuleList([Block(n) for _ in range(layers)])
-            self.head = torch.nn.Linear(n, n, bias=False, device=device)
-            self.head.weight = self.embed.weight
-
-        def forward(self, x):
-            x = self.embed(x)
-            for block in self.blocks:
-                x = block(x)
-            return self.head(x)
 
     def names(model, opt):
         # address -> name of every parameter, gradient and optimizer state now alive
@@ -82,7 +57,8 @@ BLOCK = {"embed": ["embed.weight"],
 
 def fresh(code):
     library_path()
-    return run_fresh(textwrap.dedent(PRELUDE) + textwrap.dedent(code), fakes=True)[0]
+    return run_fresh(textwrap.dedent(PRELUDE) + OFFLOAD_MODEL + textwrap.dedent(code),
+                     fakes=True)[0]
 
 
 def reads(block, policy="migrate"):

@@ -5,6 +5,11 @@ ctypes arguments uma_c's binding passes, decodes them, logs each call to `log` a
 account: a budget per device, held ranges, LRU eviction, refusals with the C statuses.
 
     fake = uma_fake_plans.install(path)   # uma_c.library(path) now returns the fake
+
+The stand-in is a library without the tiers of issue 39 (uma_host_alloc, ...: hidden even where
+the real library has them), so that offload() without an optimizer keeps the plans' path the
+offload tests exercise; fakes/uma_fake_tiers.py puts stand-in tiers over it. Device memory
+those stand-ins hand out is charged here (`tier_bytes`), beside the plans.
 """
 
 import ctypes
@@ -34,9 +39,18 @@ class FakePlans:
         self.clock, self.peak, self.error = 0, 0, None
         self.foreign = []  # (start, end) ranges refused with UMA_ERR_UNKNOWN_POINTER
         self.sequences = {}
+        self.tier_bytes = 0  # device memory of the tiers' stand-in, charged to the budget
 
     def __getattr__(self, name):
+        if name in binding.TIER_PROTOTYPES:
+            raise AttributeError(f"the stand-in plan library has no {name} (see the module)")
         return getattr(self._real, name)
+
+    def held_bytes(self, extra=()):
+        """Bytes the budget holds: resident ranges in a plan (or in `extra`) and device
+        memory."""
+        return sum(n for r, n in self.resident.items() if self.holds.get(r) or r in extra) \
+            + self.tier_bytes
 
     def _fail(self, status, message):
         self.error = message.encode()
@@ -88,7 +102,7 @@ class FakePlans:
         placing = options["policy"] != "remote_map"
         needed = sum(n for r in ranges for n in [r[1]] if placing and r not in self.resident)
         budget = self.budgets.get(options["device"], self.memory)
-        held = sum(n for r, n in self.resident.items() if self.holds.get(r) or r in ranges)
+        held = self.held_bytes(ranges)
         if needed + held > budget:
             return self._fail(QUOTA, f"will_access: the plan needs {needed} more bytes on "
                                      f"device {options['device']}, whose budget is {budget} "
@@ -96,7 +110,7 @@ class FakePlans:
         victims = sorted((self.last_use[r], r) for r in self.resident
                          if not self.holds.get(r) and r not in ranges)
         evicted = 0
-        while sum(self.resident.values()) + needed > budget:
+        while sum(self.resident.values()) + self.tier_bytes + needed > budget:
             r = victims.pop(0)[1]
             evicted += self.resident.pop(r)
         self.clock += 1
@@ -107,7 +121,7 @@ class FakePlans:
                 self.resident[r] = r[1]
             else:
                 self.resident.pop(r, None)
-        self.peak = max(self.peak, sum(self.resident.values()))
+        self.peak = max(self.peak, sum(self.resident.values()) + self.tier_bytes)
         if out_ref is not None:
             out = _obj(out_ref)
             out.to_device_bytes, out.to_host_bytes = needed, evicted
@@ -143,9 +157,9 @@ class FakePlans:
         for d in range(self.devices):
             device = out.devices[d]
             device.memory_bytes, device.budget_bytes = self.memory, self.budgets.get(d, 0)
-            device.resident_bytes = sum(self.resident.values())
+            device.resident_bytes = sum(self.resident.values()) + self.tier_bytes
             device.peak_bytes = self.peak
-            device.held_bytes = sum(n for r, n in self.resident.items() if self.holds.get(r))
+            device.held_bytes = self.held_bytes()
         return OK
 
     def uma_residency_json(self, handle, buffer, capacity, needed_ref):

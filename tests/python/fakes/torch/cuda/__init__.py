@@ -1,6 +1,8 @@
 """torch.cuda stand-in: is_initialized(), empty_cache(), the memory submodule, and streams and
 events that log what is asked of them to `log` (with the fake plan library's calls, when a test
-shares the list) so that a test can check the order."""
+shares the list) so that a test can check the order. Time is a number a test sets on each
+stream (`clock_ms`, 0 unless set): an event recorded on a stream takes its clock, and
+elapsed_time is the difference."""
 
 import itertools
 import os
@@ -28,6 +30,7 @@ class Stream:
 
     def __init__(self, device=None, ptr=None):
         self.cuda_stream = ptr if ptr is not None else 0x5000 + next(_ids)
+        self.clock_ms = 0.0
 
     def wait_event(self, event):
         log.append(("wait_event", self.cuda_stream, event.id))
@@ -40,11 +43,21 @@ class Stream:
 
 
 class Event:
-    def __init__(self):
-        self.id = next(_ids)
+    def __init__(self, enable_timing=False):
+        self.id, self.enable_timing, self.time_ms = next(_ids), enable_timing, None
 
     def record(self, stream=None):
-        log.append(("record", (stream or current_stream()).cuda_stream, self.id))
+        stream = stream or current_stream()
+        self.time_ms = stream.clock_ms
+        log.append(("record", stream.cuda_stream, self.id))
+
+    def elapsed_time(self, end):
+        """ms from this event to `end` (both recorded with timing enabled), as PyTorch's."""
+        if not (self.enable_timing and end.enable_timing):
+            raise RuntimeError("elapsed_time needs events made with enable_timing=True")
+        if self.time_ms is None or end.time_ms is None:
+            raise RuntimeError("elapsed_time of an event that was never recorded")
+        return end.time_ms - self.time_ms
 
     def synchronize(self):
         log.append(("event.synchronize", self.id))
