@@ -14,13 +14,18 @@ synchronizes; median over --steps after --warmup. Rows:
   uma_2x      uma_torch.install + offload(model, optimizer, budget_bytes=S/2)
   uma_3x      the same at S/3
   uma_2x_bw   offload(..., step_in_backward=True) at S/2: the optimizer steps during the
-  uma_3x_bw   backward pass, gradients transient (docs/frameworks.md); and at S/3
+  uma_3x_bw   backward pass, gradients transient (docs/frameworks.md); and at S/3. Where the
+              library has uma's tiers (issue 39) the state beyond the budget is in the host
+              tier, copied through device staging slots by the copy engines (the row reports
+              the bytes copied a step and the exposed transfer: how long the step streams
+              waited for those copies); else mapped, as in the rows below
   uma_2x_bwmap  uma_2x_bw with the mapped state updated across the link (no staging copies)
   uma_2x_bwce   uma_2x_bw (and uma_3x_bwce: _3x_bw) with the mapped state staged through device
   uma_3x_bwce   buffers by cudaMemcpyAsync (copy_) around each chunk's step
   uma_2x_bwwhole  uma_2x_bw (uma_3x_bwwhole: _3x_bw) with slice_elements 0: a fused step over
   uma_3x_bwwhole  mapped state in the optimizer's own launches (backward_step.sliced), a foreach
                   step's staging copies in one launch a chunk
+              (_bwmap, _bwce and _bwwhole rows measure the mapped state: never the host tier)
   pinned_2x   PyTorch's allocator; AdamW's moments in pinned host memory, copied in and out
               around the update in chunks through two device buffers with non-blocking copies
               on a side stream (the torchao CPU-offload shape); parameters and gradients stay
@@ -31,8 +36,10 @@ A step_in_backward row (but _bwce and _bwwhole) may carry settings: ROW:chunk=MI
 chunk_bytes, the parameters stepped at once in the backward pass; default 64 MiB) and
 ROW:slice=N (elements per launch of a fused step over mapped state, and of a foreach step's
 staging copies; 0: one launch; default 512 Ki) and ROW:streams=1|2 (the step streams the
-chunks alternate between; default 2), e.g. uma_2x_bw:chunk=32:slice=1048576; each such row is a
-row of its own in the rounds.
+chunks alternate between; default 2) and ROW:tiers=0|1 (0: mapped state even where the library
+has the host tier, the path before issue 39; default 1) and ROW:slots=N (the host tier's
+staging slots, 2 to 8; default 2), e.g. uma_2x_bw:chunk=32:slice=1048576 or uma_2x_bw:tiers=0;
+each such row is a row of its own in the rounds.
 The physical floor per budget: max(native step, (S - budget) / link speed, each direction).
 
     UMA_BENCH_LIB_DIR=DIR python3 bench/python/offload_bench.py [--repeat 3] [--json out.json]
@@ -286,7 +293,8 @@ def _event(torch):
     return event
 
 
-ROW_SETTINGS = {"chunk": (1, None), "slice": (0, None), "streams": (1, 2)}  # (least, most)
+ROW_SETTINGS = {"chunk": (1, None), "slice": (0, None), "streams": (1, 2), "tiers": (0, 1),
+                "slots": (2, 8)}  # (least, most)
 
 
 def row_settings(name):
@@ -303,7 +311,8 @@ def row_settings(name):
         if least is None or not (value.isascii() and value.isdigit()) or \
                 int(value) < least or (most is not None and int(value) > most):
             raise SystemExit(f"bench: row {name!r}: {part!r} is not a setting (chunk=MIB >= 1, "
-                             f"slice=ELEMENTS >= 0, streams=1 or 2)")
+                             f"slice=ELEMENTS >= 0, streams=1 or 2, tiers=0 or 1, "
+                             f"slots=2 to 8)")
         if key in settings:
             raise SystemExit(f"bench: row {name!r}: {key} given twice")
         settings[key] = int(value)
@@ -324,6 +333,19 @@ def hook_seconds(handle):
     """{phase: seconds} the offload's hooks took on the host so far (handle.stats)."""
     return {phase: handle.stats[f"{phase}_hook_seconds"] if handle else 0.0
             for phase in HOOK_PHASES}
+
+
+def host_tier(handle):
+    """{figure: total so far} of a step_in_backward offload's host tier (copies each way,
+    chunks streamed, the step streams' wait for the copies in ms); None without the tier."""
+    step = handle.backward_step if handle is not None else None
+    if step is None or step.tier is None:
+        return None
+    return {"copied_to_device_bytes": step.stats["copied_to_device_bytes"],
+            "copied_to_host_bytes": step.stats["copied_to_host_bytes"],
+            "streamed_chunks": step.stats["streamed_chunks"],
+            "filled_on_demand_chunks": step.stats["filled_on_demand_chunks"],
+            "exposed_transfer_ms": step.exposed_transfer_ms()}
 
 
 LEDGER = ("to_device_bytes", "to_host_bytes", "dropped_bytes", "discarded_bytes",
@@ -358,8 +380,13 @@ def child(args):
                                       weight_decay=WD, fused=True if args.fused else None)
     handle = None
     if row in FACTORS and row.startswith("uma"):
+        from uma_torch.backward_step import BackwardStep  # read when the offload starts
+        BackwardStep.staging_slots = settings.get("slots", BackwardStep.staging_slots)
+        tiered = "_bw" in row and settings.get("tiers", 0) == 1 and \
+            not row.endswith(("_bwmap", "_bwce", "_bwwhole"))
         handle = uma_torch.offload(model, optimizer, budget_bytes=budget, policy=args.policy,
                                    lookahead=args.lookahead, step_in_backward="_bw" in row,
+                                   state_tier=tiered and uma_torch.allocator().has_tiers(),
                                    chunk_bytes=settings["chunk"] << 20
                                    if "chunk" in settings else None)
         if row.endswith("_bwmap"):
@@ -380,11 +407,15 @@ def child(args):
         if args.warmup else ([], [])
     middle = residency(uma_torch)
     hooks_before = hook_seconds(handle)
+    tier_before = host_tier(handle)
     phases = []
     timed, timed_losses = run_steps(torch, model, optimizer, data[args.warmup:],
                                     argparse.Namespace(warmup=0), phases)
     result["phase_ms"] = {key: common.summary([p[key] for p in phases])["median"]
                           for key in phases[0]} if phases else {}
+    if tier_before is not None:
+        result["host_tier_per_step"] = {key: (value - tier_before[key]) / len(timed)
+                                        for key, value in host_tier(handle).items()}
     if handle is not None:
         result["hook_ms_per_step"] = {
             phase: (hook_seconds(handle)[phase] - hooks_before[phase]) * 1e3 / len(timed)
@@ -544,6 +575,13 @@ def report(names, results):
             print(f"{name}: phases (medians, ms), device/host: " + ", ".join(
                 f"{phase} {r['phase_ms'][f'gpu_{phase}']:.2f}/{r['phase_ms'][f'host_{phase}']:.2f}"
                 for phase in PHASES))
+        if r.get("host_tier_per_step"):
+            t = r["host_tier_per_step"]
+            print(f"{name}: host tier a step: copied in/out "
+                  f"{t['copied_to_device_bytes'] / 1e6:.0f}/{t['copied_to_host_bytes'] / 1e6:.0f} "
+                  f"MB in {t['streamed_chunks']:.1f} chunks ({t['filled_on_demand_chunks']:.1f} "
+                  f"not filled ahead), exposed transfer {t['exposed_transfer_ms']:.2f} ms "
+                  f"(staging {r['offload_stats'].get('staging_bytes', 0) / GiB:.2f} GiB)")
         if r.get("hook_ms_per_step"):
             print(f"{name}: host ms a step in offload's hooks: " + ", ".join(
                 f"{phase} {ms:.2f}" for phase, ms in r["hook_ms_per_step"].items()))

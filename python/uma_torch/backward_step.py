@@ -6,10 +6,12 @@ earlier layers, and its gradients are then let go (p.grad = None, as PyTorch's o
 backward does). So gradients are transient, like activations: each lives from its backward to
 its chunk's step, and the budget holds the parameters and the optimizer state. The room the
 parameters leave goes to the optimizer state of the parameters stepped last in the backward
-pass (the first layers: no backward work is left to hide their link traffic behind); the rest
-of the state stays on the host, mapped, and is read and written across the link by the step
-(a fused one) or staged through device buffers (a multi-kernel one), while the backward pass
-runs. docs/frameworks.md "Stepping in the backward pass" says what a
+pass (the first layers: no backward work is left to hide their link traffic behind). Where the
+library has uma's tiers (issue 39), the rest of the state lives in the host tier and is copied
+through device staging slots around each chunk's step by the copy engines (state_tier.py);
+with an older library it stays on the host, mapped, and is read and written across the link by
+the step (a fused one) or staged through device buffers (a multi-kernel one), while the
+backward pass runs. docs/frameworks.md "Stepping in the backward pass" says what a
 training loop gives up for it (gradient accumulation, reading or clipping gradients between
 backward() and step()) and how those are refused.
 """
@@ -18,6 +20,8 @@ import collections
 import contextlib
 import functools
 import threading
+
+from . import state_tier
 
 PAGE = 4096
 OWN_PAGES_PAD = 2 << 20  # a GPU large page: mapped state shares none with other blocks
@@ -226,9 +230,19 @@ class StepInBackwardError(RuntimeError):
 
 
 class BackwardStep:
-    """The in-backward step of one Offload: chunks, the step stream, the state's placement."""
+    """The in-backward step of one Offload: chunks, the step stream, the state's placement.
+    `tier` is the StateTier that holds the state outside the budget where the library has
+    uma's tiers (None: mapped state, or all of it resident)."""
 
-    def __init__(self, offload, chunk_bytes):
+    # The staging slots of the host tier's ring, read when an offload starts (at least 2: one
+    # chunk steps while the next one's state comes in; state_tier.SLOTS says why 2 is the
+    # default).
+    staging_slots = state_tier.SLOTS
+
+    def __init__(self, offload, chunk_bytes, use_tiers=False):
+        """`use_tiers`: the state outside the budget in uma's host tier where the library has
+        it (offload(state_tier=True): not the default yet, see docs/frameworks.md "On the copy
+        engines"); else mapped, as before issue 39."""
         self.offload, self.torch = offload, offload.torch
         self.optimizer, self.device = offload.optimizer, offload.device
         self.chunk_bytes = chunk_bytes
@@ -259,23 +273,37 @@ class BackwardStep:
         self.backward_open = False  # between a backward pass's first gradient and its end
         self.stats = {"backward_chunks": 0, "gradient_peak_bytes": 0,
                       "resident_state_bytes": 0, "mapped_state_bytes": 0}
-        self.reserved, self.state_room = self._reserve_state()
         # Only the optimizer's parameters are stepped and let go: another parameter's gradient
         # stays where the backward pass left it.
         self.stepped_by_optimizer = {id(p) for g in self.optimizer.param_groups
                                      for p in g["params"]}
+        self.tier, self.ready_span = None, 0  # ready_span: the ready chunk's bytes in a slot
+        if use_tiers and offload.allocator.has_tiers():
+            slots = self.staging_slots
+            if isinstance(slots, bool) or not isinstance(slots, int) or slots < 2:
+                raise ValueError(f"uma_torch: BackwardStep.staging_slots must be an int of at "
+                                 f"least 2, not {slots!r}")
+            self.reserved, self.state_room, slot = state_tier.size_ring(self, slots)
+            if slot:
+                self.tier = state_tier.StateTier(self, slot, slots)
+        else:
+            self.reserved, self.state_room = self._reserve_state()
 
-    def _reserve_state(self):
-        """(ids of the parameters whose optimizer state stays resident, the bytes of state that
-        may): the budget less the resident parameters and a page of rounding at each end of
-        every parameter's and state's range, given in the blocks' order (the first layers,
-        stepped last) to parameters whose state (estimated as AdamW's: two moments of the
-        parameter's size) fits in what is left."""
+    def spare_bytes(self):
+        """The budget less the resident parameters and a page of rounding at each end of every
+        parameter's and state's range: what the optimizer state and the staging ring share."""
         offload = self.offload
         rounding = 2 * PAGE * 3 * offload.param_count
-        room = max(0, offload.budget - offload.stats["resident_parameter_bytes"] - rounding)
+        return offload.budget - offload.stats["resident_parameter_bytes"] - rounding
+
+    def _reserve_state(self, staging=0):
+        """(ids of the parameters whose optimizer state stays resident, the bytes of state that
+        may): spare_bytes() less `staging` (the ring's device memory), given in the blocks'
+        order (the first layers, stepped last) to parameters whose state (estimated as AdamW's:
+        two moments of the parameter's size) fits in what is left."""
+        room = max(0, self.spare_bytes() - staging)
         reserved, left = set(), room
-        for _, _, params in offload.blocks:
+        for _, _, params in self.offload.blocks:
             for param in params:
                 nbytes = 2 * param.numel() * param.element_size()
                 if id(param) not in reserved and param.requires_grad and nbytes <= left:
@@ -315,6 +343,11 @@ class BackwardStep:
                     "gradient accumulation is not possible with it (offload without "
                     "step_in_backward for that)")
             self.backward_open = True
+        if self.tier is not None:
+            span = self.tier.span(param)
+            if self.ready and self.ready_span + span > self.tier.slot_bytes:
+                self._step_ready()  # its state and the ready chunk's do not fit one slot
+            self.ready_span += span
         self.ready.append(param)
         self.ready_bytes += param.numel() * param.element_size()
         if self.ready_bytes >= self.chunk_bytes:
@@ -329,6 +362,8 @@ class BackwardStep:
         self._compute_waits()
         self._let_go(wait=False)
         self.slices.sweep()  # the plans of chunks this pass did not step
+        if self.tier is not None:
+            self.tier.pass_ended()  # the next pass's first fills go ahead
 
     def _compute_waits(self):
         compute = self.torch.cuda.current_stream(self.device)
@@ -336,17 +371,21 @@ class BackwardStep:
             compute.wait_stream(stream)
 
     def _step_ready(self):
-        chunk, self.ready, self.ready_bytes = self.ready, [], 0
+        chunk, self.ready, self.ready_bytes, self.ready_span = self.ready, [], 0, 0
         torch = self.torch
         self.stream = self.streams[self.turn]
         self.turn = (self.turn + 1) % self._step_streams
         self.stream.wait_stream(torch.cuda.current_stream(self.device))  # the gradients made
         with torch.cuda.stream(self.stream):
             staged = self._stage_in(chunk) if self.stage else []
-            with self._sliced_if_mapped(chunk, staged):
+            streamed = self.tier.streamed(chunk, self.stream) if self.tier is not None \
+                else contextlib.nullcontext()
+            with streamed, self._sliced_if_mapped(chunk, staged):
                 self.offload._step_only(chunk)
             self._stage_out(staged)
-            self.place_new_state(chunk, self.stream)
+            self.place_new_state(chunk, self.stream, in_backward=True)
+            if self.tier is not None:
+                self.tier.chunk_done(chunk)
         done = torch.cuda.Event()
         done.record(self.stream)
         grads = [p.grad for p in chunk if p.grad is not None]
@@ -430,16 +469,20 @@ class BackwardStep:
             if wait:
                 done.synchronize()
             self.inflight_bytes -= nbytes
+        if self.tier is not None:
+            self.tier.let_go(wait)
 
     # --- the optimizer state ----------------------------------------------------------------
 
-    def place_new_state(self, chunk, stream):
+    def place_new_state(self, chunk, stream, in_backward=False):
         """State the step just made on `stream` (the first step): resident while the room
-        lasts for the parameters it was kept for (_reserve_state: the first layers),
-        else moved onto pages of its own (_own_pages; a strided tensor stays where it is), sent
-        to the host once and mapped. The plans are held until undo."""
+        lasts for the parameters it was kept for (_reserve_state: the first layers); else, for
+        a chunk stepped in the backward pass (`in_backward`) with the tier, moved into the host
+        tier (StateTier.adopt: contiguous state within a slot); else moved onto pages of its
+        own (_own_pages; a strided tensor stays where it is), sent to the host once and mapped.
+        The plans are held until undo."""
         offload = self.offload
-        resident, mapped = [], []
+        resident, mapped, tiered = [], [], []
         for param in chunk:
             state = self.optimizer.state.get(param) or {}
             fresh = [(state, key, t) for key, t in state.items()
@@ -452,6 +495,11 @@ class BackwardStep:
                 self.state_room -= nbytes
                 resident += [t for _, _, t in fresh]
                 self.stats["resident_state_bytes"] += nbytes
+                if self.tier is not None:
+                    self.tier.keep(param, [(key, t) for _, key, t in fresh])
+            elif in_backward and self.tier is not None and \
+                    self.tier.takes(param, [t for _, _, t in fresh]):
+                tiered.append((param, [(key, t) for _, key, t in fresh]))
             else:
                 mapped += fresh
                 self.mapped_params.add(id(param))
@@ -466,6 +514,8 @@ class BackwardStep:
         offload.seen_state.update(t.data_ptr() for t in mapped)
         if resident or mapped:
             offload._hold_state(resident, mapped, stream)
+        if tiered:
+            self.tier.adopt(tiered, stream)
 
     def _own_pages(self, entries):
         """The mapped state [(state dict, key, tensor)] copied into one buffer of its own, each
@@ -502,8 +552,18 @@ class BackwardStep:
         the step used the backward pass's gradient, and would otherwise ignore this one."""
         late = [p for g in self.optimizer.param_groups for p in g["params"]
                 if p.grad is not None and id(p) in self.stepped]
+        unseen = [p for g in self.optimizer.param_groups for p in g["params"]
+                  if p.grad is not None and id(p) not in self.stepped and
+                  self.tier is not None and self.tier.holds(p)]
         self._compute_waits()
         self.stepped, self.owed = set(), False
+        if unseen:
+            raise StepInBackwardError(
+                f"uma_torch.offload(step_in_backward=True): {len(unseen)} parameter(s) whose "
+                "optimizer state is in the host tier have a gradient at optimizer.step() that "
+                "no backward hook saw (set by hand); their state is brought to the device only "
+                "for steps in the backward pass. Offload without step_in_backward to set "
+                "gradients by hand")
         if late:
             raise StepInBackwardError(
                 f"uma_torch.offload(step_in_backward=True): {len(late)} parameter(s) stepped in "
@@ -511,9 +571,27 @@ class BackwardStep:
                 "after backward()); the step already used the backward pass's gradients. "
                 "Offload without step_in_backward to change gradients before the step")
 
+    def synchronize(self):
+        """Waits for every copy between the host tier and the staging slots and drops the
+        fills sent ahead: call it before reading or changing state of the host tier in
+        optimizer.state in place (state_dict() and load_state_dict() need no call)."""
+        if self.tier is not None:
+            self.tier.wait()
+            self.tier.forget()
+
+    def exposed_transfer_ms(self):
+        """How long the step streams waited for the host tier's copies into the staging slots,
+        in ms, over every chunk streamed so far (StateTier.exposed_transfer_ms; 0.0 without
+        the tier). Waits for those chunks."""
+        return self.tier.exposed_transfer_ms() if self.tier is not None else 0.0
+
     def finish(self):
-        """undo(): every step done, every gradient let go."""
+        """undo(): every step done, every gradient let go, the host tier's state back on the
+        device and the staging ring given back."""
         try:
             self._let_go(wait=True)
         finally:
             self.slices.clear()
+            tier, self.tier = self.tier, None
+            if tier is not None:
+                tier.close()

@@ -1,8 +1,23 @@
 """torch.optim stand-in: an Optimizer with param_groups and per-parameter state; AdamW makes
 two moments per parameter on its first step. Each step logs the parameters it updated (by
-address) to torch.cuda.log."""
+address) to torch.cuda.log. state_dict() and load_state_dict() (which copies the state onto
+each parameter's device, as PyTorch does) run their hooks."""
 
-from . import cuda, zeros_like
+import ctypes
+import itertools
+
+from . import Tensor, cuda, is_tensor, zeros_like
+
+_keys = itertools.count()
+
+
+class _Handle:
+    def __init__(self, table, hook):
+        self.table, self.key = table, next(_keys)
+        table[self.key] = hook
+
+    def remove(self):
+        self.table.pop(self.key, None)
 
 
 class Optimizer:
@@ -44,6 +59,35 @@ class Optimizer:
                                     [f"step:{p.data_ptr()}" for p in params], lr=group["lr"])
         return loss
 
+    def register_state_dict_pre_hook(self, hook):
+        return _Handle(self.__dict__.setdefault("_state_dict_pre_hooks", {}), hook)
+
+    def register_load_state_dict_post_hook(self, hook):
+        return _Handle(self.__dict__.setdefault("_load_state_dict_post_hooks", {}), hook)
+
+    def state_dict(self):
+        """{"state": {index: the parameter's state dict}, "param_groups": [group with params as
+        indices]}, as PyTorch packs it (the state's own tensors), after the pre-hooks."""
+        for hook in list(getattr(self, "_state_dict_pre_hooks", {}).values()):
+            hook(self)
+        index, groups = {}, []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            packed["params"] = [index.setdefault(id(p), len(index)) for p in group["params"]]
+            groups.append(packed)
+        return {"state": {index[id(p)]: s for p, s in self.state.items() if id(p) in index},
+                "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """A new state from `state_dict`: each tensor copied into a new one on its parameter's
+        device (PyTorch casts the state to its parameter's device), then the post-hooks."""
+        params = [p for group in self.param_groups for p in group["params"]]
+        self.state = {params[i]: {k: _to(v, params[i].device) if is_tensor(v) else v
+                                  for k, v in entries.items()}
+                      for i, entries in state_dict["state"].items()}
+        for hook in list(getattr(self, "_load_state_dict_post_hooks", {}).values()):
+            hook(self)
+
     def zero_grad(self, set_to_none=True):
         for group in self.param_groups:
             for param in group["params"]:
@@ -58,3 +102,11 @@ class AdamW(Optimizer):
         if not state:
             state["exp_avg"] = zeros_like(param)
             state["exp_avg_sq"] = zeros_like(param)
+
+
+def _to(tensor, device):
+    """A copy of `tensor` (its bytes) in a new tensor on `device`."""
+    out = Tensor(tensor.numel(), device, tensor.dtype, getattr(tensor, "_shape", None))
+    if tensor.numel():
+        ctypes.memmove(out.data_ptr(), tensor.data_ptr(), tensor.numel() * tensor.element_size())
+    return out
