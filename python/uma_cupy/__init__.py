@@ -20,6 +20,8 @@ import uma_c
 from uma_c.adapter import allocator_functions
 from uma_c import UmaError, UmaMemoryError
 
+__version__ = uma_c.__version__  # one version for uma's packages (CHANGELOG.md)
+
 __all__ = ["InstallError", "UmaError", "UmaMemoryError", "allocator", "dead", "done_with",
            "install", "is_installed", "memory_pool", "prefetch", "quota", "residency",
            "set_device_budget", "set_quota", "stats", "stats_json", "trim", "uninstall",

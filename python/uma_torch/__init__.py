@@ -27,6 +27,8 @@ from .backward_step import StepInBackwardError
 from .offload import Offload, OffloadError, offload
 from .streaming import StreamedInference, StreamingError
 
+__version__ = uma_c.__version__  # one version for uma's packages (CHANGELOG.md)
+
 __all__ = ["InstallError", "Offload", "OffloadError", "StepInBackwardError",
            "StreamedInference", "StreamingError", "UmaError", "UmaMemoryError", "advise",
            "allocator", "discard", "install", "is_installed", "library_path", "offload",
