@@ -1,12 +1,14 @@
 // `--caf.*` options and caf-application.ini: CAF's own parser configures the actor system, after
-// uma checked what CAF 0.17 itself does not (it divides by a thread count of 0, tries to start
-// 10^11 threads, and recurses without a limit into a config file's nested lists).
+// uma checked what CAF 0.17 itself does not (it divides by a thread count of 0 and by a steal
+// interval of 0, tries to start 10^11 threads, and recurses without a limit into a config file's
+// nested lists).
 
 #include <fstream>
 #include <string>
 #include <thread>
 
 #include <caf/actor_system_config.hpp>
+#include <caf/defaults.hpp>
 #include <caf/settings.hpp>
 
 #include <uma/sys/error.hpp>
@@ -49,6 +51,16 @@ constexpr std::size_t max_scheduler_threads = 256;
   const auto throughput = caf::get_or(cfg, "scheduler.max-throughput", std::size_t{1});
   if (throughput < 1)
     return "scheduler.max-throughput must be at least 1";
+  // A worker steals every N-th poll: `i % N` (caf/policy/work_stealing.hpp), SIGFPE for 0.
+  namespace ws = caf::defaults::work_stealing;
+  for (const auto& [key, fallback] : {std::pair{"work-stealing.aggressive-steal-interval",
+                                                ws::aggressive_steal_interval},
+                                      std::pair{"work-stealing.moderate-steal-interval",
+                                                ws::moderate_steal_interval},
+                                      std::pair{"work-stealing.relaxed-steal-interval",
+                                                ws::relaxed_steal_interval}})
+    if (caf::get_or(cfg, key, fallback) < 1)
+      return std::string(key) + " must be at least 1 (a worker steals every N-th poll)";
   return {};
 }
 
