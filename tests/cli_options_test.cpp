@@ -221,6 +221,14 @@ TEST(CliOptions, ServeRefusesABadPortABindWithoutAPortAndAnEmptyBind) {
             "uma serve: --for needs seconds from 1 to 604800, not '0'");
 }
 
+TEST(CliOptions, ServeRefusesAnOperatorSocketThatIsTheTenantsSocket) {
+  EXPECT_EQ(parse({"serve", "--socket", "/tmp/u.sock", "--operator-socket", "/tmp/u.sock"}).error,
+            "uma serve: --operator-socket must differ from --socket (the operator's connections "
+            "would be the tenants')");
+  EXPECT_TRUE(
+      parse({"serve", "--socket", "/tmp/u.sock", "--operator-socket", "/tmp/o.sock"}).parsed);
+}
+
 TEST(CliOptions, ConnectTakesHostAndPort) {
   const auto r = parse({"stats", "--connect", "127.0.0.1:4242", "--json"});
   ASSERT_TRUE(r.parsed) << r.error;

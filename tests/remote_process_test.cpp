@@ -1006,6 +1006,54 @@ TEST_F(two_processes, ConnectingWhereNothingServesNamesTheAddress) {
   UMA_EXPECT_ERROR(connect(), errc::backend_error, "cannot reach the uma server at " + endpoint());
 }
 
+// Issue 35, finding 7: a second server on a live path took it over silently, and the first one's
+// exit then deleted the second's socket file.
+TEST_F(two_processes, ASecondUmaServeOnALivePathIsRefusedAndTheFirstKeepsServing) {
+  serve_in_child();
+  child_process second({"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&1", cli_path(), "serve", "--socket",
+                        socket(), "--operator-socket", private_file("o2.sock"), "--for", "60",
+                        "--backend", "host"});
+  const auto said = second.read_line(20s);
+  const auto status = second.wait(20s);
+  ASSERT_TRUE(status) << "the second uma serve did not stop";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1);
+  ASSERT_TRUE(said);
+  EXPECT_NE(said->find("another server listens there"), std::string::npos) << *said;
+  EXPECT_FALSE(std::filesystem::exists(private_file("o2.sock")));
+  auto honest = connect();  // the first server's socket is still there, and still its own
+  EXPECT_GE(honest->stats().sessions, 1u);
+}
+
+TEST_F(two_processes, AServerThatStopsRemovesOnlyItsOwnSocketFile) {
+  serve_here();
+  std::filesystem::remove(socket());  // someone removes the file; another server takes the path
+  auto successor = std::make_unique<wire_server>(
+      sys_, gw_,
+      wire_server_config{.socket_path = socket(),
+                         .operator_socket_path = private_file("successor.operator"),
+                         .operator_secret = operator_});
+  wire_.reset();  // the first server stops: the file at the path is not its own any more
+  ASSERT_TRUE(std::filesystem::exists(socket()));
+  EXPECT_GE(connect()->stats().sessions, 1u);
+  successor.reset();
+  EXPECT_FALSE(std::filesystem::exists(socket()));
+}
+
+TEST_F(two_processes, TheOperatorSocketMustDifferFromTheTenantsSocket) {
+  serve_here();
+  // The same file, spelled otherwise: refused before anything listens.
+  UMA_EXPECT_ERROR(wire_server(sys_, gw_,
+                               wire_server_config{.socket_path = private_file("t.sock"),
+                                                  .operator_socket_path = dir_ + "/./t.sock"}),
+                   errc::invalid_argument, "the operator socket must differ");
+  EXPECT_FALSE(std::filesystem::exists(private_file("t.sock")));
+  child_process same({cli_path(), "serve", "--socket", private_file("u.sock"), "--operator-socket",
+                      private_file("u.sock"), "--backend", "host"});
+  const auto status = same.wait(20s);
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2);
+}
+
 TEST_F(two_processes, UmaServeStopsOnSigtermAndAfterFor) {
   serve_in_child();
   server_->signal(SIGTERM);

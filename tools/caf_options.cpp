@@ -53,12 +53,10 @@ constexpr std::size_t max_scheduler_threads = 256;
     return "scheduler.max-throughput must be at least 1";
   // A worker steals every N-th poll: `i % N` (caf/policy/work_stealing.hpp), SIGFPE for 0.
   namespace ws = caf::defaults::work_stealing;
-  for (const auto& [key, fallback] : {std::pair{"work-stealing.aggressive-steal-interval",
-                                                ws::aggressive_steal_interval},
-                                      std::pair{"work-stealing.moderate-steal-interval",
-                                                ws::moderate_steal_interval},
-                                      std::pair{"work-stealing.relaxed-steal-interval",
-                                                ws::relaxed_steal_interval}})
+  for (const auto& [key, fallback] :
+       {std::pair{"work-stealing.aggressive-steal-interval", ws::aggressive_steal_interval},
+        std::pair{"work-stealing.moderate-steal-interval", ws::moderate_steal_interval},
+        std::pair{"work-stealing.relaxed-steal-interval", ws::relaxed_steal_interval}})
     if (caf::get_or(cfg, key, fallback) < 1)
       return std::string(key) + " must be at least 1 (a worker steals every N-th poll)";
   return {};

@@ -418,6 +418,9 @@ void command_line::add_serve() {
     return {};
   switch (o.what) {
     case command::serve:
+      if (!o.operator_socket_path.empty() && o.operator_socket_path == o.socket_path)
+        return "--operator-socket must differ from --socket (the operator's connections would "
+               "be the tenants')";
       return o.port || !o.bind_given ? "" : "--bind is for TCP; it goes with --port";
     case command::regions:
     case command::restart:

@@ -5,6 +5,8 @@
 #include <grpcpp/server_posix.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 
 #include <uma/actors/detail/remote_checks.hpp>
 #include <uma/actors/wire/detail/tls_front.hpp>
@@ -21,6 +23,13 @@ namespace {
   return static_cast<int>(std::min<std::int64_t>(d.count(), INT32_MAX));
 }
 
+/// True when `a` and `b` name one file (the same path, however spelled).
+[[nodiscard]] bool same_path(const std::string& a, const std::string& b) {
+  std::error_code ignored;
+  return std::filesystem::weakly_canonical(a, ignored) ==
+         std::filesystem::weakly_canonical(b, ignored);
+}
+
 /// Refuses a configuration that would serve nothing, or TCP without mutual TLS.
 void check(const wire_server_config& c) {
   if (c.socket_path.empty() && c.operator_socket_path.empty() && !c.tcp)
@@ -28,6 +37,11 @@ void check(const wire_server_config& c) {
   if (c.tcp && c.tcp_bind.empty())
     raise(errc::invalid_argument,
           "wire server: an empty TCP address would listen on every interface; name one");
+  if (!c.socket_path.empty() && same_path(c.socket_path, c.operator_socket_path))
+    raise(errc::invalid_argument,
+          "wire server: the operator socket must differ from the "
+          "tenants' socket (" +
+              c.socket_path + ")");
   if (c.socket_mode != 0600 && c.socket_mode != 0660)
     raise(errc::invalid_argument, "wire server: the socket mode must be 0600 or 0660");
   const auto& l = c.limits;

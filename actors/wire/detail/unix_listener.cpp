@@ -50,14 +50,31 @@ namespace {
         "cannot listen on unix:" + path + ": " + what + ": " + std::strerror(errno));
 }
 
-/// Removes a socket file left by an earlier server; refuses to remove anything else.
-void clear_stale_socket(const std::string& path) {
+/// True when a server accepts connections at `addr` (a connection is made, or its backlog is
+/// full); false when nobody listens there (the file of a server that is gone).
+[[nodiscard]] bool someone_listens(const sockaddr_un& addr) {
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (probe < 0)
+    return false;
+  const bool live = ::connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 ||
+                    errno == EAGAIN || errno == EINPROGRESS;
+  ::close(probe);
+  return live;
+}
+
+/// Removes a socket file left by a server that is gone; refuses a path a live server listens on
+/// (taking it over would cut that server's clients off) and anything that is not a socket.
+void clear_stale_socket(const std::string& path, const sockaddr_un& addr) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0)
     return;
   if (!S_ISSOCK(st.st_mode))
     raise(errc::backend_error,
           "cannot listen on unix:" + path + ": a file that is not a socket is there");
+  if (someone_listens(addr))
+    raise(errc::backend_error, "cannot listen on unix:" + path +
+                                   ": another server listens there; stop it first, or name "
+                                   "another socket");
   ::unlink(path.c_str());
 }
 
@@ -81,7 +98,7 @@ unix_listener::unix_listener(std::string path, mode_t mode, bool operator_socket
     raise(errc::invalid_argument, "unix socket path '" + path_ + "' is empty or longer than " +
                                       std::to_string(sizeof addr.sun_path - 1) + " bytes");
   std::memcpy(addr.sun_path, path_.data(), path_.size());
-  clear_stale_socket(path_);
+  clear_stale_socket(path_, addr);
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0)
     fail(path_, "socket");
@@ -89,13 +106,16 @@ unix_listener::unix_listener(std::string path, mode_t mode, bool operator_socket
   const mode_t old = ::umask(0177);
   const int bound = ::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
   ::umask(old);
-  if (bound != 0 || ::chmod(path_.c_str(), mode) != 0 || ::listen(fd_, 64) != 0 ||
-      ::pipe2(wake_, O_CLOEXEC) != 0) {
+  struct stat st {};
+  if (bound != 0 || ::chmod(path_.c_str(), mode) != 0 || ::lstat(path_.c_str(), &st) != 0 ||
+      ::listen(fd_, 64) != 0 || ::pipe2(wake_, O_CLOEXEC) != 0) {
     const int saved = errno;
     ::close(fd_);
     errno = saved;
     fail(path_, "bind");
   }
+  device_ = st.st_dev;
+  inode_ = st.st_ino;
   thread_ = std::thread([this] { run(); });
 }
 
@@ -106,7 +126,9 @@ unix_listener::~unix_listener() {
   ::close(fd_);
   ::close(wake_[0]);
   ::close(wake_[1]);
-  ::unlink(path_.c_str());
+  struct stat st {};
+  if (::lstat(path_.c_str(), &st) == 0 && st.st_dev == device_ && st.st_ino == inode_)
+    ::unlink(path_.c_str());  // only our own file: a successor's stays where it is
 }
 
 void unix_listener::run() {

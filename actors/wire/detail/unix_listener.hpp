@@ -51,7 +51,8 @@ class peer_table {
 /// One listening Unix socket and its accepting thread.
 class unix_listener {
  public:
-  /// Binds `path` (an existing socket file there is replaced; any other file is an error), sets
+  /// Binds `path` (a socket file a server that is gone left there is replaced; one a live server
+  /// listens on, or any other file, is an error), sets
   /// `mode`, listens, and hands every accepted connection to `hand_over` after recording it in
   /// `table` (the operator's if `operator_socket`). Connections past `max_per_uid` of one uid
   /// are closed at once and counted in `refused`. Throws `error(backend_error)` naming the path.
@@ -60,7 +61,8 @@ class unix_listener {
                 std::function<void(const std::string&)> log, std::atomic<std::uint64_t>& refused);
   unix_listener(const unix_listener&) = delete;
   unix_listener& operator=(const unix_listener&) = delete;
-  /// Stops accepting, closes the socket and removes its file.
+  /// Stops accepting, closes the socket and removes its file if the file is still this
+  /// listener's (another server may have taken the path since someone removed it).
   ~unix_listener();
 
  private:
@@ -75,6 +77,8 @@ class unix_listener {
   std::function<void(const std::string&)> log_;
   std::atomic<std::uint64_t>& refused_;
   int fd_ = -1;
+  dev_t device_ = 0;  // the socket file bound at path_: which file is ours at exit
+  ino_t inode_ = 0;
   int wake_[2] = {-1, -1};
   std::thread thread_;
 };
