@@ -70,5 +70,16 @@ TEST(CliHardening, TcpNeedsMutualTlsAndANonLoopbackBindIsWarnedAbout) {
   EXPECT_NE(check_bind_policy(tcp, tls).find("not a loopback address"), std::string::npos);
 }
 
+TEST(CliHardening, AServersBackendNameReachesTheTerminalWithItsEscapesEscaped) {
+  allocator_stats impostor;
+  impostor.backend = "cuda\x1b]0;owned\x07\x1b[2J\n";
+  const auto shown = printable(impostor);
+  EXPECT_EQ(shown.backend, "cuda\\x1b]0;owned\\x07\\x1b[2J\\n");
+  const auto text = to_string(shown);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x07'), std::string::npos) << text;
+  EXPECT_EQ(printable(allocator_stats{.backend = "cuda"}).backend, "cuda");  // uma's own: as is
+}
+
 }  // namespace
 }  // namespace uma::cli

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include <uma/actors/detail/remote_checks.hpp>
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/sys/error.hpp>
 
@@ -59,6 +60,11 @@ std::string check_bind_policy(const options& o, const hardening_options& h) {
     return {};
   return "listening on " + o.bind +
          ", not a loopback address: any holder of a certificate of the CA given may connect";
+}
+
+allocator_stats printable(allocator_stats from_server) {
+  from_server.backend = detail::escape_control(from_server.backend);
+  return from_server;
 }
 
 }  // namespace uma::cli

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <uma/actors/remote_tls.hpp>
+#include <uma/memory/allocator_stats.hpp>
 #include "tools/cli_options.hpp"
 
 namespace uma::cli {
@@ -30,5 +31,10 @@ struct hardening_options {
 /// `uma serve` listens on TCP only with mutual TLS: throws `error(invalid_argument)` for --port
 /// without the three TLS files. Returns a warning to log for a non-loopback `bind`.
 [[nodiscard]] std::string check_bind_policy(const options& o, const hardening_options& h);
+
+/// A serving node's counters made safe to print on a terminal, in every format: the one text in
+/// them, the backend's name, with control characters and terminal escapes escaped (the
+/// server at --connect may not be uma's: issue 35, finding 7).
+[[nodiscard]] allocator_stats printable(allocator_stats from_server);
 
 }  // namespace uma::cli

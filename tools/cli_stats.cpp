@@ -69,7 +69,7 @@ int run_remote_stats(const options& o) {
               << stats.sessions_lost << " lost; leases: " << stats.leases << " ("
               << stats.leased_bytes << " bytes)\n";
   }
-  return print(stats.allocator, o.format) ? exit_ok : exit_failure;
+  return print(printable(stats.allocator), o.format) ? exit_ok : exit_failure;
 }
 
 }  // namespace
