@@ -219,7 +219,8 @@ class remote_gateway final : public remote_allocator_actor::base {
       return *busy;
     if (auto bad = detail::admit(*s, sessions_, r, config_, ceiling_))
       return to_caf(*bad);
-    const std::uint64_t charge = r.bytes + r.label.size();  // checked by admit
+    const std::uint64_t charge = *detail::admission_charge(r);  // checked by admit
+    const std::uint64_t label_bytes = r.label.size();
     s->leases.reserve(charge);
     ++s->in_flight;
     const auto sid = k.id;
@@ -227,7 +228,7 @@ class remote_gateway final : public remote_allocator_actor::base {
     request(supervisor_, caf::infinite, allocate_atom_v,
             allocate_request{r.bytes, 1, r.alignment, r.attach, {}, std::move(r.label)})
         .then(
-            [this, rp, sid, charge](byte_ref& ref) mutable {
+            [this, rp, sid, charge, label_bytes](byte_ref& ref) mutable {
               auto* s = settle(sid, charge);
               if (s == nullptr) {
                 // The session ended while the allocator worked: the ref drops here, and with
@@ -235,7 +236,9 @@ class remote_gateway final : public remote_allocator_actor::base {
                 rp.deliver(lookup_failure{"allocate", sid, true}.to_error(nullptr));
                 return;
               }
-              rp.deliver(s->leases.add(std::move(ref), charge));
+              // What the region holds (its padding and rounding included), and its label.
+              const auto held = detail::record_of(ref)->backend_bytes + label_bytes;
+              rp.deliver(s->leases.add(std::move(ref), held));
             },
             [this, rp, sid, charge](caf::error& err) mutable {
               settle(sid, charge);

@@ -482,8 +482,8 @@ TEST_F(gateway, ATenantsSessionsAndBytesAreCapped) {
   start_gateway(cfg);
   static_cast<void>(allocate(4096, "0123456789"));  // 4106 bytes charged
   UMA_EXPECT_ERROR(allocate(8192, std::string(200, 'x')), errc::quota_exceeded,
-                   "holds 4106 bytes; 8392 more (region plus label) would exceed the tenant "
-                   "quota of 10000 bytes");
+                   "holds 4106 bytes; 8392 more (region, alignment padding and label) would "
+                   "exceed the tenant quota of 10000 bytes");
   auto second = sys_.spawn(idle_peer, 0);
   static_cast<void>(ask<session_key>(open_session_atom_v, second));
   auto third = sys_.spawn(idle_peer, 0);
@@ -491,6 +491,25 @@ TEST_F(gateway, ATenantsSessionsAndBytesAreCapped) {
                    "has 2 sessions open, the cap per tenant");
   for (auto& a : {second, third})
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+// Issue 35, finding 3: 64-byte leases asked with alignments of gigabytes were charged 64 bytes
+// each and held the whole quota. A request is admitted by the most it may hold (its alignment
+// padding included) and its lease charged what its region holds (host backend: page-aligned
+// memory, so an alignment of A pads by A - 4096).
+TEST_F(gateway, ATenantIsChargedTheAlignmentPaddingItsRegionsHold) {
+  gateway_config cfg;
+  cfg.tenant_quota_bytes = 200 << 10;
+  start_gateway(cfg);
+  const auto aligned = [&](std::uint64_t alignment) {
+    return ask<region_handle>(allocate_atom_v, session_,
+                              remote_allocate_request{64, alignment, attach_flag::global, "a"});
+  };
+  UMA_EXPECT_ERROR(aligned(std::uint64_t{8} << 30), errc::quota_exceeded,
+                   "would exceed the tenant quota");
+  static_cast<void>(aligned(64 << 10));   // holds 64 + 61440 bytes, label 1
+  static_cast<void>(aligned(128 << 10));  // holds 64 + 126976 bytes, label 1
+  UMA_EXPECT_ERROR(allocate(16 << 10, "b"), errc::quota_exceeded, "holds 188546 bytes; 16385 more");
 }
 
 TEST_F(gateway, LabelsAreCappedAndFreeOfControlCharacters) {

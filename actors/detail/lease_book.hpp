@@ -31,8 +31,9 @@ struct leases_released {
 
 /// A session's leases. Holding a lease's ref keeps its region allocated on the serving node:
 /// a release drops the ref, and the allocator frees what nobody else holds. Each lease carries
-/// its charge (its bytes plus its label's: the serving node keeps the label as long as the
-/// region lives); allocations still underway are charged as pending until they settle.
+/// its charge (what its region holds, alignment padding and rounding included, plus its label's
+/// bytes: the serving node keeps the label as long as the region lives); allocations still
+/// underway are charged as pending, at the most they may hold, until they settle.
 class lease_book {
  public:
   /// Leases `ref` (a region of the current incarnation) with `charge`; returns its handle. A

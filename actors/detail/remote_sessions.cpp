@@ -93,22 +93,41 @@ bool operator_key_matches(const operator_key& configured, const operator_key& gi
   return !configured.empty() && diff == 0;
 }
 
+namespace {
+
+/// The most padding `r`'s alignment may add (the allocator's quota charges it).
+[[nodiscard]] std::uint64_t padding_bound(const remote_allocate_request& r) {
+  return r.alignment > 1 ? r.alignment - 1 : 0;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> admission_charge(const remote_allocate_request& r) {
+  const auto region = checked_add(r.bytes, padding_bound(r));
+  return region ? checked_add(*region, r.label.size()) : std::nullopt;
+}
+
 /// Why `s` may not allocate `r` now (limits of the session and its tenant); nullopt if it may.
 std::optional<refusal> admit(const session& s, const std::map<std::uint64_t, session>& sessions,
                              const remote_allocate_request& r, const gateway_config& config_,
                              std::uint64_t ceiling_) {
   if (auto bad = check_allocate(r, config_.max_label_bytes))
     return bad;
-  const auto charge = checked_add(r.bytes, r.label.size());
+  const auto padding = padding_bound(r);
+  const auto region = checked_add(r.bytes, padding);
+  if (!region)
+    return overflow_refusal("allocate: bytes + alignment padding", r.bytes, padding);
+  const auto charge = admission_charge(r);
   if (!charge)
-    return overflow_refusal("allocate: bytes + label bytes", r.bytes, r.label.size());
+    return overflow_refusal("allocate: bytes + label bytes", *region, r.label.size());
   if (ceiling_ != 0 && *charge > ceiling_)
-    return refusal{errc::quota_exceeded, "allocate: " + std::to_string(r.bytes) +
-                                             " bytes plus a label of " +
-                                             std::to_string(r.label.size()) +
-                                             " bytes exceed the serving node's quota "
-                                             "ceiling of " +
-                                             std::to_string(ceiling_) + " bytes"};
+    return refusal{
+        errc::quota_exceeded,
+        "allocate: " + std::to_string(r.bytes) + " bytes plus a label of " +
+            std::to_string(r.label.size()) + " bytes" +
+            (padding != 0 ? " and up to " + std::to_string(padding) + " bytes of alignment padding"
+                          : std::string{}) +
+            " exceed the serving node's quota ceiling of " + std::to_string(ceiling_) + " bytes"};
   if (s.leases.size() + s.in_flight >= config_.max_leases_per_session)
     return refusal{errc::quota_exceeded,
                    "allocate: the session holds " + std::to_string(s.leases.size()) +
@@ -126,7 +145,8 @@ std::optional<refusal> admit(const session& s, const std::map<std::uint64_t, ses
     return refusal{errc::quota_exceeded,
                    "allocate: the tenant (" + s.tenant + ") holds " + std::to_string(used) +
                        " bytes; " + std::to_string(*charge) +
-                       " more (region plus label) would exceed the tenant quota of " +
+                       " more (region, alignment padding and label) would exceed the tenant "
+                       "quota of " +
                        std::to_string(config_.tenant_quota_bytes) + " bytes"};
   return std::nullopt;
 }

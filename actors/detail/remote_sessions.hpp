@@ -110,6 +110,11 @@ void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& ses
 /// The refusal of an operator's request (`what`) made without the operator key.
 [[nodiscard]] caf::error operator_refusal(const std::string& what);
 
+/// The most `r` may hold once allocated: its bytes, the padding its alignment may add (up to
+/// alignment - 1: what the allocator's quota charges), and its label; nullopt when that
+/// overflows. Requests are admitted by it; a lease is then charged what its region holds.
+[[nodiscard]] std::optional<std::uint64_t> admission_charge(const remote_allocate_request& r);
+
 /// Why `s` may not allocate `r` now: the request's fields (actors/detail/remote_checks.hpp), the
 /// quota ceiling, the session's lease cap and its tenant's quota (the sessions of its tenant, in
 /// `sessions`). Nullopt when it may.
