@@ -16,8 +16,8 @@ namespace uma::detail {
 
 namespace {
 
-/// What the stack handed out for `r`, as allocate returned it.
-/// The stats' count of tier memory held that `r` belongs to (null for managed memory).
+/// The stats' count of tier memory held that `r` belongs to (null for managed memory). Kept at
+/// adoption and at release, as live_leases is: the backend's free runs later on a lane.
 std::uint64_t* tier_count(allocator_stats& s, const region* r) noexcept {
   switch (r->kind) {
     case memory_kind::pinned_host:
@@ -29,6 +29,7 @@ std::uint64_t* tier_count(allocator_stats& s, const region* r) noexcept {
   }
 }
 
+/// What the stack handed out for `r`, as allocate returned it.
 allocation allocation_of(const region* r) noexcept {
   return {r->base, r->data, r->bytes, r->backend_bytes, r->kind, r->device};
 }

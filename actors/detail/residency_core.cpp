@@ -9,6 +9,7 @@
 #include <utility>
 
 #include <uma/actors/detail/request_checks.hpp>
+#include <uma/memory/detail/round_up.hpp>
 #include <uma/actors/metrics_snapshot.hpp>
 #include <uma/memory/advice_ops.hpp>
 #include <uma/sys/detail/format.hpp>
@@ -63,7 +64,6 @@ std::vector<residency_core::target> residency_core::targets_of(
     if (table_.find(home->id) == nullptr)
       raise(errc::invalid_argument, std::string(what) + ": region " + std::to_string(home->id) +
                                         " is not a live region here");
-    check_migrates(*home, what);
     const auto range = ref.range();
     out.push_back({home->id, home,
                    static_cast<std::size_t>(static_cast<const std::byte*>(range.ptr) - home->data),
@@ -277,23 +277,26 @@ residency_work residency_core::will_access(const access_plan_request& r) {
 
 namespace {
 
-/// A device budget's refusal of device memory, said as such (the account speaks of plans).
-[[noreturn]] void refuse_device_memory(const error& e, std::size_t bytes, int device) {
-  raise(e.code(), "allocate: " + detail::bytes(bytes) + " of device memory on device " +
-                      std::to_string(device) + " do not fit its budget (" + e.what() + ")");
+/// `reserve()`, with the budget's refusal said as one of `bytes` of device memory on `device`
+/// (the account speaks of plans).
+template <class Reserve>
+auto as_device_memory(std::size_t bytes, int device, Reserve reserve) {
+  try {
+    return reserve();
+  } catch (const error& e) {
+    if (e.code() != errc::quota_exceeded)
+      throw;
+    raise(e.code(), "allocate: " + detail::bytes(bytes) + " of device memory on device " +
+                        std::to_string(device) + " do not fit its budget (" + e.what() + ")");
+  }
 }
 
 }  // namespace
 
 void residency_core::check_reserve(int device, std::size_t bytes) const {
-  const auto pages = (bytes + planned_extents::page_bytes - 1) / planned_extents::page_bytes;
-  try {
-    account_.check_reserve(device, pages * planned_extents::page_bytes);
-  } catch (const error& e) {
-    if (e.code() != errc::quota_exceeded)
-      throw;
-    refuse_device_memory(e, bytes, device);
-  }
+  as_device_memory(bytes, device, [&] {
+    account_.check_reserve(device, round_up(bytes, planned_extents::page_bytes));
+  });
 }
 
 residency_work residency_core::reserve(const byte_ref& ref) {
@@ -303,14 +306,11 @@ residency_work residency_core::reserve(const byte_ref& ref) {
   for (const auto& x : cover.extents)
     regions.push_back({.id = x.id, .bytes = x.bytes, .label = label_of(home->id)});
   try {
-    return carry_out(account_.reserve(regions, home->device), {});
-  } catch (const error& e) {
-    extents_.erase(cover.created);
-    if (e.code() != errc::quota_exceeded)
-      throw;
-    refuse_device_memory(e, home->bytes, home->device);
+    return as_device_memory(home->bytes, home->device, [&] {
+      return carry_out(account_.reserve(regions, home->device), {});
+    });
   } catch (...) {
-    extents_.erase(cover.created);
+    extents_.erase(cover.created);  // a refused reservation leaves no extent behind
     throw;
   }
 }
