@@ -9,9 +9,9 @@
 #include <utility>
 
 #include <uma/actors/detail/request_checks.hpp>
-#include <uma/memory/detail/round_up.hpp>
 #include <uma/actors/metrics_snapshot.hpp>
 #include <uma/memory/advice_ops.hpp>
+#include <uma/memory/detail/round_up.hpp>
 #include <uma/sys/detail/format.hpp>
 #include <uma/sys/log.hpp>
 
@@ -306,9 +306,8 @@ residency_work residency_core::reserve(const byte_ref& ref) {
   for (const auto& x : cover.extents)
     regions.push_back({.id = x.id, .bytes = x.bytes, .label = label_of(home->id)});
   try {
-    return as_device_memory(home->bytes, home->device, [&] {
-      return carry_out(account_.reserve(regions, home->device), {});
-    });
+    return as_device_memory(home->bytes, home->device,
+                            [&] { return carry_out(account_.reserve(regions, home->device), {}); });
   } catch (...) {
     extents_.erase(cover.created);  // a refused reservation leaves no extent behind
     throw;
