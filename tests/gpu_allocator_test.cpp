@@ -15,25 +15,13 @@
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "support/actor_fixture.hpp"
 #include "support/cuda_kernels.hpp"
+#include "support/gpu_fixture.hpp"
 #include "support/held_calls.hpp"
 
 namespace uma {
 namespace {
 
-class gpu_allocator : public test::actor_fixture {
- protected:
-  void SetUp() override {
-    const auto probe = probe_cuda();
-    if (!probe.usable)
-      GTEST_SKIP() << "no usable CUDA device: " << probe.reason;
-    cuda_ = make_backend(backend_choice::cuda);
-    gpu_ = make_client({.backend = {.instance = cuda_}, .memory = {.quota_bytes = 8ull << 30}});
-  }
-  void TearDown() override { gpu_.reset(); }
-
-  std::shared_ptr<backend> cuda_;
-  std::unique_ptr<client> gpu_;
-};
+class gpu_allocator : public test::gpu_fixture {};
 
 /// A host callback that holds its stream until the test opens the gate.
 struct gate {

@@ -12,34 +12,22 @@
 #include <uma/memory/pin.hpp>
 #include <uma/sys/cuda_backend.hpp>
 
-#include "support/actor_fixture.hpp"
 #include "support/cuda_kernels.hpp"
+#include "support/gpu_fixture.hpp"
 
 namespace uma {
 namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
-class gpu_tiers : public test::actor_fixture {
+class gpu_tiers : public test::gpu_fixture {
  protected:
-  void SetUp() override {
-    const auto probe = probe_cuda();
-    if (!probe.usable)
-      GTEST_SKIP() << "no usable CUDA device: " << probe.reason;
-    cuda_ = make_backend(backend_choice::cuda);
-    gpu_ = make_client({.backend = {.instance = cuda_}, .memory = {.quota_bytes = 4ull << 30}});
-  }
-  void TearDown() override { gpu_.reset(); }
-
   /// Fills pinned host memory with the pattern seeded with `seed`.
   static void fill_pattern(const byte_ref& host, std::uint32_t seed) {
     auto pin = host.as<std::uint32_t>().pin();
     for (std::size_t i = 0; i < pin.size(); ++i)
       pin[i] = test::pattern_at(i, seed);
   }
-
-  std::shared_ptr<backend> cuda_;
-  std::unique_ptr<client> gpu_;
 };
 
 TEST_F(gpu_tiers, TierMemoryIsWhatItSaysToTheRuntime) {
