@@ -70,6 +70,24 @@ TEST(CliHardening, TcpNeedsMutualTlsAndANonLoopbackBindIsWarnedAbout) {
   EXPECT_NE(check_bind_policy(tcp, tls).find("not a loopback address"), std::string::npos);
 }
 
+TEST(CliHardening, RefusedFlagsAndTcpWithoutTlsAreUsageComplaints) {
+  auto serve = with({{"--tenant-quota", "-1"}});
+  serve.what = command::serve;
+  EXPECT_NE(hardening_complaint(serve).find("--tenant-quota needs a number from 1 to"),
+            std::string::npos);
+  serve = with({});
+  serve.what = command::serve;
+  serve.port = 0;
+  EXPECT_NE(hardening_complaint(serve).find(
+                "--port listens on TCP, which uma serve does only with mutual TLS"),
+            std::string::npos);
+  serve = with({{"--tls-cert", "c.pem"}, {"--tls-key", "c.key"}, {"--tls-ca", "ca.pem"}});
+  serve.what = command::serve;
+  serve.port = 0;
+  serve.bind = "0.0.0.0";
+  EXPECT_EQ(hardening_complaint(serve), "");  // a warning when serve starts, not a refusal
+}
+
 TEST(CliHardening, AServersBackendNameReachesTheTerminalWithItsEscapesEscaped) {
   allocator_stats impostor;
   impostor.backend = "cuda\x1b]0;owned\x07\x1b[2J\n";

@@ -91,6 +91,18 @@ TEST(CliOptions, HelpForACommandEitherWay) {
   }
 }
 
+TEST(CliOptions, VersionGoesAlone) {
+  const auto r = parse({"--version"});
+  ASSERT_TRUE(r.parsed) << r.error;
+  EXPECT_TRUE(r.parsed->version);
+  EXPECT_FALSE(r.parsed->help);
+  for (const auto& args : {std::vector<std::string_view>{"--version", "info"},
+                           std::vector<std::string_view>{"--version", "--help"},
+                           std::vector<std::string_view>{"--version", "help"}})
+    EXPECT_EQ(parse(args).error, "uma: --version goes alone, without a command or --help");
+  EXPECT_EQ(parse({"info", "--version"}).error, "uma info: unknown option '--version'");
+}
+
 TEST(CliOptions, RefusesAnUnknownOptionNamingTheCommand) {
   const auto r = parse({"stats", "--jsno"});
   EXPECT_FALSE(r.parsed);

@@ -47,6 +47,9 @@ class remote_session {
   remote_client server_;
 };
 
+/// The project's version ("0.1.0"): what `uma --version` and the first line of `uma info` say.
+[[nodiscard]] const char* version() noexcept;
+
 /// `uma info`: backend, devices, versions, capability flags, memory-model verdicts.
 [[nodiscard]] int run_info(const options& o);
 
@@ -57,8 +60,8 @@ class remote_session {
 /// with --connect, the counters of a serving node.
 [[nodiscard]] int run_stats(const options& o);
 
-/// `uma serve`: a supervised allocator behind the remote interface, published on a port, until
-/// SIGINT/SIGTERM or --for.
+/// `uma serve`: a supervised allocator behind the remote interface, on a Unix socket (and TCP
+/// with mutual TLS when asked), until SIGINT/SIGTERM or --for.
 [[nodiscard]] int run_serve(const options& o);
 
 /// `uma regions --connect`: a serving node's region table as text or JSON.

@@ -62,6 +62,20 @@ std::string check_bind_policy(const options& o, const hardening_options& h) {
          ", not a loopback address: any holder of a certificate of the CA given may connect";
 }
 
+std::string hardening_complaint(const options& o) {
+  try {
+    const auto h = parse_hardening(o);
+    if (o.what == command::serve)
+      static_cast<void>(check_bind_policy(o, h));  // its warning is logged when serve starts
+  } catch (const error& e) {
+    // Both raise invalid_argument for a refused flag and nothing else; anything else goes on.
+    if (e.code() != errc::invalid_argument)
+      throw;
+    return e.what();
+  }
+  return {};
+}
+
 allocator_stats printable(allocator_stats from_server) {
   from_server.backend = detail::escape_control(from_server.backend);
   return from_server;

@@ -32,6 +32,11 @@ struct hardening_options {
 /// without the three TLS files. Returns a warning to log for a non-loopback `bind`.
 [[nodiscard]] std::string check_bind_policy(const options& o, const hardening_options& h);
 
+/// The hardening flags as a usage matter, checked before any command starts: what
+/// `parse_hardening` refuses and, for `uma serve`, what `check_bind_policy` refuses (--port
+/// without the TLS files). Returns the complaint, empty when the flags are accepted.
+[[nodiscard]] std::string hardening_complaint(const options& o);
+
 /// A serving node's counters made safe to print on a terminal, in every format: the one text in
 /// them, the backend's name, with control characters and terminal escapes escaped (the
 /// server at --connect may not be uma's: issue 35, finding 7).

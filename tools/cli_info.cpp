@@ -79,10 +79,14 @@ void print_emulated(std::ostream& out, const backend& b) {
 
 }  // namespace
 
+const char* version() noexcept {
+  return UMA_VERSION;
+}
+
 int run_info(const options& o) {
   const auto backend = make_backend(o.backend, o.host_devices);
   auto& out = std::cout;
-  out << "uma " << UMA_VERSION << ", CUDA backend "
+  out << "uma " << version() << ", CUDA backend "
       << (cuda_backend_compiled() ? "compiled in" : "not compiled in") << "\n";
   out << "backend: " << to_string(backend->kind()) << " (--backend " << to_string(o.backend)
       << ")\n";

@@ -119,6 +119,7 @@ command_line::command_line() {
   app.allow_extras();
   app.set_help_flag();
   app.add_flag("-h,--help", top_help, "this text");
+  app.add_flag("--version", o.version, "the version of uma, as `uma info` prints it");
   app.footer(std::string(text_of(command::help).details));
   add_backend(add(command::info));
   add_demo();
@@ -452,6 +453,10 @@ void command_line::add_serve() {
     return (cl.app.get_subcommands().empty() ? "unknown command '" : "unexpected argument '") +
            extras.front() + "'";
   }
+  if (cl.o.version)
+    return cl.o.what == command::help && !cl.top_help && !cl.app.get_subcommand("help")->parsed()
+               ? ""
+               : "--version goes alone, without a command or --help";
   if (cl.o.what != command::help)
     return {};  // the command's own options are checked by take_extras
   cl.o.help = true;

@@ -36,6 +36,8 @@ struct options {
   command what = command::help;
   /// `uma <command> --help` or `uma help <command>`: print that command's usage.
   bool help = false;
+  /// `uma --version`: print the project's version (no command goes with it).
+  bool version = false;
   backend_choice backend = backend_choice::automatic;
   /// `--host-devices N[:BYTES]`: the devices a host backend emulates (sys/backend.hpp).
   emulated_devices host_devices{};

@@ -1,5 +1,6 @@
 // The `uma` command line tool: parses the command line and runs one command.
 //
+//   uma --version
 //   uma info  [--backend auto|cuda|host]
 //   uma demo  [--backend ...] [--producers N] [--consumers N] [--batches N] [--floats N]
 //   uma stats [--json | --prometheus] [--workload short|none] [--backend ...]
@@ -20,12 +21,17 @@
 
 #include <uma/sys/error.hpp>
 #include "tools/cli_commands.hpp"
+#include "tools/cli_hardening.hpp"
 #include "tools/cli_options.hpp"
 
 namespace {
 
 int dispatch(const uma::cli::options& o) {
   using uma::cli::command;
+  if (o.version) {
+    std::printf("uma %s\n", uma::cli::version());
+    return uma::cli::exit_ok;
+  }
   if (o.help) {
     std::fputs(uma::cli::usage(o.what).c_str(), stdout);
     return uma::cli::exit_ok;
@@ -65,20 +71,24 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\nrun '%s' for usage\n", parsed.error.c_str(), help_hint.c_str());
     return uma::cli::exit_usage;
   }
-  if (!parsed.parsed->help && parsed.parsed->what != uma::cli::command::info) {
-    // CAF's options are a usage matter too: checked on a scratch configuration before any
-    // command starts an actor system with them.
-    uma::cli::actor_config scratch;
-    const auto complaint = uma::cli::apply_caf_options(scratch, *parsed.parsed);
+  const auto& o = *parsed.parsed;
+  if (!o.help && !o.version) {
+    // CAF's options and the hardening flags are a usage matter too: checked (CAF's on a
+    // scratch configuration) before any command starts an actor system or listens.
+    std::string complaint = uma::cli::hardening_complaint(o);
+    if (complaint.empty() && o.what != uma::cli::command::info) {
+      uma::cli::actor_config scratch;
+      complaint = uma::cli::apply_caf_options(scratch, o);
+    }
     if (!complaint.empty()) {
-      std::fprintf(stderr, "uma %s: %s\nrun 'uma %s --help' for usage\n",
-                   std::string(uma::cli::to_string(parsed.parsed->what)).c_str(), complaint.c_str(),
-                   std::string(uma::cli::to_string(parsed.parsed->what)).c_str());
+      const std::string name(uma::cli::to_string(o.what));
+      std::fprintf(stderr, "uma %s: %s\nrun 'uma %s --help' for usage\n", name.c_str(),
+                   complaint.c_str(), name.c_str());
       return uma::cli::exit_usage;
     }
   }
   try {
-    return dispatch(*parsed.parsed);
+    return dispatch(o);
   } catch (const uma::error& e) {
     std::fprintf(stderr, "uma: %s: %s\n", std::string(uma::to_string(e.code())).c_str(), e.what());
   } catch (const std::exception& e) {
