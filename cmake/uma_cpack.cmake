@@ -2,9 +2,11 @@
 #
 #   cpack --config build/release/CPackConfig.cmake -G DEB -B build/release/packages
 #
-#   libuma-dev    headers, static libraries, CMake package (find_package(uma)) -> depends on
-#                 libuma-c and the -dev packages of what uma's headers and libraries use
-#   libuma-c      libuma_c.so, the C ABI (C programs, FFIs, the Python packages)
+#   libuma-dev    headers, static libraries, CMake package (find_package(uma)), the link
+#                 libuma_c.so -> depends on libuma-c and the -dev packages of what uma's headers
+#                 and libraries use
+#   libuma-c      libuma_c.so.N (N: UMA_C_ABI_VERSION, the SONAME), the C ABI (C programs, FFIs,
+#                 the Python packages)
 #   uma-tools     the `uma` command
 #   python3-uma   uma_c, uma_torch, uma_cupy (PyTorch and CuPy are not dependencies: only
 #                 their install() needs them)
@@ -47,7 +49,8 @@ libboost1.81-dev, libgrpc++-dev, libprotobuf-dev, libssl-dev, pkg-config")
 set(CPACK_COMPONENT_DEV_DESCRIPTION "uma: headers, static libraries and CMake package
 uma keeps CUDA managed memory in one CAF actor. This package holds what a C++
 program needs to build against uma: the headers (<uma/...>), the static
-libraries and the CMake package (find_package(uma), target uma::uma).")
+libraries, the CMake package (find_package(uma), target uma::uma) and the
+link libuma_c.so a C program's linker looks for.")
 if(UMA_CUDA_ENABLED)
   # The CUDA toolkit is NVIDIA's, not a Debian package here: no Depends can name it. umaConfig.cmake
   # looks for it where uma was built with it, or where CUDAToolkit_ROOT says.
@@ -60,9 +63,10 @@ endif()
 set(CPACK_DEBIAN_C_PACKAGE_NAME libuma-c)
 set(CPACK_DEBIAN_C_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_C_PACKAGE_DEPENDS "${uma_c_depends}")
-set(CPACK_COMPONENT_C_DESCRIPTION "uma: the C ABI library (libuma_c.so)
-libuma_c.so, uma's C ABI (<uma/c/uma.h> is in libuma-dev): what C programs,
-foreign-function interfaces and the python3-uma packages load.")
+set(CPACK_COMPONENT_C_DESCRIPTION "uma: the C ABI library (libuma_c.so.${UMA_C_ABI_VERSION})
+libuma_c.so.${UMA_C_ABI_VERSION}, uma's C ABI version ${UMA_C_ABI_VERSION} (<uma/c/uma.h> is in
+libuma-dev): what C programs, foreign-function interfaces and the python3-uma
+packages load.")
 
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME uma-tools)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION devel)

@@ -5,13 +5,14 @@
 # nothing (a make that finds every target up to date: seconds).
 #
 #   cmake -DUMA_BUILD_DIR=... -DCONSUMER_SOURCE_DIR=... -DWORK_DIR=... -DVERSION=...
-#         -DLIBDIR=... -DPYTHON_DIR=... -DPYTHON=... -DPYTHON_CHECK=... [-DGENERATOR=...]
+#         -DC_ABI_VERSION=... -DLIBDIR=... -DPYTHON_DIR=... -DPYTHON=... -DPYTHON_CHECK=...
+#         [-DGENERATOR=...]
 #         [-DCXX_COMPILER=...]
 #         [-DBUILD_TYPE=...] -P tests/deb_packages.cmake
 cmake_minimum_required(VERSION 3.25)
 
-foreach(required UMA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR VERSION LIBDIR PYTHON_DIR PYTHON
-         PYTHON_CHECK)
+foreach(required UMA_BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR VERSION C_ABI_VERSION LIBDIR
+         PYTHON_DIR PYTHON PYTHON_CHECK)
   if(NOT ${required})
     message(FATAL_ERROR "deb_packages.cmake: -D${required}=... is required")
   endif()
@@ -21,9 +22,10 @@ include("${CMAKE_CURRENT_LIST_DIR}/packaging_steps.cmake")
 
 set(debs "${WORK_DIR}/debs")
 set(root "${WORK_DIR}/root")
+set(runtime "${WORK_DIR}/runtime")  # python3-uma and what it depends on of uma's: libuma-c
 set(build "${WORK_DIR}/consumer")
 file(REMOVE_RECURSE "${WORK_DIR}")
-file(MAKE_DIRECTORY "${WORK_DIR}" "${root}")
+file(MAKE_DIRECTORY "${WORK_DIR}" "${root}" "${runtime}")
 # The packages' prefix is /usr; LIBDIR and PYTHON_DIR (UMA_PYTHON_INSTALL_DIR) are the tree's.
 set(libdir "${root}/usr/${LIBDIR}")
 if(IS_ABSOLUTE "${PYTHON_DIR}")
@@ -56,11 +58,29 @@ foreach(package libuma-dev:${arch} libuma-c:${arch} uma-tools:${arch} python3-um
     message(FATAL_ERROR "${name} does not depend on libuma-c ${VERSION}:\n${step_output}")
   endif()
   run("dpkg -x ${name}" dpkg -x "${deb}" "${root}")
+  if(name MATCHES "^(libuma-c|python3-uma)$")
+    run("dpkg -x ${name} (runtime)" dpkg -x "${deb}" "${runtime}")
+  endif()
 endforeach()
+
+# libuma-c holds the library under its SONAME (libuma_c.so.C_ABI_VERSION, a link to
+# libuma_c.so.VERSION); the link a linker asks for, libuma_c.so, is libuma-dev's.
+run("dpkg-deb -c libuma-c" dpkg-deb -c "${debs}/libuma-c_${VERSION}_${arch}.deb")
+string(REPLACE "." "\\." version_re "${VERSION}")
+if(NOT step_output MATCHES "/libuma_c\\.so\\.${C_ABI_VERSION} -> libuma_c\\.so\\.${version_re}\n"
+   OR NOT step_output MATCHES "/libuma_c\\.so\\.${version_re}\n"
+   OR step_output MATCHES "/libuma_c\\.so -> ")
+  message(FATAL_ERROR "libuma-c should hold libuma_c.so.${VERSION} and the link "
+                      "libuma_c.so.${C_ABI_VERSION}, not libuma_c.so:\n${step_output}")
+endif()
+run("dpkg-deb -c libuma-dev" dpkg-deb -c "${debs}/libuma-dev_${VERSION}_${arch}.deb")
+if(NOT step_output MATCHES "/libuma_c\\.so -> libuma_c\\.so\\.${C_ABI_VERSION}\n")
+  message(FATAL_ERROR "libuma-dev should hold the link libuma_c.so:\n${step_output}")
+endif()
 
 # Every library the packaged programs load directly comes from a package their Depends names
 # (uma-tools once still named CAF's io and openssl modules after the wire moved to gRPC).
-foreach(pair "uma-tools|${root}/usr/bin/uma" "libuma-c|${libdir}/libuma_c.so")
+foreach(pair "uma-tools|${root}/usr/bin/uma" "libuma-c|${libdir}/libuma_c.so.${C_ABI_VERSION}")
   string(REPLACE "|" ";" pair "${pair}")
   list(GET pair 0 name)
   list(GET pair 1 binary)
@@ -108,7 +128,8 @@ endforeach()
 
 # What the packages put where (docs/packaging.md), and no empty folder.
 foreach(file ${libdir}/cmake/uma/umaConfig.cmake ${root}/usr/include/uma/actors/client.hpp
-             ${root}/usr/include/uma/c/uma.h ${libdir}/libuma_c.so ${root}/usr/bin/uma
+             ${root}/usr/include/uma/c/uma.h ${libdir}/libuma_c.so
+             ${libdir}/libuma_c.so.${C_ABI_VERSION} ${root}/usr/bin/uma
              ${python_dir}/uma_c/_installed.py)
   if(NOT EXISTS "${file}")
     file(GLOB_RECURSE unpacked RELATIVE "${root}" "${root}/*")
@@ -138,5 +159,15 @@ run("import the root's Python packages" "${CMAKE_COMMAND}" -E chdir "${WORK_DIR}
     "${CMAKE_COMMAND}" -E env --unset=UMA_LIBRARY
     --unset=LD_LIBRARY_PATH "PYTHONPATH=${python_dir}" PYTHONNOUSERSITE=1
     PYTHONDONTWRITEBYTECODE=1 "${PYTHON}" "${PYTHON_CHECK}" "${python_dir}" "${libdir}/libuma_c.so")
+message("${step_output}")
+# And from python3-uma with only libuma-c beside it (its Depends): no libuma_c.so link there, so
+# uma_c must load the library by its SONAME.
+string(REPLACE "${root}" "${runtime}" runtime_python_dir "${python_dir}")
+string(REPLACE "${root}" "${runtime}" runtime_libdir "${libdir}")
+run("import python3-uma beside libuma-c alone" "${CMAKE_COMMAND}" -E chdir "${WORK_DIR}"
+    "${CMAKE_COMMAND}" -E env --unset=UMA_LIBRARY
+    --unset=LD_LIBRARY_PATH "PYTHONPATH=${runtime_python_dir}" PYTHONNOUSERSITE=1
+    PYTHONDONTWRITEBYTECODE=1 "${PYTHON}" "${PYTHON_CHECK}" "${runtime_python_dir}"
+    "${runtime_libdir}/libuma_c.so.${C_ABI_VERSION}")
 message("${step_output}")
 message("OK: the .deb files unpacked into ${root} build the consumer and import in Python")

@@ -10,6 +10,10 @@ import os
 ABI_VERSION = 1
 DEVICE_HOST = -1
 LIBRARY_NAME = "libuma_c.so"
+# The files looked for in each folder: the SONAME of ABI_VERSION (libuma_c.so.1, all the runtime
+# package libuma-c holds), then the linker's link libuma_c.so (libuma-dev; a build tree; a
+# library built before it had a SONAME). docs/c_abi.md, "Versions".
+LIBRARY_FILES = (f"{LIBRARY_NAME}.{ABI_VERSION}", LIBRARY_NAME)
 
 # uma_status: 1..11 are uma's errc values, 64.. the C ABI's own.
 STATUS_NAMES = {
@@ -293,15 +297,15 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     places = [here, os.path.dirname(here)] + _installed_library_dirs(here)
     places += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
-    return [os.path.join(p, LIBRARY_NAME) for p in places]
+    return [os.path.join(p, name) for p in places for name in LIBRARY_FILES]
 
 
 def find_library(path=None):
     """The path of libuma_c.so: `path` if given, else $UMA_LIBRARY, else the first of: beside
     this package, its parent folder, the libdir of the install this package came with, each
-    folder of $LD_LIBRARY_PATH, and last the system loader's own search (ldconfig's cache:
-    then the name it gives is returned, which dlopen resolves). Raises LibraryNotFound naming
-    what was tried."""
+    folder of $LD_LIBRARY_PATH (in each, libuma_c.so.ABI_VERSION before libuma_c.so:
+    LIBRARY_FILES), and last the system loader's own search (ldconfig's cache: then the name it
+    gives is returned, which dlopen resolves). Raises LibraryNotFound naming what was tried."""
     explicit = path if path is not None else os.environ.get("UMA_LIBRARY")
     if explicit:
         if not os.path.isfile(explicit):

@@ -292,6 +292,17 @@ class InstalledLibrarySearchTest(unittest.TestCase):
     def test_uma_library_comes_before_the_install_libdir(self):
         self.assertEqual(self.found(UMA_LIBRARY=self.elsewhere), self.elsewhere)
 
+    def test_the_soname_file_alone_is_found_as_the_runtime_package_lays_it_out(self):
+        # libuma-c holds libuma_c.so.1 (and the file it links to); libuma_c.so is libuma-dev's.
+        soname = self.installed + f".{uma_c.ABI_VERSION}"
+        os.rename(self.installed, soname)
+        self.assertEqual(self.found(UMA_LIBRARY=None, LD_LIBRARY_PATH=None), soname)
+
+    def test_the_soname_file_comes_before_the_link_in_one_folder(self):
+        soname = self.installed + f".{uma_c.ABI_VERSION}"
+        os.symlink(os.path.abspath(library_path()), soname)
+        self.assertEqual(self.found(UMA_LIBRARY=None, LD_LIBRARY_PATH=None), soname)
+
     def test_without_an_install_note_ld_library_path_is_searched(self):
         os.remove(os.path.join(self.packages, "uma_c", "_installed.py"))
         found = self.found(UMA_LIBRARY=None, LD_LIBRARY_PATH=os.path.dirname(self.elsewhere))
