@@ -109,6 +109,9 @@ class Allocator(PlanCalls, TierCalls):
         self._handle = handle
         self.path = path
         self.owned = owned
+        # The device each block from malloc was asked for, so that free finds it itself
+        # (uma_free refuses another device). One dict operation at a time: atomic in CPython.
+        self._devices = {}
 
     @classmethod
     def create(cls, path=None, **options):
@@ -139,17 +142,32 @@ class Allocator(PlanCalls, TierCalls):
 
     def malloc(self, size, device=0, stream=None):
         """The address of `size` bytes of managed memory for `device` ordered on `stream`
-        (0 for size 0)."""
+        (0 for size 0). Raises UmaMemoryError when the quota or the device cannot hold it."""
         out = ctypes.c_void_p()
         status = self._lib.uma_malloc(self._live(), _size(size), _device(device), _stream(stream),
                                       ctypes.byref(out))
         _check(self._lib, "uma_malloc", status)
+        if out.value:
+            self._devices[out.value] = device
         return out.value or 0
 
-    def free(self, ptr, size=0, device=0, stream=None):
-        """Gives back a block from malloc (size 0: not checked)."""
-        status = self._lib.uma_free(self._live(), _pointer(ptr), _size(size), _device(device),
+    def free(self, ptr, size=0, device=None, stream=None):
+        """Gives back a block from malloc. `size` 0 is not checked, else it must be the block's;
+        `device` None (the default) is the device malloc was given for this block through this
+        Allocator (0 for a block it did not hand out), else it must be that device; `stream` is
+        the stream the block's last use was ordered on. Raises UmaError (UMA_ERR_UNKNOWN_POINTER
+        for a pointer uma does not hold, UMA_ERR_INVALID_ARGUMENT for a wrong size or device);
+        a refused free leaves the block live."""
+        ptr = _pointer(ptr)
+        # Taken out before the C call: until it returns, the block is live and no malloc can
+        # hand its address out again; put back when the free is refused.
+        known = self._devices.pop(ptr, None)
+        if device is None:
+            device = 0 if known is None else known
+        status = self._lib.uma_free(self._live(), ptr, _size(size), _device(device),
                                     _stream(stream))
+        if status and known is not None:
+            self._devices[ptr] = known
         _check(self._lib, "uma_free", status)
 
     def unchecked_calls(self):
@@ -242,6 +260,7 @@ class Allocator(PlanCalls, TierCalls):
         if self._handle is None:
             return None
         handle, self._handle = self._handle, None
+        self._devices.clear()
         report = binding.StopReport()
         report.struct_size = ctypes.sizeof(binding.StopReport)
         status = self._lib.uma_destroy_with_report(handle, ctypes.byref(report))

@@ -248,6 +248,40 @@ class ErrorTest(unittest.TestCase):
             uma_c.library("/nonexistent/libuma_c.so")
 
 
+class FreeFindsTheDeviceTest(unittest.TestCase):
+    """free without device= gives a block back on the device malloc named (issue 36: it used to
+    name device 0, and uma_free refused a device-1 block)."""
+
+    def assertStatus(self, context, name):
+        self.assertEqual(context.exception.status_name, name, str(context.exception))
+
+    def test_a_device_1_block_is_freed_without_naming_its_device(self):
+        with host_allocator(host_devices=2) as allocator:
+            on_1 = allocator.malloc(4096, device=1)
+            on_0 = allocator.malloc(4096)
+            allocator.free(on_1, 4096)
+            allocator.free(on_0, 4096)
+            self.assertEqual(allocator.stats()["cache_in_use_bytes"], 0)
+
+    def test_a_wrong_device_named_is_refused_and_the_block_stays_live(self):
+        with host_allocator(host_devices=2) as allocator:
+            ptr = allocator.malloc(4096, device=1)
+            with self.assertRaises(uma_c.UmaError) as context:
+                allocator.free(ptr, 4096, device=0)
+            self.assertStatus(context, "UMA_ERR_INVALID_ARGUMENT")
+            self.assertGreaterEqual(allocator.stats()["cache_in_use_bytes"], 4096)
+            allocator.free(ptr, 4096)  # the refused free kept what malloc was told
+            self.assertEqual(allocator.stats()["cache_in_use_bytes"], 0)
+
+    def test_a_block_freed_twice_is_refused_the_second_time_on_any_device(self):
+        with host_allocator(host_devices=2) as allocator:
+            ptr = allocator.malloc(4096, device=1)
+            allocator.free(ptr, 4096)
+            with self.assertRaises(uma_c.UmaError) as context:
+                allocator.free(ptr, 4096)
+            self.assertStatus(context, "UMA_ERR_UNKNOWN_POINTER")
+
+
 class InstalledLibrarySearchTest(unittest.TestCase):
     """uma_c as `cmake --install` lays it out: <prefix>/lib/python3/dist-packages/uma_c with an
     _installed.py naming <prefix>/lib relative to the package (cmake/uma_python_install.cmake)."""
