@@ -1,7 +1,8 @@
 # The pip test: `pip install` of python/ (python/pyproject.toml) into a scratch folder, offline and
 # without build isolation, then tests/installed_python_check.py on what it installed, with
-# UMA_LIBRARY naming the built libuma_c.so. The sources are copied first so that setuptools'
-# build folders stay out of the checkout. Skipped where pip, setuptools or wheel is missing.
+# UMA_LIBRARY naming the built libuma_c.so. pip runs on a copy of python/, which must come out of
+# it as it went in: python/'s build backend (_backend/uma_backend.py) leaves no build/ or
+# uma.egg-info beside pyproject.toml (issue 36). Skipped where pip, setuptools or wheel is missing.
 #
 #   cmake -DPYTHON_SOURCE_DIR=... -DWORK_DIR=... -DPYTHON=... -DPYTHON_CHECK=... -DLIBRARY=...
 #         -P tests/pip_install.cmake
@@ -25,9 +26,11 @@ endif()
 set(source "${WORK_DIR}/source")
 set(target "${WORK_DIR}/target")
 file(REMOVE_RECURSE "${WORK_DIR}")
-file(COPY "${PYTHON_SOURCE_DIR}/pyproject.toml" "${PYTHON_SOURCE_DIR}/uma_c"
-          "${PYTHON_SOURCE_DIR}/uma_torch" "${PYTHON_SOURCE_DIR}/uma_cupy"
+file(COPY "${PYTHON_SOURCE_DIR}/pyproject.toml" "${PYTHON_SOURCE_DIR}/_backend"
+          "${PYTHON_SOURCE_DIR}/uma_c" "${PYTHON_SOURCE_DIR}/uma_torch"
+          "${PYTHON_SOURCE_DIR}/uma_cupy"
      DESTINATION "${source}" PATTERN "__pycache__" EXCLUDE)
+file(GLOB_RECURSE before LIST_DIRECTORIES true RELATIVE "${source}" "${source}/*")
 
 execute_process(COMMAND "${CMAKE_COMMAND}" -E env PIP_CONFIG_FILE=/dev/null
                         PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -36,6 +39,12 @@ execute_process(COMMAND "${CMAKE_COMMAND}" -E env PIP_CONFIG_FILE=/dev/null
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pip install of ${PYTHON_SOURCE_DIR} failed (${rc}):\n${out}")
+endif()
+file(GLOB_RECURSE after LIST_DIRECTORIES true RELATIVE "${source}" "${source}/*")
+list(FILTER after EXCLUDE REGEX "(^|/)__pycache__(/|$)")  # Python's own, for any import
+if(NOT after STREQUAL before)
+  list(REMOVE_ITEM after ${before})
+  message(FATAL_ERROR "pip install wrote into the source folder ${source}: ${after}")
 endif()
 file(GLOB dist_info "${target}/uma-*.dist-info")
 if(NOT dist_info)
