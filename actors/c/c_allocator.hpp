@@ -101,4 +101,10 @@ inline constexpr std::uint32_t max_scheduler_threads = 256;
 /// Throws status_error for a config uma cannot honour (bad enum values, device budgets).
 void validate(const uma_config& config);
 
+/// The process's default allocator (uma_default_allocator) if it was made, else null.
+[[nodiscard]] uma_allocator* default_allocator_if_made() noexcept;
+/// The default allocator, made from the UMA_* environment on first use; null if that failed
+/// (uma_last_error says why).
+[[nodiscard]] uma_allocator* framework_allocator() noexcept;
+
 }  // namespace uma::c

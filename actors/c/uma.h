@@ -220,16 +220,61 @@ UMA_C_EXPORT const char* uma_last_error(void);
  * UMA_ERR_INVALID_ARGUMENT if it exists already with another config. */
 UMA_C_EXPORT uma_status uma_default_allocator(const uma_config* config, uma_allocator** out);
 
-/* PyTorch's pluggable-allocator signatures over the default allocator
+/* -- PyTorch (docs/frameworks.md; python/uma_torch) ---------------------------------------
+ * PyTorch's pluggable-allocator signatures over the default allocator, for the global install
  * (torch.cuda.memory.CUDAPluggableAllocator(path, "uma_torch_malloc", "uma_torch_free")).
  * They are PyTorch's hooks, called from C++: on failure uma_torch_malloc throws a C++
  * std::runtime_error naming the reason (PyTorch passes a NULL on into the tensor unchecked;
- * the exception reaches Python as a RuntimeError). C callers use uma_malloc. */
+ * the exception reaches Python as a RuntimeError). C callers use uma_malloc.
+ * uma_torch_malloc refuses a stream that is capturing a CUDA graph: a graph replays into the
+ * addresses it captured, which only PyTorch's own graph pools keep for it (the error names
+ * uma_torch.pool(), under which capture works). Every hook call is counted in PyTorch's terms
+ * (uma_torch_memory_stats_json). */
 UMA_C_EXPORT void* uma_torch_malloc(ptrdiff_t size, int device, uma_stream stream);
 UMA_C_EXPORT void uma_torch_free(void* ptr, ptrdiff_t size, int device, uma_stream stream);
 /* PyTorch's empty_cache hook (the pluggable allocator's reset function): uma_trim on the
  * default allocator. */
 UMA_C_EXPORT void uma_torch_empty_cache(void);
+/* PyTorch's set_per_process_memory_fraction hook: the default allocator's residency budget of
+ * `device` becomes fraction x the device's memory, and so does the hooks' spill limit: a block
+ * handed to PyTorch while it holds more than that on the device is placed on the host and
+ * mapped for the device (read over the link) instead of refused (a fraction of 1: no limit).
+ * A fraction outside (0, 1] or a device the backend lacks is ignored (PyTorch checked both). */
+UMA_C_EXPORT void uma_torch_set_memory_fraction(double fraction, int device);
+/* The bytes of the blocks the hooks placed on the host so far (spilled), over the process. */
+UMA_C_EXPORT uint64_t uma_torch_spilled_bytes(void);
+
+/* torch.cuda.memory_stats()'s flat keys ("allocated_bytes.all.current", ...) for the hooks'
+ * allocations on `device`, as a JSON object (uma_stats_json's buffer convention). */
+UMA_C_EXPORT uma_status uma_torch_memory_stats_json(int device, char* buffer, size_t capacity,
+                                                   size_t* needed);
+/* The blocks the hooks handed PyTorch on `device` and it still holds, as a JSON array of
+ * {"address", "size", "stream"} ordered by address (uma_torch.memory_snapshot's segments). */
+UMA_C_EXPORT uma_status uma_torch_live_json(int device, char* buffer, size_t capacity,
+                                           size_t* needed);
+/* torch.cuda.reset_peak_memory_stats / reset_accumulated_memory_stats for the hooks' figures. */
+UMA_C_EXPORT uma_status uma_torch_reset_peak_memory_stats(int device);
+UMA_C_EXPORT uma_status uma_torch_reset_accumulated_memory_stats(int device);
+
+/* Called after every hook allocation (action 0), free (1) and refused allocation (2), on the
+ * allocating thread, while set (NULL: none). For memory history (uma_torch); it must not call
+ * back into uma_torch_malloc or uma_torch_free. */
+#define UMA_TORCH_ALLOC 0
+#define UMA_TORCH_FREE 1
+#define UMA_TORCH_OOM 2
+typedef void (*uma_torch_observer)(int action, uintptr_t ptr, size_t size, int device,
+                                   uma_stream stream);
+UMA_C_EXPORT void uma_torch_set_observer(uma_torch_observer observer);
+
+/* A torch.cuda.MemPool backed by `allocator` (uma_torch.pool): PyTorch's caching allocator
+ * carves the pool's tensors out of segments it takes from these functions, which have PyTorch's
+ * pluggable-allocator signatures (pass them to torch._C._cuda_customAllocator). Each call binds
+ * one of UMA_TORCH_POOL_SLOTS slots to the allocator for the rest of the process (PyTorch keeps
+ * a pool's functions while any of its segments lives): the allocator must not be destroyed
+ * after. UMA_ERR_OUT_OF_MEMORY once every slot is bound. */
+#define UMA_TORCH_POOL_SLOTS 16
+UMA_C_EXPORT uma_status uma_torch_pool_functions(uma_allocator* allocator, void** malloc_fn,
+                                                 void** free_fn);
 
 /* -- Residency: device budgets and access plans (docs/residency.md, docs/c_abi.md) ------------
  * Added with issue 25; UMA_C_ABI_VERSION stays 1 (additions only). A plan names byte ranges of

@@ -263,44 +263,19 @@ uma_status uma_default_allocator(const uma_config* config, uma_allocator** out) 
   });
 }
 
-namespace {
+}  // extern "C"
+
+namespace uma::c {
+
+uma_allocator* default_allocator_if_made() noexcept {
+  return default_allocator.load(std::memory_order_acquire);
+}
 
 uma_allocator* framework_allocator() noexcept {
-  if (auto* a = default_allocator.load(std::memory_order_acquire))
+  if (auto* a = default_allocator_if_made())
     return a;
   uma_allocator* a = nullptr;
   return uma_default_allocator(nullptr, &a) == UMA_OK ? a : nullptr;
 }
 
-}  // namespace
-
-// PyTorch passes what its pluggable allocator's malloc returns into the tensor without a null
-// check (torch/csrc/cuda/CUDAPluggableAllocator.cpp), so a NULL would become a tensor with no
-// memory. A failure therefore throws: PyTorch calls this hook from C++ and turns the exception
-// into a Python RuntimeError carrying the message. C callers use uma_malloc, which never throws.
-void* uma_torch_malloc(ptrdiff_t size, int device, uma_stream stream) {
-  void* p = nullptr;
-  if (size < 0) {
-    (void)fail(UMA_ERR_INVALID_ARGUMENT, "uma_torch_malloc: a negative size");
-  } else if (auto* a = framework_allocator();
-             a != nullptr &&
-             uma_malloc(a, static_cast<size_t>(size), device, stream, &p) == UMA_OK) {
-    return p;
-  }
-  throw std::runtime_error("uma_torch_malloc: out of memory or refused: " +
-                           std::string(uma_last_error()));
-}
-
-void uma_torch_free(void* ptr, ptrdiff_t size, int device, uma_stream stream) {
-  auto* a = framework_allocator();
-  if (size < 0 || a == nullptr)
-    return;
-  (void)uma_free(a, ptr, static_cast<size_t>(size), device, stream);
-}
-
-void uma_torch_empty_cache(void) {
-  if (auto* a = default_allocator.load(std::memory_order_acquire))
-    (void)uma_trim(a, nullptr);
-}
-
-}  // extern "C"
+}  // namespace uma::c
