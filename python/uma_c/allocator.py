@@ -7,6 +7,7 @@ from . import binding
 from .errors import check_status as _check
 from .plans import PlanCalls
 from .tiers import TierCalls
+from .torch_tools import TorchCalls
 
 _libraries = {}
 _libraries_lock = threading.Lock()
@@ -96,7 +97,7 @@ def _advice(advice):
     return _enum_value("advice", advice, binding.ADVICE)
 
 
-class Allocator(PlanCalls, TierCalls):
+class Allocator(PlanCalls, TierCalls, TorchCalls):
     """One uma allocator (`uma_allocator*`). Made by create() (its own, destroyed by close())
     or default() (the process-wide one PyTorch's hooks use, never destroyed from Python).
     Every method raises UmaError (UmaMemoryError for memory statuses) on a failing status.

@@ -277,6 +277,23 @@ TIER_PROTOTYPES = {
     "uma_copy": (_st, [_vp, _vp, _vp, ctypes.c_size_t, _vp]),
 }
 
+# PyTorch's memory tools and pools (issue 36; additions to ABI v1), declared where the library
+# has them; uma_torch checks has_torch_tools before using them.
+TORCH_OBSERVER = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t,
+                                  ctypes.c_int, _vp)
+TORCH_PROTOTYPES = {
+    "uma_torch_set_memory_fraction": (None, [ctypes.c_double, ctypes.c_int]),
+    "uma_torch_spilled_bytes": (ctypes.c_uint64, []),
+    "uma_torch_memory_stats_json": (_st, [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                                          ctypes.POINTER(ctypes.c_size_t)]),
+    "uma_torch_live_json": (_st, [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                                  ctypes.POINTER(ctypes.c_size_t)]),
+    "uma_torch_reset_peak_memory_stats": (_st, [ctypes.c_int]),
+    "uma_torch_reset_accumulated_memory_stats": (_st, [ctypes.c_int]),
+    "uma_torch_set_observer": (None, [TORCH_OBSERVER]),
+    "uma_torch_pool_functions": (_st, [_vp, ctypes.POINTER(_vp), ctypes.POINTER(_vp)]),
+}
+
 
 class LibraryNotFound(OSError):
     """libuma_c.so could not be found or loaded; the message lists where uma looked."""
@@ -336,7 +353,8 @@ def load(path):
     if missing:
         raise LibraryNotFound(f"uma: {path} lacks {', '.join(missing)}: not a uma C ABI "
                               f"v{ABI_VERSION} library")
-    optional = list(PLAN_PROTOTYPES.items()) + list(TIER_PROTOTYPES.items())
+    optional = list(PLAN_PROTOTYPES.items()) + list(TIER_PROTOTYPES.items()) + \
+        list(TORCH_PROTOTYPES.items())
     for name, (restype, argtypes) in list(PROTOTYPES.items()) + optional:
         if name in PROTOTYPES or hasattr(lib, name):
             function = getattr(lib, name)
@@ -354,3 +372,9 @@ def has_tiers(lib):
     """Whether the loaded library has the host tier, device memory and uma_copy
     (TIER_PROTOTYPES; issue 39)."""
     return all(hasattr(lib, name) for name in TIER_PROTOTYPES)
+
+
+def has_torch_tools(lib):
+    """Whether the loaded library has PyTorch's memory tools and pools (TORCH_PROTOTYPES;
+    issue 36)."""
+    return all(hasattr(lib, name) for name in TORCH_PROTOTYPES)

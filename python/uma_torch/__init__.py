@@ -24,19 +24,28 @@ from uma_c.adapter import allocator_functions
 from uma_c import DEVICE_HOST, UmaError, UmaMemoryError
 
 from .backward_step import StepInBackwardError
+from .memory import (dump_snapshot, max_memory_allocated, max_memory_reserved, memory_allocated,
+                     memory_reserved, memory_snapshot, memory_stats, record_memory_history,
+                     reset_accumulated_memory_stats, reset_peak_memory_stats, spilled_bytes)
 from .offload import Offload, OffloadError, offload
+from .pool import Pool, PoolError, pool, pool_of, pools
 from .streaming import StreamedInference, StreamingError
 
 __version__ = uma_c.__version__  # one version for uma's packages (CHANGELOG.md)
 
-__all__ = ["InstallError", "Offload", "OffloadError", "StepInBackwardError",
+__all__ = ["InstallError", "Offload", "OffloadError", "Pool", "PoolError", "StepInBackwardError",
            "StreamedInference", "StreamingError", "UmaError", "UmaMemoryError", "advise",
-           "allocator", "discard", "install", "is_installed", "library_path", "offload",
-           "prefetch", "quota", "residency", "set_quota", "stats", "stats_json", "trim"]
+           "allocator", "discard", "dump_snapshot", "install", "is_installed", "library_path",
+           "max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved",
+           "memory_snapshot", "memory_stats", "offload", "pool", "pool_of", "pools", "prefetch",
+           "quota", "record_memory_history", "reset_accumulated_memory_stats",
+           "reset_peak_memory_stats", "residency", "set_quota", "spilled_bytes", "stats",
+           "stats_json", "trim"]
 
 MALLOC_SYMBOL = "uma_torch_malloc"
 FREE_SYMBOL = "uma_torch_free"
 EMPTY_CACHE_SYMBOL = "uma_torch_empty_cache"
+MEMORY_FRACTION_SYMBOL = "uma_torch_set_memory_fraction"
 
 _lock = threading.Lock()
 _state = {}  # "allocator", "options", "pluggable" once installed
@@ -92,12 +101,14 @@ def install(library=None, **options):
         allocator = uma_c.Allocator.default(path, **options)
         pluggable = torch.cuda.memory.CUDAPluggableAllocator(path, MALLOC_SYMBOL, FREE_SYMBOL)
         _hook_empty_cache(pluggable, lib)
+        _hook_memory_fraction(pluggable, lib)
         try:
             torch.cuda.memory.change_current_allocator(pluggable)
         except RuntimeError as error:
             raise InstallError(f"uma_torch.install: PyTorch refused the allocator: {error}") \
                 from error
-        _state.update(allocator=allocator, options=dict(options), pluggable=pluggable, path=path)
+        _state.update(allocator=allocator, options=dict(options), pluggable=pluggable, path=path,
+                      lib=lib)
         return allocator
 
 
@@ -109,6 +120,17 @@ def _hook_empty_cache(pluggable, lib):
     setter = getattr(inner, "set_reset_fn", None)
     if setter is not None:
         setter(ctypes.cast(getattr(lib, EMPTY_CACHE_SYMBOL), ctypes.c_void_p).value)
+
+
+def _hook_memory_fraction(pluggable, lib):
+    """torch.cuda.set_per_process_memory_fraction(f, d) calls the pluggable allocator's
+    memory-fraction function: uma_torch_set_memory_fraction makes f x the device's memory uma's
+    residency budget of d (what does not fit is kept on the host, not refused)."""
+    inner = getattr(pluggable, "allocator", None)
+    inner = inner() if callable(inner) else None
+    setter = getattr(inner, "set_memory_fraction_fn", None)
+    if setter is not None and hasattr(lib, MEMORY_FRACTION_SYMBOL):
+        setter(ctypes.cast(getattr(lib, MEMORY_FRACTION_SYMBOL), ctypes.c_void_p).value)
 
 
 def is_installed():

@@ -758,6 +758,8 @@ class Offload:
                     self._end(stack.pop())
             self.allocator.set_device_budget(self.device, self.restore_budget)
         finally:
+            if getattr(self, "pool_state", None) is not None:
+                self.pool_state.undo()
             with _active_lock:
                 _active.pop(id(self.model), None)
 
@@ -818,8 +820,9 @@ def prefetch_all(torch, allocator, tensors, device, target):
                 raise
             raise OffloadError(
                 f"uma_torch.offload: {what} is not in memory uma handed out: it was allocated "
-                "under another allocator. Call uma_torch.install() first, before anything "
-                "touches CUDA, then build the model and the optimizer") from error
+                "under another allocator. Build the model under a uma_torch.pool() (with pool: "
+                "model = ...), or call uma_torch.install() first, before anything touches "
+                "CUDA, then build the model and the optimizer") from error
     torch.cuda.current_stream(device).synchronize()
 
 
@@ -870,7 +873,7 @@ def _settings(torch, allocator, model, tensors, budget_bytes, policy, device, lo
 
 def offload(model, optimizer=None, budget_bytes=None, policy="auto", device=None, lookahead=1,
             chunk_bytes=None, grads_dead_after_step=True, side_stream=True,
-            step_in_backward=False, state_tier=False):
+            step_in_backward=False, state_tier=False, pool=None):
     """Runs an unchanged training loop of `model` (and `optimizer`) with at most `budget_bytes`
     of its parameters, gradients and optimizer state resident on the device; see
     docs/frameworks.md "Offload". Returns an Offload (undo() or a with block ends it).
@@ -881,14 +884,12 @@ def offload(model, optimizer=None, budget_bytes=None, policy="auto", device=None
     `state_tier=True` (with step_in_backward=True, a library with the tiers): the optimizer
     state outside the budget lives in uma's host tier and streams through device staging slots
     on the copy engines instead of being mapped (docs/frameworks.md "On the copy engines";
-    not the default: not yet measured faster). Requires uma_torch.install() before the model
-    was put on cuda. Raises OffloadError, TypeError or ValueError (nothing changed), UmaError
+    not the default: not yet measured faster). The model's state is uma's memory: made under
+    a uma_torch.pool (`pool`, or the pool found holding the parameters; its gradients and the
+    optimizer's state are then kept in that pool: uma_torch.pool_offload) or under
+    uma_torch.install(). Raises OffloadError, TypeError or ValueError (nothing changed), UmaError
     from the library."""
-    from . import allocator as installed_allocator, is_installed
-    if not is_installed():
-        raise OffloadError("uma_torch.offload: uma is not PyTorch's allocator; call "
-                           "uma_torch.install() first, before anything touches CUDA, then "
-                           "build the model and the optimizer on cuda and offload them")
+    from .pool_offload import PoolState, offload_allocator
     import torch
     if budget_bytes is None:
         raise TypeError("uma_torch.offload: budget_bytes is required (the device bytes the "
@@ -897,7 +898,7 @@ def offload(model, optimizer=None, budget_bytes=None, policy="auto", device=None
         if id(model) in _active:
             raise OffloadError("uma_torch.offload: this model is offloaded already; undo() "
                                "that first")
-        alloc = installed_allocator()
+        alloc, pool = offload_allocator(pool, model)
         tensors = _cuda_tensors(model, optimizer)
         settings = _settings(torch, alloc, model, tensors, budget_bytes, policy, device,
                              lookahead, chunk_bytes, grads_dead_after_step, side_stream,
@@ -909,15 +910,23 @@ def offload(model, optimizer=None, budget_bytes=None, policy="auto", device=None
             _active[id(model)] = handle
             return handle
         alloc.set_device_budget(settings["device"], budget_bytes)
-        handle = None
+        handle = pooled = None
         try:
+            if pool is not None:  # before offload's hooks: its gradient hook runs first
+                pooled = PoolState.enter(torch, pool, model, optimizer)
+                tensors = _cuda_tensors(model, optimizer)  # the gradients now in the pool
             _to_host(torch, alloc, tensors, settings["device"])
             handle = Offload(torch, alloc, model, optimizer, settings)
+            handle.pool_state = pooled
+            if pooled is not None:
+                pooled.wrap_step(handle)
             handle.install_hooks()
         except BaseException:
             if handle is not None:
-                handle.undo()  # the hooks registered so far, and the budget
+                handle.undo()  # the hooks registered so far, the pool's, and the budget
             else:
+                if pooled is not None:
+                    pooled.undo()
                 alloc.set_device_budget(settings["device"], settings["restore_budget"])
             raise
         _active[id(model)] = handle

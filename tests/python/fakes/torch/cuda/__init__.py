@@ -17,6 +17,21 @@ def is_initialized():
     return os.environ.get("FAKE_TORCH_CUDA_INITIALIZED") == "1"
 
 
+def set_per_process_memory_fraction(fraction, device=None):
+    """Like PyTorch with a pluggable allocator: its memory-fraction function, if set."""
+    inner = memory.current.allocator() if memory.current is not None else None
+    if inner is not None and inner.memory_fraction is not None:
+        inner.memory_fraction(fraction, device or 0)
+
+
+def current_device():
+    return 0
+
+
+def device_count():
+    return 1
+
+
 def empty_cache():
     """Like PyTorch with a pluggable allocator: its reset function, if set."""
     inner = memory.current.allocator() if memory.current is not None else None

@@ -1,5 +1,6 @@
 """torch.cuda.memory stand-in. Like PyTorch's, CUDAPluggableAllocator dlopens the path and
-resolves both symbols by name; every call is recorded in `calls` for the tests to read."""
+resolves both symbols by name; every call is recorded in `calls` for the tests to read. It has
+no MemPool (uma_torch.pool refuses such a PyTorch)."""
 
 import ctypes
 import os
@@ -13,6 +14,11 @@ class _CppAllocator:
 
     def __init__(self):
         self.reset = None
+        self.memory_fraction = None
+
+    def set_memory_fraction_fn(self, address):
+        calls.append(("set_memory_fraction_fn", address))
+        self.memory_fraction = ctypes.CFUNCTYPE(None, ctypes.c_double, ctypes.c_int)(address)
 
     def set_reset_fn(self, address):
         calls.append(("set_reset_fn", address))
