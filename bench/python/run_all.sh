@@ -8,13 +8,16 @@
 # dependencies in lib/), or UMA_BENCH_LIB_DIR holding libuma_c.so, libuma_naive_managed.so and
 # libuma_naive_cache.so (or UMA_LIBRARY, UMA_NAIVE_MANAGED_LIBRARY, UMA_NAIVE_CACHE_LIBRARY one
 # by one). Parts (default: tests torch_step torch_alloc cupy; "big" adds the 24 x 1024 model):
-#   tests        tests/python/gpu_frameworks.py: uma_torch and uma_cupy on the GPU (~30 s)
+#   tests        tests/python/gpu_frameworks.py: uma_torch and uma_cupy on the GPU (~30 s);
+#                tests/python/gpu_torch_parity.py: pools, memory tools, graphs, spill (~2.5 min)
 #   torch_step   PyTorch GPT-2 step: native, naive_managed, naive_cache, uma   (~2-3 min)
 #   torch_alloc  64 KiB torch.empty + del from Python: native, uma, baselines  (~1 min)
 #   cupy         CuPy workload: CuPy's pool vs uma                             (~1 min)
 #   offload_smoke  offload_bench.py --smoke: a tiny model, 2 steps, every row   (~1 min)
 #   offload      uma_torch.offload at 2x and 3x the budget against native and a pinned-host
 #                offload, GPT-2 24 x 1024, 3 interleaved rounds (issue 25)      (~5 min)
+#   pool         a training step with the model's state in a uma_torch.pool against PyTorch's
+#                own memory, GPT-2 24 x 1024, 5 interleaved rounds (issue 36)  (~1 min)
 #   infer        uma_torch.offload for inference (a Llama-shaped 8 GiB model) at 1x, 2x, 3x
 #                against native and accelerate's dispatch_model (issue 39)     (~3 min)
 #   big          torch_step with 24 layers x 1024                              (~3 min)
@@ -65,6 +68,11 @@ for part in "${parts[@]}"; do
       UMA_LIBRARY="${UMA_LIBRARY:-$UMA_BENCH_LIB_DIR/libuma_c.so}" \
         python3 "$here/../../tests/python/gpu_frameworks.py" -v 2>&1 | tee "$OUT/tests.txt"
       [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "=== tests FAILED"; rc=1; }
+      echo "=== tests: tests/python/gpu_torch_parity.py"
+      UMA_LIBRARY="${UMA_LIBRARY:-$UMA_BENCH_LIB_DIR/libuma_c.so}" \
+        UMA_PARITY_FINDINGS="$OUT/parity.jsonl" \
+        python3 "$here/../../tests/python/gpu_torch_parity.py" -v 2>&1 | tee "$OUT/parity.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "=== tests (parity) FAILED"; rc=1; }
       ;;
     torch_step) run torch_step torch_step.py ;;
     torch_alloc) run torch_alloc torch_alloc.py ;;
@@ -73,6 +81,7 @@ for part in "${parts[@]}"; do
     offload_smoke) run offload_smoke offload_bench.py --smoke ;;
     offload) run offload offload_bench.py ;;
     infer) run infer infer_bench.py ;;
+    pool) run pool pool_bench.py ;;
     dry)
       run dry_torch_step torch_step.py --dry-run
       run dry_torch_alloc torch_alloc.py --dry-run
@@ -80,7 +89,7 @@ for part in "${parts[@]}"; do
       run dry_offload offload_bench.py --dry-run --repeat 1
       run dry_infer infer_bench.py --dry-run
       ;;
-    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big offload_smoke offload infer dry)"; rc=2 ;;
+    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big offload_smoke offload infer pool dry)"; rc=2 ;;
   esac
 done
 exit $rc

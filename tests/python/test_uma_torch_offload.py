@@ -980,7 +980,8 @@ class OffloadRefusalTest(unittest.TestCase):
                 outcome = str(error)
             print(json.dumps(dict(outcome=outcome, hooks=model.hook_count())))
             """)
-        self.assertIn("call uma_torch.install() first", result["outcome"])
+        self.assertIn("uma_torch.pool()", result["outcome"])
+        self.assertIn("uma_torch.install()", result["outcome"])
         self.assertEqual(result["hooks"], 0)
 
     def test_a_model_allocated_by_another_allocator_is_refused_and_nothing_stays_changed(self):
