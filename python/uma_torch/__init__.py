@@ -102,6 +102,7 @@ def install(library=None, **options):
         pluggable = torch.cuda.memory.CUDAPluggableAllocator(path, MALLOC_SYMBOL, FREE_SYMBOL)
         _hook_empty_cache(pluggable, lib)
         _hook_memory_fraction(pluggable, lib)
+        _name_the_pool_in_graph_errors(torch)
         try:
             torch.cuda.memory.change_current_allocator(pluggable)
         except RuntimeError as error:
@@ -131,6 +132,32 @@ def _hook_memory_fraction(pluggable, lib):
     setter = getattr(inner, "set_memory_fraction_fn", None)
     if setter is not None and hasattr(lib, MEMORY_FRACTION_SYMBOL):
         setter(ctypes.cast(getattr(lib, MEMORY_FRACTION_SYMBOL), ctypes.c_void_p).value)
+
+
+GRAPH_TREES_REFUSAL = (
+    "uma_torch: torch.compile(mode=\"reduce-overhead\") runs CUDA graph trees, which need "
+    "PyTorch's own allocator, and uma_torch.install() replaced it for the whole process; put "
+    "the model's state in a uma_torch.pool() and leave PyTorch's allocator installed (graphs "
+    "and reduce-overhead work there: docs/frameworks.md \"CUDA graphs\"), or compile with "
+    "mode=\"default\" or \"max-autotune-no-cudagraphs\" under the install")
+
+
+def _name_the_pool_in_graph_errors(torch):
+    """PyTorch's CUDA graph trees ask the allocator which blocks of their pool are alive
+    (torch._C._cuda_checkPoolLiveAllocations), which a pluggable allocator cannot answer
+    (pytorch#163257: "pluggable does not yet support checkPoolLiveAllocations"). That refusal
+    is re-raised naming the way that works."""
+    original = getattr(getattr(torch, "_C", None), "_cuda_checkPoolLiveAllocations", None)
+    if original is None or getattr(original, "uma_wrapped", False):
+        return
+
+    def check_pool_live_allocations(*args, **kwargs):
+        try:
+            return original(*args, **kwargs)
+        except RuntimeError as error:
+            raise RuntimeError(f"{GRAPH_TREES_REFUSAL} (PyTorch: {error})") from error
+    check_pool_live_allocations.uma_wrapped = True
+    torch._C._cuda_checkPoolLiveAllocations = check_pool_live_allocations
 
 
 def is_installed():

@@ -252,6 +252,29 @@ print(json.dumps(out))
             self.fail(f"capture under the global install succeeded silently: {r}")
         self.assertIn("uma_torch.pool()", r["error"], r)
 
+    def test_reduce_overhead_under_install_works_or_names_the_pool(self):
+        r = self.run_case("compile_install", """
+import uma_torch
+uma_torch.install(@LIBRARY@, quota_bytes=8 << 30)
+model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(),
+                            torch.nn.Linear(2048, 512)).cuda()
+compiled = torch.compile(model, mode="reduce-overhead")
+errors = []
+try:
+    with torch.no_grad():
+        for _ in range(4):
+            data = torch.randn(32, 512, device="cuda")
+            errors.append(float((compiled(data) - model(data)).abs().max()))
+    out = {"ran": True, "errors": errors}
+except Exception as error:
+    out = {"ran": False, "error": str(error)[-800:], "type": type(error).__name__}
+print(json.dumps(out))
+""")
+        if r["ran"]:
+            self.assertTrue(all(e < 1e-2 for e in r["errors"]), r)
+        else:
+            self.assertIn("uma_torch.pool()", r["error"], r)
+
     def _spill_run(self, install, fraction):
         setup = ("import uma_torch\numa_torch.install(@LIBRARY@, quota_bytes=12 << 30)\n"
                  if install else "")

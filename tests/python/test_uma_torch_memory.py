@@ -103,6 +103,17 @@ class MemoryTools(unittest.TestCase):
 
 
 class Refusals(unittest.TestCase):
+    def test_graph_trees_under_the_install_name_the_pool(self):
+        r = fresh("""
+            try:
+                torch._C._cuda_checkPoolLiveAllocations(0, (0, 1), set()); out = "answered"
+            except RuntimeError as error:
+                out = str(error)
+            print(json.dumps(out))
+            """)
+        self.assertIn("uma_torch.pool()", r)
+        self.assertIn("pluggable does not yet support checkPoolLiveAllocations", r)
+
     def test_pool_needs_a_pytorch_with_mem_pools(self):
         r = fresh("""
             try:

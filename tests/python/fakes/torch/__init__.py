@@ -13,6 +13,17 @@ import math
 from . import cuda  # noqa: F401
 
 
+class _C:
+    """torch._C stand-in: what CUDA graph trees ask of the allocator."""
+
+    @staticmethod
+    def _cuda_checkPoolLiveAllocations(device, pool, allocations):
+        if cuda.memory.current is not None:  # as PyTorch's pluggable allocator answers
+            raise RuntimeError("pluggable does not yet support checkPoolLiveAllocations. If you "
+                               "need it, please file an issue describing your use case.")
+        return True
+
+
 class device:
     """torch.device stand-in: "cuda", "cuda:N", "cpu", another device, or ("cuda", N)."""
 
