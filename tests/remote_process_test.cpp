@@ -450,6 +450,22 @@ TEST_F(two_processes, ConnectionsPastTheCapPerUidAreRefusedAndTheRegionsFloodIsP
   EXPECT_EQ(honest->release(h), 4096u);
 }
 
+TEST_F(two_processes, TenantConnectionsAtTheCapLeaveTheOperatorSocketItsOwn) {
+  serve_in_child();
+  // Issue 35, finding 5: in the default 0600 mode the operator and the tenants are one uid, and
+  // the uid's 16 connections on the tenants' socket refused the operator too.
+  auto holder = std::make_unique<child_process>(
+      std::vector<std::string>{attacker_path(), endpoint(), "connections", "16", "hold"});
+  const auto line = holder->read_line(20s);
+  ASSERT_TRUE(line) << "the attacker said nothing";
+  EXPECT_EQ(*line, "closed by the server: 0");  // all 16 kept: the uid's cap is full
+  const auto [code, out] = run_cli_status({"stats", "--connect", op_endpoint()});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("generation"), std::string::npos) << out;
+  const auto [tenant_code, tenant_out] = run_cli_status({"stats", "--connect", endpoint()});
+  EXPECT_NE(tenant_code, 0) << tenant_out;  // the tenants' socket is still capped
+}
+
 TEST_F(two_processes, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
   serve_in_child({"--idle-timeout", "1"});
   auto idle = start_raw_attacker(endpoint(), "idle");

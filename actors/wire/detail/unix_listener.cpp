@@ -28,7 +28,7 @@ std::optional<peer_identity> peer_table::find(int fd) const {
   return it->second.who;
 }
 
-std::uint32_t peer_table::live_of(uid_t uid) {
+std::uint32_t peer_table::live_of(uid_t uid, bool operator_socket) {
   std::lock_guard lock(mutex_);
   std::uint32_t n = 0;
   for (auto it = entries_.begin(); it != entries_.end();) {
@@ -37,7 +37,7 @@ std::uint32_t peer_table::live_of(uid_t uid) {
       it = entries_.erase(it);
       continue;
     }
-    n += it->second.uid == uid ? 1 : 0;
+    n += it->second.uid == uid && it->second.who.is_operator == operator_socket ? 1 : 0;
     ++it;
   }
   return n;
@@ -154,7 +154,7 @@ void unix_listener::accept_one() {
     ::close(c);
     return;
   }
-  if (table_.live_of(cred.uid) >= max_per_uid_) {
+  if (table_.live_of(cred.uid, operator_socket_) >= max_per_uid_) {
     ++refused_;
     if (log_)
       log_("refused a connection of uid " + std::to_string(cred.uid) + " (pid " +

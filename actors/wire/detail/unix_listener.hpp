@@ -35,8 +35,10 @@ class peer_table {
   void add(int fd, ino_t inode, peer_identity who, std::optional<uid_t> uid);
   /// The identity of `fd` if it is still the socket recorded.
   [[nodiscard]] std::optional<peer_identity> find(int fd) const;
-  /// Live connections of `uid` (dead entries are dropped on the way).
-  [[nodiscard]] std::uint32_t live_of(uid_t uid);
+  /// Live connections of `uid` on the operator's socket (`operator_socket`) or on the tenants'
+  /// (dead entries are dropped on the way): each socket has its own cap, so a uid's tenant
+  /// connections never lock its operator out.
+  [[nodiscard]] std::uint32_t live_of(uid_t uid, bool operator_socket);
 
  private:
   struct entry {
