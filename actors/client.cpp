@@ -5,6 +5,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/detail/call_channel.hpp>
+#include <uma/actors/detail/lane_allocation.hpp>
 
 namespace uma {
 
@@ -82,6 +83,16 @@ block_allocator_ref client::blocks() {
 
 caller_calls_ref client::calls() {
   return current(calls_, calls_atom_v);
+}
+
+bool client::after_block_refusal(const error& e, block_allocator* b) {
+  if (e.code() == errc::allocator_stopped && b != nullptr) {
+    blocks_.now.compare_exchange_strong(b, nullptr);
+    return true;
+  }
+  if (detail::retried_on_lane(e))
+    return false;
+  throw;  // e, as it came (a fatal error reported itself where it was raised)
 }
 
 template <class R, class Served>

@@ -281,24 +281,26 @@ class client {
            o.attach == attach_flag::global && o.stream.handle == nullptr &&
            o.kind == memory_kind::cuda_managed;
   }
-  /// What `take` got from the block allocator, or nullopt when it could not serve it (the
-  /// allocator then answers the request itself, with its own error if any).
+  /// What `take` got from the block allocator, or nullopt when its slab was refused for memory
+  /// that may be on its way back (the allocator then retries the request behind the frees).
+  /// Every other error is thrown as it came: a fatal one has ended the incarnation already.
   template <class T, class Take>
   [[nodiscard]] std::optional<ManagedRef<T>> from_blocks(Take take) {
-    try {
-      auto* b = blocks_.now.load(std::memory_order_acquire);
+    auto* b = blocks_.now.load(std::memory_order_acquire);
+    for (;;) {
       try {
         return take(b != nullptr ? *b : *blocks());
       } catch (const error& e) {
-        if (e.code() != errc::allocator_stopped || b == nullptr)
-          throw;
-        blocks_.now.compare_exchange_strong(b, nullptr);  // a restart: the new incarnation's
-        return take(*blocks());
+        if (!after_block_refusal(e, b))
+          return std::nullopt;
+        b = nullptr;  // a restart: the new incarnation's
       }
-    } catch (const error&) {
-      return std::nullopt;
     }
   }
+  /// Called in from_blocks' handler with the error of the block allocator `b` (null: fetched):
+  /// true to try the new incarnation's (a restart met, `now` cleared), false to hand the request
+  /// to the allocator (retried_on_lane); else it rethrows.
+  [[nodiscard]] bool after_block_refusal(const error& e, block_allocator* b);
 
   /// Blocks are page-aligned (the host's smallest page; CUDA's allocations are at least that).
   static constexpr std::size_t cache_alignment = 4096;

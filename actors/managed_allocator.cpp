@@ -26,8 +26,7 @@ namespace uma {
 
 namespace {
 
-/// The public interface plus its private extension: release wake-ups, the tick, lane completions,
-/// a caller call's fatal failure.
+/// The public interface plus its private extension: wake-ups, ticks, lane jobs, fatal faults.
 using allocator_impl = managed_allocator_actor::extend<
     caf::reacts_to<wake_atom>,
     caf::reacts_to<job_done_atom, std::uint64_t, caf::message, caf::error, bool>,
@@ -43,9 +42,10 @@ class managed_allocator final : public allocator_impl::base {
         control_(std::make_shared<detail::control_block>(config_.supervision.generation, backend_)),
         core_(config_, backend_, control_, lanes_) {
     core_.set_on_free([this](std::uint64_t id) { residency_.forget(id); });
-    control_->set_waker([addr = address()] {
-      if (auto hdl = caf::actor_cast<caf::strong_actor_ptr>(addr))
-        caf::anon_send(caf::actor_cast<allocator_impl>(hdl), wake_atom_v);
+    control_->set_waker([addr = address()] { tell(addr, wake_atom_v); });
+    // A fatal error on another thread (a caller call, a slab carved there) ends it too.
+    control_->set_on_fatal([addr = address()](errc code, const std::string& what) {
+      tell(addr, fault_atom_v, make_caf_error(code, what));
     });
   }
 
@@ -214,10 +214,8 @@ class managed_allocator final : public allocator_impl::base {
     return rp;
   }
 
-  /// The actor's own try: an allocation, or nullopt when a refusal goes to the general lane.
-  /// The releases queued meanwhile, and the block allocator's idle slabs (every block free,
-  /// every stream done, as the pool they replaced gave its empty slabs back before it retried),
-  /// are freed first, so that their frees precede the job.
+  /// The actor's own try: an allocation, or nullopt when a refusal goes to the general lane,
+  /// behind the frees of the queued releases and of the block allocator's idle slabs.
   std::optional<byte_ref> try_now(const allocation_request& req, stream_view stream) {
     try {
       return core_.allocate_now(req, stream);
@@ -229,9 +227,8 @@ class managed_allocator final : public allocator_impl::base {
     }
   }
 
-  /// The block allocator's idle slabs (every block free, every stream done) come back as
-  /// releases, drained at once with any others queued: their cudaFree is queued on the general
-  /// lane now (it synchronizes the device). Returns their bytes.
+  /// The block allocator's idle slabs come back as releases, drained at once with any others
+  /// queued: their cudaFree is queued on the general lane now. Returns their bytes.
   std::uint64_t give_back_idle_slabs() {
     const auto bytes = core_.blocks()->trim();
     drain();
@@ -480,11 +477,14 @@ class managed_allocator final : public allocator_impl::base {
   detail::residency_core residency_{config_, backend_, core_};
   worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};  // joined first
   /// Shared with callers, who may hold it past this incarnation (it then refuses every call).
-  std::shared_ptr<detail::caller_side> calls_ = std::make_shared<detail::caller_side>(
-      core_, residency_, lanes_, *control_, backend_, [addr = address()](caf::error err) {
-        if (auto hdl = caf::actor_cast<caf::strong_actor_ptr>(addr))
-          caf::anon_send(caf::actor_cast<allocator_impl>(hdl), fault_atom_v, std::move(err));
-      });
+  std::shared_ptr<detail::caller_side> calls_ =
+      std::make_shared<detail::caller_side>(core_, residency_, lanes_, *control_, backend_);
+  /// Sends `xs` to the actor at `addr` from any thread, if it still runs.
+  template <class... Ts>
+  static void tell(const caf::actor_addr& addr, Ts&&... xs) {
+    if (auto hdl = caf::actor_cast<caf::strong_actor_ptr>(addr))
+      caf::anon_send(caf::actor_cast<allocator_impl>(hdl), std::forward<Ts>(xs)...);
+  }
 };
 
 }  // namespace

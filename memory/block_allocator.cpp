@@ -188,8 +188,10 @@ block* block_allocator::grow(detail::block_shard& own, std::uint32_t cls, std::s
     }
   }
   const std::size_t block_bytes = detail::size_classes::pages_of(cls) * page_;
-  auto* s = slab::carve(shared_from_this(), *stack_, control_, block_bytes,
-                        std::max<std::size_t>(1, config_.slab_bytes / block_bytes), cls);
+  auto* s = control_->watched([&] {  // a fatal error ends the incarnation, on any thread
+    return slab::carve(shared_from_this(), *stack_, control_, block_bytes,
+                       std::max<std::size_t>(1, config_.slab_bytes / block_bytes), cls);
+  });
   block* first = nullptr;
   {
     auto lock = registry_->lock();

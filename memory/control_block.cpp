@@ -89,6 +89,25 @@ void control_block::set_waker(std::function<void()> waker) {
   waker_ = std::move(waker);
 }
 
+void control_block::set_on_fatal(std::function<void(errc, const std::string&)> on_fatal) {
+  std::lock_guard lock(mutex_);
+  on_fatal_ = std::move(on_fatal);
+}
+
+void control_block::report_fatal(const error& e) noexcept {
+  try {
+    std::function<void(errc, const std::string&)> on_fatal;
+    {
+      std::lock_guard lock(mutex_);
+      on_fatal = on_fatal_;
+    }
+    if (on_fatal)
+      on_fatal(e.code(), e.what());  // outside the lock: a message to the actor
+  } catch (...) {
+    // Host memory ran out copying the hook or the text: the caller still gets the error.
+  }
+}
+
 void control_block::begin_stop() noexcept {
   state_.store(static_cast<int>(allocator_state::stopping), std::memory_order_seq_cst);
 }
@@ -99,7 +118,8 @@ bool control_block::wait_for_pins(std::chrono::milliseconds timeout) {
 }
 
 void control_block::finish_stop(stop_report report) {
-  std::function<void()> old_waker;
+  std::function<void()> old_waker;  // destroyed outside the lock
+  std::function<void(errc, const std::string&)> old_on_fatal;
   {
     std::lock_guard lock(mutex_);
     report_ = std::move(report);
@@ -108,6 +128,8 @@ void control_block::finish_stop(stop_report report) {
     has_releases_.store(false, std::memory_order_release);
     old_waker = std::move(waker_);
     waker_ = nullptr;
+    old_on_fatal = std::move(on_fatal_);
+    on_fatal_ = nullptr;
   }
   state_.store(static_cast<int>(allocator_state::stopped), std::memory_order_seq_cst);
 }

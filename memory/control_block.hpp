@@ -13,11 +13,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <uma/memory/copy_ledger.hpp>
 #include <uma/memory/stop_report.hpp>
 #include <uma/sys/backend.hpp>
+#include <uma/sys/error.hpp>
 
 namespace uma {
 
@@ -79,6 +81,24 @@ class control_block {
   [[nodiscard]] release_batch take_releases();
   /// How to wake the actor (a message to it); cleared at stop so nothing keeps the actor alive.
   void set_waker(std::function<void()> waker);
+  /// How a fatal error raised off the actor's thread ends the incarnation (a message that makes
+  /// the actor quit with it); cleared at stop, as the waker.
+  void set_on_fatal(std::function<void(errc, const std::string&)> on_fatal);
+  /// A backend call on a caller's thread or a lane failed in a way that ends the incarnation
+  /// (`is_fatal`): the actor is told, whichever path made the call (docs/reliability.md).
+  void report_fatal(const error& e) noexcept;
+  /// Runs `call`, a backend call off the actor's thread, and returns what it returns; a fatal
+  /// error it throws is reported (report_fatal) before it goes on to the caller.
+  template <class Call>
+  decltype(auto) watched(Call&& call) {
+    try {
+      return std::forward<Call>(call)();
+    } catch (const error& e) {
+      if (is_fatal(e))
+        report_fatal(e);
+      throw;
+    }
+  }
   /// True while releases wait: the actor's lock-free check before it handles a message.
   [[nodiscard]] bool has_releases() const noexcept {
     return has_releases_.load(std::memory_order_acquire);
@@ -122,6 +142,7 @@ class control_block {
   bool wake_pending_ = false;
   bool tick_armed_ = false;
   std::function<void()> waker_;
+  std::function<void(errc, const std::string&)> on_fatal_;
   std::optional<stop_report> report_;
 
   /// The waker to call once `mutex_` is released, if a wake-up is due (`mutex_` held).

@@ -46,7 +46,8 @@ void copy(const byte_ref& dst, const byte_ref& src, stream_view stream) {
                                       " at " + detail::hex(b) + " overlap by part of their " +
                                       detail::bytes(dst.bytes()));
   auto& control = *to->control;
-  control.owning_backend().copy(out.data(), in.data(), dst.bytes(), stream);
+  control.watched(
+      [&] { control.owning_backend().copy(out.data(), in.data(), dst.bytes(), stream); });
   control.copies().count(direction_of(from->home->kind, to->home->kind), dst.bytes());
 }
 

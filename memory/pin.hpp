@@ -95,8 +95,10 @@ template <class T>
 void ManagedRef<T>::pin_until(stream_view stream) const {
   auto* held = new Pin<T>(pin());
   try {
-    region_->control->owning_backend().launch_host_func(stream, &detail::release_stream_pin<T>,
-                                                        held);
+    auto& control = *region_->control;
+    control.watched([&] {
+      control.owning_backend().launch_host_func(stream, &detail::release_stream_pin<T>, held);
+    });
   } catch (...) {
     delete held;
     throw;

@@ -11,7 +11,6 @@
 #include <uma/actors/detail/residency_core.hpp>
 #include <uma/memory/allocation_handoff.hpp>
 #include <uma/memory/control_block.hpp>
-#include <uma/messages/error_category.hpp>
 #include <uma/sys/detail/spin_wait.hpp>
 #include <uma/sys/worker_lanes.hpp>
 
@@ -72,21 +71,19 @@ caller_side::failure caller_side::failure_of(std::exception_ptr thrown) {
 }
 
 void caller_side::raise_after(const failure& f) {
-  if (f.fatal && on_fatal_)
-    on_fatal_(make_caf_error(f.code, f.what));  // no lock held: the actor quits, as for a lane's
+  if (f.fatal)
+    control_.report_fatal(error(f.code, f.what));  // no lock held: the actor quits
   std::rethrow_exception(f.thrown);
 }
 
 caller_side::caller_side(allocation_core& core, residency_core& residency, worker_lanes& lanes,
-                         control_block& control, std::shared_ptr<backend> b,
-                         std::function<void(caf::error)> on_fatal)
+                         control_block& control, std::shared_ptr<backend> b)
     : core_(core),
       residency_(residency),
       lanes_(lanes),
       control_(control),
       backend_(std::move(b)),
-      stack_(core.resources()),
-      on_fatal_(std::move(on_fatal)) {}
+      stack_(core.resources()) {}
 
 template <class Part>
 auto caller_side::locked(deadline until, Part&& part) {

@@ -3,13 +3,10 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
-
-#include <caf/error.hpp>
 
 #include <uma/memory/memory_resource.hpp>
 #include <uma/messages/caller_calls.hpp>
@@ -61,11 +58,11 @@ class core_lock {
 /// for the lanes.
 class caller_side final : public caller_calls {
  public:
-  /// The actor's parts, which outlive every call (`end` runs before they go). `on_fatal` runs
-  /// with no lock held when a backend call failed in a way that ends the incarnation.
+  /// The actor's parts, which outlive every call (`end` runs before they go). A backend call
+  /// that failed in a way that ends the incarnation is reported to `control`
+  /// (`control_block::report_fatal`, with no lock held).
   caller_side(allocation_core& core, residency_core& residency, worker_lanes& lanes,
-              control_block& control, std::shared_ptr<backend> b,
-              std::function<void(caf::error)> on_fatal);
+              control_block& control, std::shared_ptr<backend> b);
 
   [[nodiscard]] std::optional<byte_ref> allocate(const allocate_request& r,
                                                  deadline until) override;
@@ -100,7 +97,7 @@ class caller_side final : public caller_calls {
   /// Runs `part` under the core lock; what it throws is counted as a failure there.
   template <class Part>
   auto locked(deadline until, Part&& part);
-  /// With no lock held: hands a fatal failure to the actor (`on_fatal`), then throws it.
+  /// With no lock held: reports a fatal failure to the control block, then throws it.
   [[noreturn]] void raise_after(const failure& f);
   /// A backend call's failure: counted (the lock taken again), then raise_after.
   [[noreturn]] void count_then_raise(const failure& f, deadline until);
@@ -119,7 +116,6 @@ class caller_side final : public caller_calls {
   control_block& control_;
   std::shared_ptr<backend> backend_;
   std::shared_ptr<memory_resource> stack_;  // the top of the incarnation's resource stack
-  std::function<void(caf::error)> on_fatal_;
   core_lock lock_;
   std::atomic<bool> ended_{false};  // set under the lock (end); read anywhere
   /// Calls whose backend call runs. A call counted here never waits for the core lock: post_stop

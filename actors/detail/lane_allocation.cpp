@@ -7,7 +7,7 @@ bool retried_on_lane(errc code) noexcept {
 }
 
 bool retried_on_lane(const error& e) noexcept {
-  return retried_on_lane(e.code());
+  return !is_fatal(e) && retried_on_lane(e.code());  // a fatal error ends the incarnation
 }
 
 byte_ref lane_allocation_ref(allocation_core& core, caf::message& payload, attach_flag attach) {

@@ -17,10 +17,11 @@
 
 namespace uma::detail {
 
-/// Whether a refusal on the actor's thread is tried once more on the lane: the quota's, or the
-/// backend's out of memory (either may be memory still on its way back).
+/// Whether a refusal is tried once more behind the frees on their way: the quota's, or the
+/// backend's out of memory (either may be memory still on its way back), never a fatal error.
+/// The one rule of the actor's thread, the caller calls and the facade's block path.
 [[nodiscard]] bool retried_on_lane(const error& e) noexcept;
-/// The same by code (a caller call's refusal: actors/detail/caller_side.cpp).
+/// The same by code, for a failure already known not to be fatal.
 [[nodiscard]] bool retried_on_lane(errc code) noexcept;
 
 /// Queues on the general lane of `jobs` the job that takes `req`: a block of the core's block
