@@ -18,6 +18,8 @@
 #                offload, GPT-2 24 x 1024, 3 interleaved rounds (issue 25)      (~5 min)
 #   pool         a training step with the model's state in a uma_torch.pool against PyTorch's
 #                own memory, GPT-2 24 x 1024, 5 interleaved rounds (issue 36)  (~1 min)
+#   spill        spill instead of OOM under a memory fraction: PyTorch's allocator and uma's
+#                install at 3 fractions, a 24 x 4096 linear stack (issue 36)    (~2 min)
 #   infer        uma_torch.offload for inference (a Llama-shaped 8 GiB model) at 1x, 2x, 3x
 #                against native and accelerate's dispatch_model (issue 39)     (~3 min)
 #   big          torch_step with 24 layers x 1024                              (~3 min)
@@ -82,6 +84,7 @@ for part in "${parts[@]}"; do
     offload) run offload offload_bench.py ;;
     infer) run infer infer_bench.py ;;
     pool) run pool pool_bench.py ;;
+    spill) run spill spill_bench.py ;;
     dry)
       run dry_torch_step torch_step.py --dry-run
       run dry_torch_alloc torch_alloc.py --dry-run
@@ -89,7 +92,7 @@ for part in "${parts[@]}"; do
       run dry_offload offload_bench.py --dry-run --repeat 1
       run dry_infer infer_bench.py --dry-run
       ;;
-    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big offload_smoke offload infer pool dry)"; rc=2 ;;
+    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big offload_smoke offload infer pool spill dry)"; rc=2 ;;
   esac
 done
 exit $rc
