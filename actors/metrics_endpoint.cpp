@@ -55,8 +55,8 @@ struct metrics_endpoint::state {
   state(caf::actor_system& sys, managed_allocator_actor allocator,
         allocator_supervisor_actor supervisor, metrics_endpoint_config cfg)
       : config(std::move(cfg)),
-        source(sys, std::move(allocator), std::move(supervisor), config.ask_timeout,
-               config.labels) {
+        source(sys, std::move(allocator), std::move(supervisor), config.ask_timeout, config.labels,
+               config.labels_interval) {
     if (config.snapshot_json)
       routes.push_back(
           {"/snapshot", [this](http_respond respond) { serve_snapshot(std::move(respond)); }});
@@ -119,7 +119,8 @@ void metrics_endpoint::state::accept() {
 }
 
 void metrics_endpoint::state::on_accept(tcp::socket socket) {
-  const detail::http_limits limits{config.max_request_bytes, config.read_timeout};
+  const detail::http_limits limits{config.max_request_bytes, config.read_timeout,
+                                   config.bearer_token};
   const std::lock_guard lock(sessions_mutex);
   if (sessions.size() >= config.max_connections) {
     // Answered and closed at once; held only by its own write until that completes.

@@ -25,10 +25,16 @@ struct metrics_endpoint_config {
   std::chrono::milliseconds read_timeout{10'000};  ///< an idle connection is closed after this
   std::chrono::milliseconds ask_timeout{2'000};    ///< how long a scrape waits for the allocator
   /// Add `uma_label_live_regions` / `uma_label_live_bytes` (the region table, summed by label,
-  /// at most 100 labels: the rest as "(other)"). Off by default: a scrape then costs one region
-  /// report on the allocator's loop, which with 10,000 live regions triples the scrape's p99
-  /// (docs/performance.md, "Scraping").
+  /// at most 100 labels: the rest as "(other)"). Off by default: a region report costs the
+  /// allocator's loop a walk of its table (with 10,000 live regions it triples a scrape's p99,
+  /// docs/performance.md, "Scraping"), so one is made at most once per `labels_interval`, whose
+  /// scrapes show the labels read last. The labels name what every tenant holds: whoever reaches
+  /// the endpoint reads them (set `bearer_token`).
   bool labels = false;
+  std::chrono::milliseconds labels_interval{5'000};
+  /// Non-empty: every request must carry `Authorization: Bearer <token>` (Prometheus:
+  /// `authorization: {credentials_file: ...}`); any other is answered 401 before it is routed.
+  std::string bearer_token{};
   /// Renders the allocator's snapshot (`snapshot_atom`) as the body of `GET /snapshot`
   /// (application/json; 503 "the allocator is stopped" once it stopped). Unset, the default,
   /// there is no such route (404). The library has no JSON writer of its own: the uma tool's is

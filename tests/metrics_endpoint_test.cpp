@@ -178,6 +178,53 @@ TEST_F(MetricsEndpoint, RefusesAnythingButGetWith405AndAllowGet) {
   EXPECT_NE(r.head.find("Allow: GET"), std::string::npos) << r.head;
 }
 
+TEST_F(MetricsEndpoint, WithABearerTokenAnswersOnlyRequestsCarryingIt) {
+  auto cfg = config();
+  cfg.bearer_token = "s3cret-token-of-the-scraper";
+  auto ref = uma_->allocate<float>(1000, {.label = "tenant-a"});
+  metrics_endpoint endpoint(sys_, uma_->handle(), cfg);
+  const auto ask = [&](const std::string& authorization) {
+    http_connection c(endpoint.port());
+    c.send("GET /metrics HTTP/1.1\r\nHost: x\r\n" + authorization + "Connection: close\r\n\r\n");
+    return c.read_response();
+  };
+  for (const std::string bad : {"", "Authorization: Bearer wrong\r\n",
+                                "Authorization: Bearer s3cret-token-of-the-scrapeR\r\n",
+                                "Authorization: Basic s3cret-token-of-the-scraper\r\n",
+                                "Authorization: Bearer s3cret-token-of-the-scraper-and-more\r\n"}) {
+    const auto r = ask(bad);
+    EXPECT_EQ(r.status, 401) << bad;
+    EXPECT_NE(r.head.find("WWW-Authenticate: Bearer"), std::string::npos) << r.head;
+    EXPECT_EQ(r.body.find("tenant-a"), std::string::npos) << r.body;  // no label leaks
+  }
+  const auto ok = ask("Authorization: Bearer s3cret-token-of-the-scraper\r\n");
+  ASSERT_EQ(ok.status, 200) << ok.head;
+  EXPECT_NE(ok.body.find("label=\"tenant-a\""), std::string::npos) << ok.body;
+}
+
+TEST_F(MetricsEndpoint, ReadsTheLabelsAtMostOncePerInterval) {
+  const auto label_families = [](const metrics_endpoint& endpoint) {
+    const auto r = http_get(endpoint.port(), "/metrics");
+    return r.body.find("label=\"second\"") != std::string::npos;
+  };
+  auto first = uma_->allocate<float>(1000, {.label = "first"});
+  auto cached_cfg = config();
+  cached_cfg.labels_interval = std::chrono::hours(1);
+  metrics_endpoint cached(sys_, uma_->handle(), cached_cfg);
+  auto every_cfg = config();
+  every_cfg.labels_interval = std::chrono::milliseconds(0);
+  metrics_endpoint every(sys_, uma_->handle(), every_cfg);
+  EXPECT_FALSE(label_families(cached));  // read now, kept for the interval
+  EXPECT_FALSE(label_families(every));
+  auto second = uma_->allocate<float>(1000, {.label = "second"});
+  EXPECT_FALSE(label_families(cached)) << "a region report within the interval";
+  EXPECT_TRUE(label_families(every)) << "an interval of 0 reads the labels every scrape";
+  // The counters themselves are read every scrape: only the labels wait.
+  const auto r = http_get(cached.port(), "/metrics");
+  EXPECT_EQ(sample_value(r.body, "uma_live_regions{backend=\"host\",generation=\"1\"}"),
+            static_cast<double>(uma_->stats().live_regions));
+}
+
 TEST_F(MetricsEndpoint, RefusesAMalformedRequestWith400) {
   metrics_endpoint endpoint(sys_, uma_->handle(), config());
   http_connection c(endpoint.port());

@@ -1,5 +1,11 @@
 #include "tools/cli_hardening.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
 #include <charconv>
 
 #include <uma/actors/detail/remote_checks.hpp>
@@ -20,7 +26,42 @@ namespace {
   return n;
 }
 
+/// RFC 6750's token68 characters.
+[[nodiscard]] bool token_character(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         std::string_view("-._~+/=").find(c) != std::string_view::npos;
+}
+
 }  // namespace
+
+std::string read_metrics_token(const std::string& path) {
+  const auto refuse = [&](const std::string& why) {
+    raise(errc::invalid_argument, "--metrics-token-file " + path + ": " + why);
+  };
+  // Non-blocking, then checked as a regular file: a FIFO or a device must not hang the start.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0)
+    refuse("cannot be opened");
+  struct stat st {};
+  std::array<char, 4098> text{};
+  ssize_t n = -1;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) == 0)
+    n = ::read(fd, text.data(), text.size());
+  ::close(fd);
+  if (!S_ISREG(st.st_mode))
+    refuse("is not a regular file");
+  if ((st.st_mode & 077) != 0)
+    refuse("others may read or write it (mode " + std::to_string(st.st_mode & 0777) +
+           " in decimal); chmod 600 it");
+  if (n < 0)
+    refuse("cannot be read");
+  std::string token(text.data(), static_cast<std::size_t>(n));
+  if (!token.empty() && token.back() == '\n')
+    token.pop_back();
+  if (token.size() < 16 || token.size() > 4096 || !std::ranges::all_of(token, token_character))
+    refuse("needs one line of 16 to 4096 characters of A-Z a-z 0-9 - . _ ~ + / =");
+  return token;
+}
 
 hardening_options parse_hardening(const options& o) {
   hardening_options h;
@@ -43,6 +84,8 @@ hardening_options parse_hardening(const options& o) {
       h.tls.ca_file = value;
     else if (flag == "--insecure-metrics")
       h.insecure_metrics = true;
+    else if (flag == "--metrics-token-file" && !value.empty())
+      h.metrics_token = read_metrics_token(value);
     else
       raise(errc::invalid_argument, flag + " needs a value, not '" + value + "'");
   }
@@ -67,6 +110,12 @@ std::string hardening_complaint(const options& o) {
     const auto h = parse_hardening(o);
     if (o.what == command::serve)
       static_cast<void>(check_bind_policy(o, h));  // its warning is logged when serve starts
+    if (o.what == command::serve && o.metrics_labels && h.metrics_token.empty())
+      raise(errc::invalid_argument,
+            "--metrics-labels shows every tenant's labels and sizes to whoever reaches the "
+            "metrics endpoint, and on loopback that is every local user: give "
+            "--metrics-token-file FILE too (a token only the scraper can read; Prometheus: "
+            "authorization: credentials_file)");
   } catch (const error& e) {
     // Both raise invalid_argument for a refused flag and nothing else; anything else goes on.
     if (e.code() != errc::invalid_argument)

@@ -23,7 +23,13 @@ struct hardening_options {
   std::uint32_t max_connections_per_address = 32;   ///< --max-connections-per-address
   tls_options tls{};                                ///< --tls-cert, --tls-key, --tls-ca
   bool insecure_metrics = false;  ///< --insecure-metrics: --metrics off loopback, plain HTTP
+  std::string metrics_token{};    ///< --metrics-token-file: the bearer token /metrics asks for
 };
+
+/// The bearer token in `path` (--metrics-token-file): a regular file only its owner may read or
+/// write, holding 16 to 4096 characters of RFC 6750's token68 set (a trailing newline allowed).
+/// Throws `error(invalid_argument)` naming the file and what is wrong with it.
+[[nodiscard]] std::string read_metrics_token(const std::string& path);
 
 /// Reads `o.hardening`; throws `error(invalid_argument)` naming the flag and the value refused.
 [[nodiscard]] hardening_options parse_hardening(const options& o);
@@ -34,7 +40,9 @@ struct hardening_options {
 
 /// The hardening flags as a usage matter, checked before any command starts: what
 /// `parse_hardening` refuses and, for `uma serve`, what `check_bind_policy` refuses (--port
-/// without the TLS files). Returns the complaint, empty when the flags are accepted.
+/// without the TLS files) and --metrics-labels without --metrics-token-file (the labels name
+/// every tenant's holdings, and loopback is every local user's). Returns the complaint, empty
+/// when the flags are accepted.
 [[nodiscard]] std::string hardening_complaint(const options& o);
 
 /// A serving node's counters made safe to print on a terminal, in every format: the one text in

@@ -221,6 +221,9 @@ void command_line::add_hardening(CLI::App& s, command c) {
   s.add_flag_callback(
       "--insecure-metrics", [this] { o.hardening.emplace_back("--insecure-metrics", ""); },
       "allow --metrics off loopback (plain HTTP, no authentication)");
+  pass("--metrics-token-file", "PATH",
+       "/metrics answers only requests with this bearer token (a file only you may read); "
+       "--metrics-labels needs it");
 }
 
 void command_line::add_demo() {

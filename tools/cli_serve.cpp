@@ -67,9 +67,12 @@ void log_line(const std::string& line) {
   if (!is_loopback_address(host))
     log_line("WARNING: the metrics endpoint listens on " + host +
              " (--insecure-metrics): whoever reaches it reads the allocator's counters.");
-  auto endpoint = std::make_unique<metrics_endpoint>(
-      sys, supervisor,
-      metrics_endpoint_config{.address = host, .port = port, .labels = o.metrics_labels});
+  auto endpoint =
+      std::make_unique<metrics_endpoint>(sys, supervisor,
+                                         metrics_endpoint_config{.address = host,
+                                                                 .port = port,
+                                                                 .labels = o.metrics_labels,
+                                                                 .bearer_token = h.metrics_token});
   std::printf("uma serve: metrics on http://%s/metrics\n",
               endpoint_text(host, endpoint->port()).c_str());
   std::fflush(stdout);

@@ -69,8 +69,14 @@ void http_session::dispatch_request() {
   const auto& request = parser_->get();
   version_ = request.version();
   keep_alive_ = request.keep_alive();
+  if (!authorized()) {
+    write({.status = 401, .body = "a bearer token is required (Authorization: Bearer ...)\n"},
+          false, std::pair{http::field::www_authenticate, "Bearer realm=\"uma\""});
+    return;
+  }
   if (request.method() != http::verb::get) {
-    write({.status = 405, .body = "only GET is served here\n"}, false, "GET");
+    write({.status = 405, .body = "only GET is served here\n"}, false,
+          std::pair{http::field::allow, "GET"});
     return;
   }
   std::string_view path(request.target().data(), request.target().size());
@@ -105,15 +111,31 @@ http_respond http_session::responder() {
   };
 }
 
-void http_session::write(http_reply reply, bool keep_alive, const char* allow) {
+bool http_session::authorized() const {
+  const auto& token = limits_.bearer_token;
+  if (token.empty())
+    return true;
+  const auto& request = parser_->get();
+  const auto it = request.find(http::field::authorization);
+  const std::string expected = "Bearer " + token;
+  if (it == request.end() || it->value().size() != expected.size())
+    return false;
+  unsigned char differ = 0;  // every byte compared: the time says nothing of the token
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    differ |= static_cast<unsigned char>(it->value()[i] ^ expected[i]);
+  return differ == 0;
+}
+
+void http_session::write(http_reply reply, bool keep_alive,
+                         std::optional<std::pair<http::field, const char*>> header) {
   if (closed_)
     return;
   auto response = std::make_shared<http::response<http::string_body>>(
       static_cast<http::status>(reply.status), version_);
   response->set(http::field::server, "uma");
   response->set(http::field::content_type, reply.content_type);
-  if (allow != nullptr)
-    response->set(http::field::allow, allow);
+  if (header)
+    response->set(header->first, header->second);
   response->keep_alive(keep_alive);
   response->body() = std::move(reply.body);
   response->prepare_payload();

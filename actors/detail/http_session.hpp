@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -45,16 +46,20 @@ struct http_gate {
   boost::asio::io_context* io = nullptr;
 };
 
-/// The bounds one connection lives within.
+/// The bounds one connection lives within, and who may ask.
 struct http_limits {
   std::size_t max_request_bytes = 8192;  ///< request line, header and body together
   std::chrono::milliseconds read_timeout{10'000};
+  /// Non-empty: every request must carry `Authorization: Bearer <token>`; any other is
+  /// answered 401 with `WWW-Authenticate: Bearer`, before its route runs.
+  std::string bearer_token{};
 };
 
 /// One HTTP/1.1 connection of a read-only server (Boost.Beast): reads a request within the
 /// limits, routes a GET by path, writes the reply, and reads the next one while the client
-/// keeps the connection alive. Refuses a request too large (413), malformed (400) or not a GET
-/// (405, with `Allow: GET`); closes a connection idle past the read timeout.
+/// keeps the connection alive. Refuses a request too large (413), malformed (400), without the
+/// bearer token when one is set (401), or not a GET (405, with `Allow: GET`); closes a
+/// connection idle past the read timeout.
 class http_session : public std::enable_shared_from_this<http_session> {
  public:
   /// `routes` and the gate outlive the session; `on_close` runs once, on the server's thread,
@@ -77,7 +82,11 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void on_read(boost::beast::error_code ec);
   void dispatch_request();
   [[nodiscard]] http_respond responder();
-  void write(http_reply reply, bool keep_alive, const char* allow = nullptr);
+  /// `header`: one more header line's name and value (Allow, WWW-Authenticate), if any.
+  void write(http_reply reply, bool keep_alive,
+             std::optional<std::pair<boost::beast::http::field, const char*>> header = {});
+  /// True when no token is set, or the request carries it (compared in constant time).
+  [[nodiscard]] bool authorized() const;
   void linger();
   void close();
 

@@ -18,6 +18,15 @@ struct fetch_state {
   bool labels = false;
 };
 
+/// The cached labels when they are younger than the interval.
+template <class Cache>
+std::optional<std::vector<label_usage>> fresh_labels(Cache& cache) {
+  std::lock_guard lock(cache.mutex);
+  if (cache.read && std::chrono::steady_clock::now() - *cache.read < cache.interval)
+    return cache.labels;
+  return std::nullopt;
+}
+
 using state_ptr = std::shared_ptr<fetch_state>;
 
 /// The error handler of a request step: ends the fetch naming the step.
@@ -62,22 +71,32 @@ void ask_residency(caf::event_based_actor* self, const state_ptr& st,
 
 metrics_source::metrics_source(caf::actor_system& sys, managed_allocator_actor allocator,
                                allocator_supervisor_actor supervisor,
-                               std::chrono::milliseconds timeout, bool labels)
+                               std::chrono::milliseconds timeout, bool labels,
+                               std::chrono::milliseconds labels_interval)
     : sys_(sys),
       allocator_(std::move(allocator)),
       supervisor_(std::move(supervisor)),
       timeout_(timeout),
-      labels_(labels) {}
+      labels_(labels),
+      cache_(std::make_shared<labels_cache>()) {
+  cache_->interval = labels_interval;
+}
 
 void metrics_source::fetch(callback done) const {
   auto st = std::make_shared<fetch_state>();
   st->done = std::move(done);
   st->labels = labels_;
+  if (labels_)
+    if (auto cached = fresh_labels(*cache_)) {
+      st->snapshot.labels = std::move(cached);
+      st->labels = false;  // served from the cache: no region report this time
+    }
   // Everything goes in as spawn arguments, not captures: CAF 0.17 dereferences a null argument
   // tuple when a function actor is spawned with none (UBSan stops on it).
   sys_.spawn(
       [](caf::event_based_actor* self, state_ptr st, managed_allocator_actor allocator,
-         allocator_supervisor_actor supervisor, std::chrono::milliseconds timeout) {
+         allocator_supervisor_actor supervisor, std::chrono::milliseconds timeout,
+         std::shared_ptr<labels_cache> cache) {
         self->request(allocator, timeout, stats_atom_v)
             .then(
                 [=](allocator_stats& s) {
@@ -90,13 +109,18 @@ void metrics_source::fetch(callback done) const {
                       .then(
                           [=](const std::vector<region_info>& regions) {
                             st->snapshot.labels = usage_by_label(regions);
+                            {
+                              std::lock_guard lock(cache->mutex);
+                              cache->labels = *st->snapshot.labels;
+                              cache->read = std::chrono::steady_clock::now();
+                            }
                             ask_residency(self, st, allocator, supervisor, timeout);
                           },
                           fail(self, st, "regions"));
                 },
                 fail(self, st, "stats"));
       },
-      st, allocator_, supervisor_, timeout_);
+      st, allocator_, supervisor_, timeout_, cache_);
 }
 
 void metrics_source::probe(callback done) const {

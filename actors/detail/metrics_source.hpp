@@ -2,8 +2,11 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 
@@ -14,8 +17,10 @@ namespace uma::detail {
 
 /// Asks an allocator (and its supervisor, when there is one) for what a scrape shows, by
 /// message: each fetch spawns a short-lived event-based actor that sends `stats_atom`, then
-/// `regions_atom` (when labels are wanted) and `supervision_atom` (with a supervisor), each with
-/// a timeout, and hands the outcome to a callback. Nothing blocks, no actor waits on another.
+/// `regions_atom` (when labels are wanted and the last labels are older than the labels interval:
+/// a region report costs the allocator's loop a walk of its whole table) and `supervision_atom`
+/// (with a supervisor), each with a timeout, and hands the outcome to a callback. Nothing blocks,
+/// no actor waits on another.
 class metrics_source {
  public:
   /// What a fetch ends with: a snapshot, or why there is none.
@@ -29,7 +34,7 @@ class metrics_source {
   /// `supervisor` may be null (a bare allocator). `sys` must outlive every fetch's reply.
   metrics_source(caf::actor_system& sys, managed_allocator_actor allocator,
                  allocator_supervisor_actor supervisor, std::chrono::milliseconds timeout,
-                 bool labels);
+                 bool labels, std::chrono::milliseconds labels_interval = {});
 
   /// The whole snapshot: stats, labels (when configured), supervision (with a supervisor).
   void fetch(callback done) const;
@@ -54,6 +59,14 @@ class metrics_source {
   allocator_supervisor_actor supervisor_;
   std::chrono::milliseconds timeout_;
   bool labels_;
+  /// The last labels and when they were read, shared with the fetches in flight.
+  struct labels_cache {
+    std::mutex mutex;
+    std::optional<std::chrono::steady_clock::time_point> read{};
+    std::vector<label_usage> labels{};
+    std::chrono::milliseconds interval{};
+  };
+  std::shared_ptr<labels_cache> cache_;
 };
 
 }  // namespace uma::detail
