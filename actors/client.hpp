@@ -99,7 +99,7 @@ class client {
     return supervisor_;
   }
   /// How long each call waits for its reply (default 60 s); past it the call throws
-  /// `error(backend_error)` naming the timeout.
+  /// `error(timeout)`.
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
 
   /// Allocates `count` elements of T. Requests up to `cache_max_bytes()` without a stream, with
@@ -113,10 +113,11 @@ class client {
   [[nodiscard]] ManagedRef<T> allocate(std::size_t count, allocate_options options = {}) {
     if (cacheable(count, sizeof(T), options)) {
       if (options.label.empty()) {
-        if (auto ref = from_blocks<T>(
-                [count](block_allocator& b) { return b.template allocate_n<T>(count, 0, {}); }))
+        if (auto ref = from_blocks<T>(count * sizeof(T), [count](block_allocator& b) {
+              return b.template allocate_n<T>(count, 0, {});
+            }))
           return std::move(*ref);
-      } else if (auto ref = from_blocks<T>([&](block_allocator& b) {
+      } else if (auto ref = from_blocks<T>(count * sizeof(T), [&](block_allocator& b) {
                    return b.template allocate_labelled<T>(count, options.label, 0, {});
                  })) {
         return std::move(*ref);
@@ -281,15 +282,19 @@ class client {
            o.attach == attach_flag::global && o.stream.handle == nullptr &&
            o.kind == memory_kind::cuda_managed;
   }
-  /// What `take` got from the block allocator, or nullopt when its slab was refused for memory
-  /// that may be on its way back (the allocator then retries the request behind the frees).
-  /// Every other error is thrown as it came: a fatal one has ended the incarnation already.
+  /// What `take` got from the block allocator, or nullopt when it does not serve `bytes` (above
+  /// the allocator's limit: a region) or its slab was refused for memory that may be on its way
+  /// back (the allocator then retries the request behind the frees). Every other error is
+  /// thrown as it came: a fatal one has ended the incarnation already.
   template <class T, class Take>
-  [[nodiscard]] std::optional<ManagedRef<T>> from_blocks(Take take) {
+  [[nodiscard]] std::optional<ManagedRef<T>> from_blocks(std::size_t bytes, Take take) {
     auto* b = blocks_.now.load(std::memory_order_acquire);
     for (;;) {
       try {
-        return take(b != nullptr ? *b : *blocks());
+        auto& from = b != nullptr ? *b : *blocks();
+        if (!from.serves(bytes))
+          return std::nullopt;
+        return take(from);
       } catch (const error& e) {
         if (!after_block_refusal(e, b))
           return std::nullopt;

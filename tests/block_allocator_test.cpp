@@ -308,6 +308,18 @@ TEST_F(block_allocator_test, TheFacadeServesSmallRequestsWithRefSemantics) {
   EXPECT_FALSE(labelled.valid());
 }
 
+TEST_F(block_allocator_test, TheFacadeSendsARequestAboveTheBlockLimitToTheAllocator) {
+  auto c = make_client(
+      {.memory = {.slab_bytes = std::size_t{1} << 20, .max_pooled_block = std::size_t{1} << 20}});
+  c->set_cache_max_bytes(std::size_t{16} << 20);            // above the block allocator's limit
+  auto big = c->allocate<std::byte>(std::size_t{2} << 20);  // a region, not a refusal
+  EXPECT_EQ(big.size(), std::size_t{2} << 20);
+  EXPECT_EQ(c->cache_stats().misses, 0u);
+  EXPECT_EQ(c->stats().live_regions, 1u);
+  auto labelled = c->allocate<std::byte>(std::size_t{2} << 20, {.label = "big"});
+  EXPECT_EQ(c->stats().live_regions, 2u);
+}
+
 TEST_F(block_allocator_test, ALabelledAllocationIsABlockInTheReportUntilItsLastDrop) {
   // A label is for the report: it costs no region, no message and no backend allocation.
   uma_->set_cache_max_bytes(std::size_t{16} << 20);
