@@ -83,7 +83,7 @@ class bridge {
   /// The actor system that runs the request actors.
   [[nodiscard]] caf::actor_system& system() const noexcept { return *sys_; }
   /// How long each request waits for its reply (default 60 s); past it the operation completes
-  /// with `errc::backend_error` (the detail names CAF's request_timeout).
+  /// with `errc::timeout`.
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
   /// The request timeout.
   [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }

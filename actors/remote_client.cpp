@@ -39,8 +39,8 @@ namespace {
   }
   switch (s.error_code()) {
     case grpc::StatusCode::DEADLINE_EXCEEDED:
-      raise(errc::backend_error, "no reply from the uma server at " + address + " within " +
-                                     std::to_string(timeout.count()) + " ms");
+      raise(errc::timeout, "no reply from the uma server at " + address + " within " +
+                               std::to_string(timeout.count()) + " ms");
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::CANCELLED:
       raise(errc::allocator_stopped,

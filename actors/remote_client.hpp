@@ -37,7 +37,7 @@ struct remote_client_options {
 /// Each call waits at most the timeout for its reply. A uma error the server replies is thrown as
 /// `uma::error` with the same code and message. When the serving node goes down, every call in
 /// flight and every later one throws `error(allocator_stopped)` naming the server; a server that
-/// does not answer in time gives `error(backend_error)` naming the timeout. The calls are safe
+/// does not answer in time gives `error(timeout)`. The calls are safe
 /// to use from several threads at once; `close`, `set_timeout` and the destructor must not race
 /// with them.
 class remote_client {

@@ -22,7 +22,7 @@ namespace uma {
 /// and the caller sends the request instead: while a job on the same stream is unfinished on a
 /// lane (prefetch), where the actor's own retry is needed (allocate), or advice that reaches the
 /// runtime. Every call waits at most
-/// until `deadline` for the lock (then `backend_error` naming the timeout, as a message's reply
+/// until `deadline` for the lock (then `timeout`, as a message's reply
 /// would) and throws `allocator_stopped` once the incarnation has stopped. Safe from any thread.
 class caller_calls {
  public:

@@ -29,6 +29,8 @@ error to_uma_error(const caf::error& e) {
       case caf::sec::request_receiver_down:
         return error(errc::allocator_stopped,
                      "the allocator actor went down before it replied (" + caf::to_string(e) + ")");
+      case caf::sec::request_timeout:
+        return error(errc::timeout, "no reply within the caller's timeout");
       default:
         break;
     }

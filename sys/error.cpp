@@ -26,6 +26,8 @@ std::string_view to_string(errc code) noexcept {
       return "context_lost";
     case errc::unrecoverable:
       return "unrecoverable";
+    case errc::timeout:
+      return "timeout";
   }
   return "unknown_error";
 }

@@ -21,10 +21,11 @@ enum class errc : std::uint8_t {
   overflow,             ///< count x element size (or padding) does not fit in size_t
   context_lost,         ///< the backend's context is lost or poisoned (sticky CUDA error)
   unrecoverable,        ///< the allocator cannot go on and must not be restarted
+  timeout,              ///< no reply within the caller's timeout (the request may still be served)
 };
 
 /// Number of error codes plus one (index 0 is unused), for per-code counters.
-inline constexpr std::size_t errc_slots = static_cast<std::size_t>(errc::unrecoverable) + 1;
+inline constexpr std::size_t errc_slots = static_cast<std::size_t>(errc::timeout) + 1;
 
 /// The error's name, e.g. "out_of_memory".
 [[nodiscard]] std::string_view to_string(errc code) noexcept;

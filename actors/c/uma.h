@@ -39,7 +39,7 @@ typedef struct CUstream_st* uma_stream;
 /* The device id meaning the host (cudaCpuDeviceId). */
 #define UMA_DEVICE_HOST (-1)
 
-/* Status codes. 1..11 are uma's errc values (sys/error.hpp) and never change. */
+/* Status codes. 1..12 are uma's errc values (sys/error.hpp) and never change. */
 typedef enum uma_status {
   UMA_OK = 0,
   UMA_ERR_OUT_OF_MEMORY = 1,
@@ -53,6 +53,7 @@ typedef enum uma_status {
   UMA_ERR_OVERFLOW = 9,
   UMA_ERR_CONTEXT_LOST = 10,
   UMA_ERR_UNRECOVERABLE = 11,
+  UMA_ERR_TIMEOUT = 12, /* no reply within the client's timeout */
   /* C ABI only */
   UMA_ERR_UNKNOWN_POINTER = 64, /* not a live block of this allocator */
   UMA_ERR_NULL_ARGUMENT = 65,   /* a required pointer argument was NULL */

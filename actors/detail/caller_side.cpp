@@ -41,8 +41,7 @@ class caller_side::entered {
  public:
   entered(core_lock& lock, const std::atomic<bool>& ended, deadline until) : lock_(lock) {
     if (!lock_.try_lock_until(until))
-      raise(errc::backend_error,
-            "the allocator did not let the call in before the client's timeout (request_timeout)");
+      raise(errc::timeout, "the allocator did not let the call in before the client's timeout");
     if (ended.load(std::memory_order_relaxed)) {
       lock_.unlock();
       raise(errc::allocator_stopped, "the allocator stopped before the request was served");
@@ -138,13 +137,12 @@ class lane_try {
     done_signal_.notify_all();
   }
 
-  /// The memory, or what the lane's try threw; backend_error naming the timeout past `until`.
+  /// The memory, or what the lane's try threw; `timeout` past `until`.
   [[nodiscard]] allocation wait_until(std::chrono::steady_clock::time_point until) {
     std::unique_lock lock(mutex_);
     if (!done_signal_.wait_until(lock, until, [this] { return done_; }))
-      raise(errc::backend_error,
-            "the allocator's retry behind the frees did not end before the client's timeout "
-            "(request_timeout)");
+      raise(errc::timeout,
+            "the allocator's retry behind the frees did not end before the client's timeout");
     if (thrown_)
       std::rethrow_exception(thrown_);
     return *memory_->take();

@@ -22,6 +22,9 @@ grpc::Status to_status(const error& e) {
     case errc::not_supported:
       code = grpc::StatusCode::UNIMPLEMENTED;
       break;
+    case errc::timeout:
+      code = grpc::StatusCode::DEADLINE_EXCEEDED;
+      break;
     default:
       break;
   }
@@ -61,8 +64,8 @@ void wire_call::fail_with(const caf::error& err, std::chrono::milliseconds timeo
     return;
   }
   if (err == caf::sec::request_timeout) {
-    fail(error(errc::backend_error, "the serving node's gateway did not answer within " +
-                                        std::to_string(timeout.count()) + " ms"));
+    fail(error(errc::timeout, "the serving node's gateway did not answer within " +
+                                  std::to_string(timeout.count()) + " ms"));
     return;
   }
   fail(error(errc::allocator_stopped,

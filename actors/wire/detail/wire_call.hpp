@@ -58,7 +58,7 @@ class wire_call : public std::enable_shared_from_this<wire_call> {
 
   /// Sends `xs...` to `gateway` from a fresh event-based actor; its reply goes to `on_reply`
   /// (which fills the response message; it may throw `uma::error`), an error fails the call. A
-  /// gateway silent for `timeout` fails it with backend_error.
+  /// gateway silent for `timeout` fails it with `timeout`.
   template <class R, class OnReply, class... Ts>
   void ask(caf::actor_system& sys, const remote_allocator_actor& gateway,
            std::chrono::milliseconds timeout, OnReply on_reply, Ts... xs) {
