@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <uma/actors/client.hpp>
+#include <uma/messages/requests.hpp>
 
 namespace uma {
 

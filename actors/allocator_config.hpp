@@ -10,13 +10,13 @@
 #include <vector>
 
 #include <uma/memory/allocator_stats.hpp>
-#include <uma/memory/event_history.hpp>
-#include <uma/memory/resource_stack.hpp>
+#include <uma/memory/resource_stack_config.hpp>
 #include <uma/memory/stop_report.hpp>
-
 #include <uma/sys/backend.hpp>
 
 namespace uma {
+
+class event_history;  // memory/event_history.hpp
 
 /// Which backend an incarnation runs on, and what it asks of the driver.
 struct backend_config {

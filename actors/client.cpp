@@ -1,13 +1,74 @@
 #include <uma/actors/client.hpp>
 
 #include <algorithm>
+#include <functional>
+#include <mutex>
 
+#include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <uma/actors/allocator_supervisor.hpp>
 #include <uma/actors/detail/call_channel.hpp>
 #include <uma/actors/detail/lane_allocation.hpp>
+#include <uma/actors/managed_allocator.hpp>
+#include <uma/actors/reply_value.hpp>
+#include <uma/messages/interface.hpp>
 
 namespace uma {
+
+namespace {
+
+using on_stop_fn = std::function<void(const allocator_stats&, const stop_report&)>;
+
+/// Written by the spawned allocator's post_stop (its thread), read by stop().
+struct stop_slot {
+  std::mutex mutex;
+  std::optional<final_report> report;
+};
+
+/// `next` wrapped so that it also fills `slot`.
+on_stop_fn recording(std::shared_ptr<stop_slot> slot, on_stop_fn next) {
+  return [slot = std::move(slot), next = std::move(next)](const allocator_stats& stats,
+                                                          const stop_report& report) {
+    {
+      std::lock_guard lock(slot->mutex);
+      slot->report = final_report{stats, report};
+    }
+    if (next)
+      next(stats, report);
+  };
+}
+
+/// What a client was handed of each incarnation it met (restarts are few): all of them are
+/// kept, so that the client's `now` pointer, read without a lock, never dangles.
+template <class T>
+struct held_incarnations {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<T>> held;
+};
+
+}  // namespace
+
+struct client::state {
+  explicit state(caf::actor_system& s)
+      : sys(s), channel(std::make_shared<detail::call_channel>(s)) {}
+
+  caf::actor_system& sys;
+  /// Shared with pending plans, which may outlive the client.
+  std::shared_ptr<detail::call_channel> channel;
+  std::shared_ptr<stop_slot> slot = std::make_shared<stop_slot>();
+  std::optional<allocator_supervisor_actor> supervisor;
+  managed_allocator_actor allocator;  ///< null after stop(); what handle() shows
+  /// Where calls go: set by the constructor and never written again, because calls on other
+  /// threads read it while stop() may run (after it, requests to the stopped actor bounce and
+  /// report allocator_stopped).
+  caf::strong_actor_ptr target;
+  std::mutex stop_mutex;  ///< one stop() at a time
+  bool owns = false;
+  std::optional<final_report> report;
+  held_incarnations<block_allocator> blocks;
+  held_incarnations<caller_calls> calls;
+};
 
 /// Owns the ticket: only one state names it, so that the forget in its destructor is the plan's
 /// end and never a copy's (a copied state forgot the ticket of a plan still awaited).
@@ -25,69 +86,87 @@ struct pending_plan::state {
   std::chrono::steady_clock::time_point deadline;
 };
 
-caf::message client::request(caf::message content) {
-  return channel_->request(target_, std::move(content), timeout_);
+template <class R, class... Ts>
+R client::call(Ts&&... xs) {
+  auto reply = state_->channel->request(state_->target, caf::make_message(std::forward<Ts>(xs)...),
+                                        timeout_);
+  return detail::take_reply<R>(reply);
 }
 
 client::client(caf::actor_system& sys, managed_allocator_actor allocator)
-    : sys_(sys),
-      channel_(std::make_shared<detail::call_channel>(sys)),
-      allocator_(std::move(allocator)),
-      owns_(false) {
-  target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
+    : state_(std::make_unique<state>(sys)) {
+  state_->allocator = std::move(allocator);
+  state_->target = caf::actor_cast<caf::strong_actor_ptr>(state_->allocator);
 }
 
 client::client(caf::actor_system& sys, allocator_supervisor_actor supervisor)
-    : sys_(sys),
-      channel_(std::make_shared<detail::call_channel>(sys)),
-      supervisor_(supervisor),
-      allocator_(caf::actor_cast<managed_allocator_actor>(std::move(supervisor))),
-      owns_(false) {
-  target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
+    : state_(std::make_unique<state>(sys)) {
+  state_->supervisor = supervisor;
+  state_->allocator = caf::actor_cast<managed_allocator_actor>(std::move(supervisor));
+  state_->target = caf::actor_cast<caf::strong_actor_ptr>(state_->allocator);
 }
 
 client::client(caf::actor_system& sys, allocator_config config)
-    : sys_(sys), channel_(std::make_shared<detail::call_channel>(sys)), owns_(true) {
-  config.supervision.on_stop = recording(slot_, std::move(config.supervision.on_stop));
-  allocator_ = spawn_allocator(sys, std::move(config));
-  target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
+    : state_(std::make_unique<state>(sys)) {
+  state_->owns = true;
+  config.supervision.on_stop = recording(state_->slot, std::move(config.supervision.on_stop));
+  state_->allocator = spawn_allocator(sys, std::move(config));
+  state_->target = caf::actor_cast<caf::strong_actor_ptr>(state_->allocator);
 }
 
 client::client(caf::actor_system& sys, supervisor_config config)
-    : sys_(sys), channel_(std::make_shared<detail::call_channel>(sys)), owns_(true) {
+    : state_(std::make_unique<state>(sys)) {
+  state_->owns = true;
   // Every incarnation records; the one that runs last (stopped by stop()) is the final report.
   config.allocator.supervision.on_stop =
-      recording(slot_, std::move(config.allocator.supervision.on_stop));
-  supervisor_ = spawn_supervisor(sys, std::move(config));
-  allocator_ = caf::actor_cast<managed_allocator_actor>(*supervisor_);
-  target_ = caf::actor_cast<caf::strong_actor_ptr>(allocator_);
+      recording(state_->slot, std::move(config.allocator.supervision.on_stop));
+  state_->supervisor = spawn_supervisor(sys, std::move(config));
+  state_->allocator = caf::actor_cast<managed_allocator_actor>(*state_->supervisor);
+  state_->target = caf::actor_cast<caf::strong_actor_ptr>(state_->allocator);
 }
 
-template <class T, class Atom>
-std::shared_ptr<T> client::current(per_incarnation<T>& p, Atom atom) {
-  std::lock_guard lock(p.mutex);
-  if (auto* now = p.now.load(std::memory_order_acquire))
-    for (const auto& held : p.held)
-      if (held.get() == now)
-        return held;
+client::~client() {
+  if (state_->owns)
+    (void)stop();
+}
+
+const managed_allocator_actor& client::handle() const noexcept {
+  return state_->allocator;
+}
+
+const std::optional<allocator_supervisor_actor>& client::supervisor() const noexcept {
+  return state_->supervisor;
+}
+
+template <class T, class Held, class Atom>
+std::shared_ptr<T> client::current(std::atomic<T*>& now, Held& held, Atom atom) {
+  std::lock_guard lock(held.mutex);
+  if (auto* p = now.load(std::memory_order_acquire))
+    for (const auto& h : held.held)
+      if (h.get() == p)
+        return h;
   auto fresh = call<std::shared_ptr<T>>(atom);
-  if (std::find(p.held.begin(), p.held.end(), fresh) == p.held.end())
-    p.held.push_back(fresh);
-  p.now.store(fresh.get(), std::memory_order_release);
+  if (std::find(held.held.begin(), held.held.end(), fresh) == held.held.end())
+    held.held.push_back(fresh);
+  now.store(fresh.get(), std::memory_order_release);
   return fresh;
 }
 
 block_allocator_ref client::blocks() {
-  return current(blocks_, blocks_atom_v);
+  return current(blocks_now_, state_->blocks, blocks_atom_v);
 }
 
 caller_calls_ref client::calls() {
-  return current(calls_, calls_atom_v);
+  return current(calls_now_, state_->calls, calls_atom_v);
+}
+
+block_stats client::cache_stats() {
+  return blocks()->stats();
 }
 
 bool client::after_block_refusal(const error& e, block_allocator* b) {
   if (e.code() == errc::allocator_stopped && b != nullptr) {
-    blocks_.now.compare_exchange_strong(b, nullptr);
+    blocks_now_.compare_exchange_strong(b, nullptr);
     return true;
   }
   if (detail::retried_on_lane(e))
@@ -97,10 +176,10 @@ bool client::after_block_refusal(const error& e, block_allocator* b) {
 
 template <class R, class Served>
 std::optional<R> client::on_caller(Served served) {
-  if (channel_->ahead() != 0)
+  if (state_->channel->ahead() != 0)
     return std::nullopt;
   const auto until = std::chrono::steady_clock::now() + timeout_;
-  auto* c = calls_.now.load(std::memory_order_acquire);
+  auto* c = calls_now_.load(std::memory_order_acquire);
   if (c == nullptr)
     c = calls().get();  // held from now on
   try {
@@ -109,31 +188,12 @@ std::optional<R> client::on_caller(Served served) {
     if (e.code() != errc::allocator_stopped || !c->ended())
       throw;  // the incarnation's own answer (an inert ref): no restart to follow
     auto* seen = c;
-    calls_.now.compare_exchange_strong(seen, nullptr);
+    calls_now_.compare_exchange_strong(seen, nullptr);
     const auto fresh = calls();  // after a restart, the new incarnation's
     if (fresh.get() == c)
       throw;
     return served(*fresh, until);
   }
-}
-
-client::~client() {
-  if (owns_)
-    (void)stop();
-}
-
-std::function<void(const allocator_stats&, const stop_report&)> client::recording(
-    std::shared_ptr<stop_slot> slot,
-    std::function<void(const allocator_stats&, const stop_report&)> next) {
-  return [slot = std::move(slot), next = std::move(next)](const allocator_stats& stats,
-                                                          const stop_report& report) {
-    {
-      std::lock_guard lock(slot->mutex);
-      slot->report = final_report{stats, report};
-    }
-    if (next)
-      next(stats, report);
-  };
 }
 
 op_result client::prefetch(std::vector<byte_ref> refs, std::vector<location> locations,
@@ -224,8 +284,10 @@ pending_plan client::will_access_async(std::vector<byte_ref> refs, int device, a
 pending_plan client::will_access_async(access_plan_request plan) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   // Sent ahead: until its reply has come, caller calls go as messages, behind it.
-  auto t = channel_->send(target_, caf::make_message(will_access_atom_v, std::move(plan)), true);
-  return pending_plan(std::make_unique<pending_plan::state>(channel_, std::move(t), deadline));
+  auto t = state_->channel->send(state_->target,
+                                 caf::make_message(will_access_atom_v, std::move(plan)), true);
+  return pending_plan(
+      std::make_unique<pending_plan::state>(state_->channel, std::move(t), deadline));
 }
 
 std::vector<region_info> client::regions() {
@@ -237,20 +299,65 @@ allocator_snapshot client::snapshot() {
 }
 
 std::optional<final_report> client::stop() {
-  std::lock_guard once(stop_mutex_);
-  if (!allocator_)
-    return report_;
-  caf::scoped_actor self{sys_};
-  self->send_exit(allocator_, caf::exit_reason::user_shutdown);
+  auto& s = *state_;
+  std::lock_guard once(s.stop_mutex);
+  if (!s.allocator)
+    return s.report;
+  caf::scoped_actor self{s.sys};
+  self->send_exit(s.allocator, caf::exit_reason::user_shutdown);
   // Terminated means its on_exit (post_stop, and so on_stop) has returned.
-  self->wait_for(allocator_);
-  allocator_ = nullptr;
-  supervisor_.reset();
-  if (owns_) {
-    std::lock_guard lock(slot_->mutex);
-    report_ = slot_->report;
+  self->wait_for(s.allocator);
+  s.allocator = nullptr;
+  s.supervisor.reset();
+  if (s.owns) {
+    std::lock_guard lock(s.slot->mutex);
+    s.report = s.slot->report;
   }
-  return report_;
+  return s.report;
+}
+
+byte_ref client::allocate_by_message(allocate_request r) {
+  return call<byte_ref>(allocate_atom_v, std::move(r));
+}
+
+bool client::can_access_of(location loc, const byte_ref& ref) {
+  return call<bool>(can_access_atom_v, loc, ref);
+}
+
+std::uint64_t client::trim() {
+  return call<std::uint64_t>(trim_atom_v);
+}
+
+std::uint64_t client::quota(std::uint64_t set_bytes) {
+  return call<std::uint64_t>(quota_atom_v, set_bytes);
+}
+
+std::uint64_t client::done_with(std::vector<byte_ref> refs) {
+  return call<std::uint64_t>(done_with_atom_v, std::move(refs));
+}
+
+residency_result client::dead(std::vector<byte_ref> refs) {
+  return call<residency_result>(dead_atom_v, std::move(refs));
+}
+
+std::uint64_t client::done_with(std::vector<address_range> ranges) {
+  return call<std::uint64_t>(done_ranges_atom_v, std::move(ranges));
+}
+
+residency_result client::dead(std::vector<address_range> ranges) {
+  return call<residency_result>(dead_ranges_atom_v, std::move(ranges));
+}
+
+std::uint64_t client::device_budget(int device, std::uint64_t set_bytes) {
+  return call<std::uint64_t>(budget_atom_v, device, set_bytes);
+}
+
+std::uint64_t client::tenant_budget(std::string tenant, int device, std::uint64_t bytes) {
+  return call<std::uint64_t>(tenant_budget_atom_v, std::move(tenant), device, bytes);
+}
+
+residency_report client::residency() {
+  return call<residency_report>(residency_atom_v);
 }
 
 }  // namespace uma

@@ -3,25 +3,30 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
-#include <functional>
+#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <caf/actor_system.hpp>
-#include <caf/scoped_actor.hpp>  // not used here since the call channel; code includes it through us
+#include <caf/fwd.hpp>
 
-#include <uma/actors/allocator_supervisor.hpp>
-#include <uma/actors/managed_allocator.hpp>
-#include <uma/actors/reply_value.hpp>
+#include <uma/actors/allocator_config.hpp>
+#include <uma/actors/supervision.hpp>
+#include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/block_allocator.hpp>
-#include <uma/messages/error_category.hpp>
+#include <uma/memory/managed_ref.hpp>
+#include <uma/memory/stop_report.hpp>
+#include <uma/memory/vocabulary.hpp>
+#include <uma/messages/handles.hpp>
+#include <uma/messages/memory_requests.hpp>
 
-namespace uma::detail {
-class call_channel;  // actors/detail/call_channel.hpp: held by pointer only
-}  // namespace uma::detail
+// This header includes what its declarations need and no more: spawn_allocator is in
+// <uma/actors/managed_allocator.hpp>, spawn_supervisor and query_supervision in
+// <uma/actors/allocator_supervisor.hpp>, the typed interface (requests to handle()) in
+// <uma/messages/interface.hpp>, the residency requests and replies in
+// <uma/messages/requests.hpp>, snapshots in <uma/memory/allocator_snapshot.hpp>, the region
+// report in <uma/memory/region_info.hpp>.
 
 namespace uma {
 
@@ -90,14 +95,13 @@ class client {
   /// Stops the allocator if this client spawned it.
   ~client();
 
-  /// The allocator's handle, for actors that want to talk to it directly.
-  [[nodiscard]] const managed_allocator_actor& handle() const noexcept { return allocator_; }
+  /// The allocator's handle, for actors that want to talk to it directly (requests to it need
+  /// <uma/messages/interface.hpp>).
+  [[nodiscard]] const managed_allocator_actor& handle() const noexcept;
   /// The supervisor this client talks through (restart, subscribe, supervision counters), or
   /// nullopt when it talks to a bare allocator or has stopped. Neither this nor handle() may be
   /// read while another thread runs stop(); calls may.
-  [[nodiscard]] const std::optional<allocator_supervisor_actor>& supervisor() const noexcept {
-    return supervisor_;
-  }
+  [[nodiscard]] const std::optional<allocator_supervisor_actor>& supervisor() const noexcept;
   /// How long each call waits for its reply (default 60 s); past it the call throws
   /// `error(timeout)`.
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
@@ -123,12 +127,17 @@ class client {
         return std::move(*ref);
       }
     }
-    allocate_request r{count,          sizeof(T),      std::max(options.alignment, alignof(T)),
-                       options.attach, options.stream, std::move(options.label),
-                       options.kind,   options.device};
+    allocate_request r{count,
+                       sizeof(T),
+                       options.alignment > alignof(T) ? options.alignment : alignof(T),
+                       options.attach,
+                       options.stream,
+                       std::move(options.label),
+                       options.kind,
+                       options.device};
     if (auto ref = allocate_here(r))
       return ref->template as<T>();
-    return call<byte_ref>(allocate_atom_v, std::move(r)).template as<T>();
+    return allocate_by_message(std::move(r)).template as<T>();
   }
 
   /// The largest request the block allocator serves for this client (0: the fast path is off).
@@ -138,7 +147,7 @@ class client {
   /// sharing the client.
   void set_cache_max_bytes(std::size_t bytes) noexcept { cache_max_ = bytes; }
   /// The block allocator's counters (it is the allocator's: shared by every client of it).
-  [[nodiscard]] block_stats cache_stats() { return blocks()->stats(); }
+  [[nodiscard]] block_stats cache_stats();
   /// The current incarnation's block allocator (one message the first time, and after a
   /// restart); throws the allocator's error (allocator_stopped, ...).
   [[nodiscard]] block_allocator_ref blocks();
@@ -177,7 +186,7 @@ class client {
   /// Whether `loc` (a device, or host) can access the ref's memory.
   template <class T>
   [[nodiscard]] bool can_access(location loc, const ManagedRef<T>& ref) {
-    return call<bool>(can_access_atom_v, loc, erase(ref));
+    return can_access_of(loc, erase(ref));
   }
   /// What kind of memory `ptr` points to.
   [[nodiscard]] memory_kind kind_of(const void* ptr);
@@ -187,12 +196,10 @@ class client {
   [[nodiscard]] allocator_stats flush();
   /// Gives the block allocator's idle slabs (all blocks free and finished on their streams)
   /// back to the backend; returns their bytes.
-  std::uint64_t trim() { return call<std::uint64_t>(trim_atom_v); }
+  std::uint64_t trim();
   /// The quota in force; non-zero `set_bytes` sets it first (invalid_argument, and no change,
   /// when it is below the live bytes). Through a supervisor the new quota outlives restarts.
-  std::uint64_t quota(std::uint64_t set_bytes = 0) {
-    return call<std::uint64_t>(quota_atom_v, set_bytes);
-  }
+  std::uint64_t quota(std::uint64_t set_bytes = 0);
   // -- residency (docs/residency.md) ------------------------------------------------------------
 
   /// An access plan: the pages of `refs` (each ref's own bytes) are about to be used on `device`
@@ -213,34 +220,22 @@ class client {
   residency_result will_access(access_plan_request plan);
   [[nodiscard]] pending_plan will_access_async(access_plan_request plan);
   /// The plans on `refs` are over: their regions may be evicted again. Returns the holds ended.
-  std::uint64_t done_with(std::vector<byte_ref> refs) {
-    return call<std::uint64_t>(done_with_atom_v, std::move(refs));
-  }
+  std::uint64_t done_with(std::vector<byte_ref> refs);
   /// The contents of `refs` are no longer needed: discarded, nothing moves back.
-  residency_result dead(std::vector<byte_ref> refs) {
-    return call<residency_result>(dead_atom_v, std::move(refs));
-  }
+  residency_result dead(std::vector<byte_ref> refs);
   /// done_with by address range (access_plan_request::ranges; docs/residency.md "Ranges").
-  std::uint64_t done_with(std::vector<address_range> ranges) {
-    return call<std::uint64_t>(done_ranges_atom_v, std::move(ranges));
-  }
+  std::uint64_t done_with(std::vector<address_range> ranges);
   /// dead by address range.
-  residency_result dead(std::vector<address_range> ranges) {
-    return call<residency_result>(dead_ranges_atom_v, std::move(ranges));
-  }
+  residency_result dead(std::vector<address_range> ranges);
   /// The budget of `device` in force; non-zero `set_bytes` sets it first. Through a supervisor
   /// it outlives restarts.
-  std::uint64_t device_budget(int device, std::uint64_t set_bytes = 0) {
-    return call<std::uint64_t>(budget_atom_v, device, set_bytes);
-  }
+  std::uint64_t device_budget(int device, std::uint64_t set_bytes = 0);
   /// Sets `tenant`'s budget on `device` (docs/residency.md "Tenants"): 0 removes it, else at
   /// most the device's memory. Returns the budget now in force. Through a supervisor it
   /// outlives restarts.
-  std::uint64_t tenant_budget(std::string tenant, int device, std::uint64_t bytes) {
-    return call<std::uint64_t>(tenant_budget_atom_v, std::move(tenant), device, bytes);
-  }
+  std::uint64_t tenant_budget(std::string tenant, int device, std::uint64_t bytes);
   /// Each device's residency account and the ledger.
-  [[nodiscard]] residency_report residency() { return call<residency_report>(residency_atom_v); }
+  [[nodiscard]] residency_report residency();
 
   /// The outstanding-allocation report.
   [[nodiscard]] std::vector<region_info> regions();
@@ -260,16 +255,25 @@ class client {
   }
 
  private:
+  /// What the client holds behind this header (actors/client.cpp): the handles, the call
+  /// channel, the stop's report, what it was handed of each incarnation.
+  struct state;
+  /// Sends the request made of `xs` through the call channel, waits at most the timeout and
+  /// returns the reply; its error thrown as uma::error.
   template <class R, class... Ts>
   R call(Ts&&... xs);
-  /// Sends `content` to the allocator through the call channel and waits at most the timeout.
-  [[nodiscard]] caf::message request(caf::message content);
   /// What `served(calls, deadline)` answered on this thread (docs/design.md "Calls on the
   /// caller's thread"), or nullopt when the request must be a message: a plan sent ahead is not
   /// answered yet (it reaches the actor first), or the calls declined. A restart met on the way
   /// is retried once with the new incarnation's calls.
   template <class R, class Served>
   [[nodiscard]] std::optional<R> on_caller(Served served);
+  /// `now` when set, else the allocator's answer to `atom` (one message), kept in `held` and
+  /// made `now`.
+  template <class T, class Held, class Atom>
+  [[nodiscard]] std::shared_ptr<T> current(std::atomic<T*>& now, Held& held, Atom atom);
+  [[nodiscard]] byte_ref allocate_by_message(allocate_request r);
+  [[nodiscard]] bool can_access_of(location loc, const byte_ref& ref);
   [[nodiscard]] range_attributes attributes_of(const byte_ref& ref);
   /// A region for `r` on this thread (caller_calls::allocate), or nullopt: a message then.
   [[nodiscard]] std::optional<byte_ref> allocate_here(const allocate_request& r);
@@ -288,7 +292,7 @@ class client {
   /// thrown as it came: a fatal one has ended the incarnation already.
   template <class T, class Take>
   [[nodiscard]] std::optional<ManagedRef<T>> from_blocks(std::size_t bytes, Take take) {
-    auto* b = blocks_.now.load(std::memory_order_acquire);
+    auto* b = blocks_now_.load(std::memory_order_acquire);
     for (;;) {
       try {
         auto& from = b != nullptr ? *b : *blocks();
@@ -310,50 +314,13 @@ class client {
   /// Blocks are page-aligned (the host's smallest page; CUDA's allocations are at least that).
   static constexpr std::size_t cache_alignment = 4096;
 
-  /// Written by the spawned allocator's post_stop (its thread), read by stop().
-  struct stop_slot {
-    std::mutex mutex;
-    std::optional<final_report> report;
-  };
-  /// `next` wrapped so that it also fills `slot`.
-  static std::function<void(const allocator_stats&, const stop_report&)> recording(
-      std::shared_ptr<stop_slot> slot,
-      std::function<void(const allocator_stats&, const stop_report&)> next);
-
-  caf::actor_system& sys_;
-  /// Shared with pending plans, which may outlive the client.
-  std::shared_ptr<detail::call_channel> channel_;
-  std::shared_ptr<stop_slot> slot_ = std::make_shared<stop_slot>();
-  std::optional<allocator_supervisor_actor> supervisor_;
-  managed_allocator_actor allocator_;  ///< null after stop(); what handle() shows
-  /// Where calls go: set by the constructor and never written again, because calls on other
-  /// threads read it while stop() may run (after it, requests to the stopped actor bounce and
-  /// report allocator_stopped).
-  caf::strong_actor_ptr target_;
-  std::mutex stop_mutex_;  ///< one stop() at a time
-  bool owns_;
-  std::optional<final_report> report_;
+  const std::unique_ptr<state> state_;
+  /// The current incarnation's block allocator and caller calls, read without a lock (`state_`
+  /// keeps every one this client met, so that neither dangles).
+  std::atomic<block_allocator*> blocks_now_{nullptr};
+  std::atomic<caller_calls*> calls_now_{nullptr};
   std::chrono::milliseconds timeout_{60000};
-  /// What this client was handed of each incarnation it met (restarts are few): all of them are
-  /// kept, so that `now`, read without a lock, never dangles.
-  template <class T>
-  struct per_incarnation {
-    std::mutex mutex;
-    std::vector<std::shared_ptr<T>> held;
-    std::atomic<T*> now{nullptr};
-  };
-  /// `p.now` when set, else the allocator's answer to `atom` (one message), held and made `now`.
-  template <class T, class Atom>
-  [[nodiscard]] std::shared_ptr<T> current(per_incarnation<T>& p, Atom atom);
-  per_incarnation<block_allocator> blocks_;
-  per_incarnation<caller_calls> calls_;
   std::size_t cache_max_ = std::size_t{16} << 20;
 };
-
-template <class R, class... Ts>
-R client::call(Ts&&... xs) {
-  auto reply = request(caf::make_message(std::forward<Ts>(xs)...));
-  return detail::take_reply<R>(reply);
-}
 
 }  // namespace uma

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include <caf/error.hpp>
+#include <caf/fwd.hpp>
 
 #include <uma/actors/allocator_config.hpp>
 

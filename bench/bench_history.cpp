@@ -18,6 +18,7 @@
 #include <caf/actor_system_config.hpp>
 
 #include <uma/actors/client.hpp>
+#include <uma/memory/event_history.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/host_backend.hpp>
 

@@ -50,6 +50,7 @@ set(UMA_PUBLIC_HEADERS
   memory/residency_types.hpp
   memory/resource_adaptor.hpp
   memory/resource_stack.hpp
+  memory/resource_stack_config.hpp
   memory/statistics_resource.hpp
   memory/stats_fields.hpp
   memory/stop_report.hpp
@@ -59,8 +60,10 @@ set(UMA_PUBLIC_HEADERS
   messages/atoms.hpp
   messages/caller_calls.hpp
   messages/error_category.hpp
+  messages/handles.hpp
   messages/inspect.hpp
   messages/interface.hpp
+  messages/memory_requests.hpp
   messages/register_types.hpp
   messages/remote_interface.hpp
   messages/remote_types.hpp

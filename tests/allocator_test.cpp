@@ -6,6 +6,8 @@
 #include <numeric>
 #include <thread>
 
+#include <caf/scoped_actor.hpp>
+
 #include "support/actor_fixture.hpp"
 
 namespace uma {

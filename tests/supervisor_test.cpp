@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include <caf/scoped_actor.hpp>
+
 #include <uma/actors/allocator_supervisor.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "support/actor_fixture.hpp"

@@ -31,6 +31,7 @@
 
 #include <uma/actors/allocator_supervisor.hpp>
 #include <uma/actors/client.hpp>
+#include <uma/actors/managed_allocator.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/host_backend.hpp>
 

@@ -5,8 +5,15 @@
 #include <gtest/gtest.h>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 
+#include <uma/actors/allocator_supervisor.hpp>
 #include <uma/actors/client.hpp>
+#include <uma/actors/managed_allocator.hpp>
+#include <uma/actors/reply_value.hpp>
+#include <uma/messages/error_category.hpp>
+#include <uma/messages/interface.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/host_backend.hpp>
 
