@@ -183,11 +183,17 @@ class remote_gateway final : public remote_allocator_actor::base {
     return gone;
   }
 
-  /// Ends every session idle for longer than the idle timeout (none with requests in flight).
+  /// Ends every session idle for longer than the idle timeout (none with requests in flight),
+  /// and its peer with it: the session's actor (on the wire, the holder of its stream, whose exit
+  /// ends the stream, so that the connection goes idle and gRPC closes it, freeing its slot).
   void expire_idle() {
-    for (const auto sid : detail::idle_sessions(sessions_, config_.idle_timeout))
-      end_session(sessions_.find(sid), "ended: idle for more than " +
-                                           std::to_string(config_.idle_timeout.count()) + " ms");
+    for (const auto sid : detail::idle_sessions(sessions_, config_.idle_timeout)) {
+      auto it = sessions_.find(sid);
+      const auto peer = it->second.peer;
+      end_session(
+          it, "ended: idle for more than " + std::to_string(config_.idle_timeout.count()) + " ms");
+      caf::anon_send_exit(peer, caf::exit_reason::user_shutdown);
+    }
   }
 
   void on_down(const caf::down_msg& dm) {

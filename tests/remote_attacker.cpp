@@ -16,6 +16,10 @@
 //   uma_remote_attacker TARGET garbage              raw: 64 KiB of bytes that are no HTTP/2
 //   uma_remote_attacker TARGET idle                 raw: send nothing; report when the server
 //                                                   closes the connection (30 s at most)
+//   uma_remote_attacker TARGET idle-session         a session (a connection of its own) that
+//                                                   sends nothing after it opened; report when
+//                                                   the server ends its stream (30 s at most),
+//                                                   then keeps the channel until killed
 //   uma_remote_attacker HOST:PORT tls-connections N CERT KEY CA   N gRPC connections over
 //                                                   mutual TLS with one certificate, one after
 //                                                   the other, each making a call; how many were
@@ -307,6 +311,31 @@ int handshake_deadline(int n) {
   return 0;
 }
 
+/// A session that makes no request: prints "session open", then how its stream ended.
+int idle_session() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+  auto s = w::Remote::NewStub(grpc::CreateCustomChannel(target, credentials, args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+  auto reader = s->OpenSession(&ctx, w::OpenSessionRequest{});
+  w::SessionEvent event;
+  if (!reader->Read(&event)) {
+    std::printf("open_session: refused\n");
+    return 1;
+  }
+  std::printf("session open\n");
+  std::fflush(stdout);
+  while (reader->Read(&event)) {
+  }
+  const auto status = reader->Finish();
+  std::printf("stream ended: %s\n", status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+                                        ? "still open after 30 s"
+                                        : status.error_message().c_str());
+  hold();  // the channel stays: only the server can close the connection and free its slot
+  return 0;
+}
+
 int raw(const std::string& mode) {
   const int fd = raw_connect();
   if (mode == "garbage") {
@@ -365,6 +394,8 @@ int main(int argc, char** argv) {
     return tls_connections(arg(3), argv[4], argv[5], argv[6]);
   if (mode == "handshake-deadline")
     return handshake_deadline(arg(3));
+  if (mode == "idle-session")
+    return idle_session();
   if (mode == "half-open" || mode == "garbage" || mode == "idle")
     return raw(mode);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());

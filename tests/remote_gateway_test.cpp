@@ -610,6 +610,25 @@ TEST_F(gateway, AnIdleSessionEndsAndItsLeasesAreReleased) {
   UMA_EXPECT_ERROR(allocate(64), errc::invalid_argument, "session 1 is not open");
 }
 
+TEST_F(gateway, AnIdleSessionsPeerIsEndedWithIt) {
+  // Issue 35, finding 5: a session ended as idle left its peer (on the wire: the holder of the
+  // session's stream) alive, so the stream and its connection stayed open and held a slot.
+  gateway_config cfg;
+  cfg.idle_timeout = 50ms;
+  start_gateway(cfg);
+  caf::scoped_actor watcher{sys_};
+  watcher->monitor(peer_);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  auto s = ask<remote_stats>(stats_atom_v);
+  while (s.sessions != 0 && std::chrono::steady_clock::now() < deadline)
+    s = ask<remote_stats>(stats_atom_v);
+  ASSERT_EQ(s.sessions, 0u);
+  bool down = false;
+  watcher->receive([&](const caf::down_msg& dm) { down = dm.source == peer_.address(); },
+                   caf::after(10s) >> [] {});
+  EXPECT_TRUE(down) << "the idle session's peer is still alive";
+}
+
 TEST_F(gateway, AForgedDownMessageOrAnAnonymousExitChangesNothing) {
   const auto h = allocate(4096);
   caf::scoped_actor self{sys_};

@@ -466,6 +466,40 @@ TEST_F(two_processes, TenantConnectionsAtTheCapLeaveTheOperatorSocketItsOwn) {
   EXPECT_NE(tenant_code, 0) << tenant_out;  // the tenants' socket is still capped
 }
 
+TEST_F(two_processes, AnIdleSessionsStreamEndsSoItsConnectionAndSlotGo) {
+  // Issue 35, finding 5: a session ended as idle kept its stream, so its connection was never
+  // idle for gRPC and held one of the uid's connection slots for good.
+  serve_in_child({"--idle-timeout", "1", "--max-connections-per-identity", "2"});
+  auto active = connect(2s);  // one connection (this process's channels share it)
+  const auto lease = active->allocate(4096, "active");
+  auto idle = std::make_unique<child_process>(
+      std::vector<std::string>{attacker_path(), endpoint(), "idle-session"});
+  const auto opened = idle->read_line(20s);
+  ASSERT_TRUE(opened && *opened == "session open") << (opened ? *opened : "no line");
+  // The uid's two slots are taken: a raw connection is closed at accept.
+  EXPECT_EQ(attack(endpoint(), {"connections", "1"}), "closed by the server: 1\n");
+  // The active session's requests sweep the idle one once it has been idle for a second; its
+  // stream must end then.
+  std::optional<std::string> ended;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!ended && std::chrono::steady_clock::now() < deadline) {
+    static_cast<void>(active->attributes(lease));
+    ended = idle->read_line(100ms);
+  }
+  ASSERT_TRUE(ended) << "the idle session's stream is still open";
+  EXPECT_EQ(*ended, "stream ended: the session ended: idle");
+  // With no call left its connection is idle, gRPC closes it, and the slot is free again.
+  std::string probe;
+  while (std::chrono::steady_clock::now() < deadline + 10s) {
+    probe = attack(endpoint(), {"connections", "1"});
+    if (probe == "closed by the server: 0\n")
+      break;
+    static_cast<void>(active->attributes(lease));
+  }
+  EXPECT_EQ(probe, "closed by the server: 0\n");
+  EXPECT_EQ(active->stats().sessions, 1u);
+}
+
 TEST_F(two_processes, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
   serve_in_child({"--idle-timeout", "1"});
   auto idle = start_raw_attacker(endpoint(), "idle");

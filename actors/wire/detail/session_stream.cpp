@@ -47,9 +47,12 @@ void session_book::finish(std::uint64_t sid) {
 namespace {
 
 /// The session's peer as the gateway sees it: an actor that does nothing but live as long as
-/// the stream. It takes an argument it ignores: CAF 0.17 dereferences a null argument tuple when
-/// a function-based actor is spawned without any.
-caf::behavior holder_behavior(caf::event_based_actor*, std::int32_t) {
+/// the stream. When the gateway ends it (the session expired as idle), the stream ends with it:
+/// the connection then has no call left, and gRPC closes it once idle.
+caf::behavior holder_behavior(caf::event_based_actor* self, std::shared_ptr<stream_state> state) {
+  self->attach_functor([state](const caf::error&) {
+    state->end(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the session ended: idle"));
+  });
   return {[](std::int32_t) {}};
 }
 
@@ -58,11 +61,9 @@ caf::behavior holder_behavior(caf::event_based_actor*, std::int32_t) {
 session_stream::session_stream(caf::actor_system& sys, const remote_allocator_actor& gateway,
                                std::chrono::milliseconds timeout, peer_identity who,
                                session_book& book)
-    : book_(book),
-      who_(std::move(who)),
-      holder_(sys.spawn(holder_behavior, 0)),
-      state_(std::make_shared<stream_state>()) {
+    : book_(book), who_(std::move(who)), state_(std::make_shared<stream_state>()) {
   state_->reactor = this;
+  holder_ = sys.spawn(holder_behavior, state_);
   sys.spawn(
       [gateway, timeout, holder = holder_, tenant = who_.tenant](
           caf::event_based_actor* self, std::shared_ptr<stream_state> state) {
