@@ -87,7 +87,7 @@ struct pending_plan::state {
 };
 
 template <class R, class... Ts>
-R client::call(Ts&&... xs) {
+R client::send_request(Ts&&... xs) {
   auto reply = state_->channel->request(state_->target, caf::make_message(std::forward<Ts>(xs)...),
                                         timeout_);
   return detail::take_reply<R>(reply);
@@ -145,7 +145,7 @@ std::shared_ptr<T> client::current(std::atomic<T*>& now, Held& held, Atom atom) 
     for (const auto& h : held.held)
       if (h.get() == p)
         return h;
-  auto fresh = call<std::shared_ptr<T>>(atom);
+  auto fresh = send_request<std::shared_ptr<T>>(atom);
   if (std::find(held.held.begin(), held.held.end(), fresh) == held.held.end())
     held.held.push_back(fresh);
   now.store(fresh.get(), std::memory_order_release);
@@ -158,10 +158,6 @@ block_allocator_ref client::blocks() {
 
 caller_calls_ref client::calls() {
   return current(calls_now_, state_->calls, calls_atom_v);
-}
-
-block_stats client::cache_stats() {
-  return blocks()->stats();
 }
 
 bool client::after_block_refusal(const error& e, block_allocator* b) {
@@ -202,11 +198,11 @@ op_result client::prefetch(std::vector<byte_ref> refs, std::vector<location> loc
   if (auto done = on_caller<op_result>(
           [&](caller_calls& c, auto until) { return c.prefetch(r, false, until); }))
     return *done;
-  return call<op_result>(prefetch_atom_v, std::move(r));
+  return send_request<op_result>(prefetch_atom_v, std::move(r));
 }
 
 op_result client::discard(std::vector<byte_ref> refs, stream_view stream, completion when) {
-  return call<op_result>(discard_atom_v, discard_request{std::move(refs), stream, when});
+  return send_request<op_result>(discard_atom_v, discard_request{std::move(refs), stream, when});
 }
 
 op_result client::discard_prefetch(std::vector<byte_ref> refs, std::vector<location> locations,
@@ -215,7 +211,7 @@ op_result client::discard_prefetch(std::vector<byte_ref> refs, std::vector<locat
   if (auto done = on_caller<op_result>(
           [&](caller_calls& c, auto until) { return c.prefetch(r, true, until); }))
     return *done;
-  return call<op_result>(discard_prefetch_atom_v, std::move(r));
+  return send_request<op_result>(discard_prefetch_atom_v, std::move(r));
 }
 
 op_result client::advise(std::vector<byte_ref> refs, advice what, location where) {
@@ -223,7 +219,7 @@ op_result client::advise(std::vector<byte_ref> refs, advice what, location where
   if (auto done =
           on_caller<op_result>([&](caller_calls& c, auto until) { return c.advise(r, until); }))
     return *done;
-  return call<op_result>(advise_atom_v, std::move(r));
+  return send_request<op_result>(advise_atom_v, std::move(r));
 }
 
 std::optional<byte_ref> client::allocate_here(const allocate_request& r) {
@@ -234,22 +230,22 @@ range_attributes client::attributes_of(const byte_ref& ref) {
   if (auto got = on_caller<range_attributes>(
           [&](caller_calls& c, auto until) { return c.attributes(ref, until); }))
     return *got;
-  return call<range_attributes>(attributes_atom_v, ref);
+  return send_request<range_attributes>(attributes_atom_v, ref);
 }
 
 memory_kind client::kind_of(const void* ptr) {
-  return call<memory_kind>(memory_kind_atom_v, reinterpret_cast<std::uintptr_t>(ptr));
+  return send_request<memory_kind>(memory_kind_atom_v, reinterpret_cast<std::uintptr_t>(ptr));
 }
 
 allocator_stats client::stats() {
   if (auto got =
           on_caller<allocator_stats>([](caller_calls& c, auto until) { return c.stats(until); }))
     return *got;
-  return call<allocator_stats>(stats_atom_v);
+  return send_request<allocator_stats>(stats_atom_v);
 }
 
 allocator_stats client::flush() {
-  return call<allocator_stats>(flush_atom_v);
+  return send_request<allocator_stats>(flush_atom_v);
 }
 
 residency_result client::will_access(std::vector<byte_ref> refs, int device, access_mode mode,
@@ -258,7 +254,7 @@ residency_result client::will_access(std::vector<byte_ref> refs, int device, acc
 }
 
 residency_result client::will_access(access_plan_request plan) {
-  return call<residency_result>(will_access_atom_v, std::move(plan));
+  return send_request<residency_result>(will_access_atom_v, std::move(plan));
 }
 
 pending_plan::pending_plan(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
@@ -291,11 +287,11 @@ pending_plan client::will_access_async(access_plan_request plan) {
 }
 
 std::vector<region_info> client::regions() {
-  return call<std::vector<region_info>>(regions_atom_v);
+  return send_request<std::vector<region_info>>(regions_atom_v);
 }
 
 allocator_snapshot client::snapshot() {
-  return call<allocator_snapshot>(snapshot_atom_v);
+  return send_request<allocator_snapshot>(snapshot_atom_v);
 }
 
 std::optional<final_report> client::stop() {
@@ -317,47 +313,47 @@ std::optional<final_report> client::stop() {
 }
 
 byte_ref client::allocate_by_message(allocate_request r) {
-  return call<byte_ref>(allocate_atom_v, std::move(r));
+  return send_request<byte_ref>(allocate_atom_v, std::move(r));
 }
 
 bool client::can_access_of(location loc, const byte_ref& ref) {
-  return call<bool>(can_access_atom_v, loc, ref);
+  return send_request<bool>(can_access_atom_v, loc, ref);
 }
 
 std::uint64_t client::trim() {
-  return call<std::uint64_t>(trim_atom_v);
+  return send_request<std::uint64_t>(trim_atom_v);
 }
 
 std::uint64_t client::quota(std::uint64_t set_bytes) {
-  return call<std::uint64_t>(quota_atom_v, set_bytes);
+  return send_request<std::uint64_t>(quota_atom_v, set_bytes);
 }
 
 std::uint64_t client::done_with(std::vector<byte_ref> refs) {
-  return call<std::uint64_t>(done_with_atom_v, std::move(refs));
+  return send_request<std::uint64_t>(done_with_atom_v, std::move(refs));
 }
 
 residency_result client::dead(std::vector<byte_ref> refs) {
-  return call<residency_result>(dead_atom_v, std::move(refs));
+  return send_request<residency_result>(dead_atom_v, std::move(refs));
 }
 
 std::uint64_t client::done_with(std::vector<address_range> ranges) {
-  return call<std::uint64_t>(done_ranges_atom_v, std::move(ranges));
+  return send_request<std::uint64_t>(done_ranges_atom_v, std::move(ranges));
 }
 
 residency_result client::dead(std::vector<address_range> ranges) {
-  return call<residency_result>(dead_ranges_atom_v, std::move(ranges));
+  return send_request<residency_result>(dead_ranges_atom_v, std::move(ranges));
 }
 
 std::uint64_t client::device_budget(int device, std::uint64_t set_bytes) {
-  return call<std::uint64_t>(budget_atom_v, device, set_bytes);
+  return send_request<std::uint64_t>(budget_atom_v, device, set_bytes);
 }
 
 std::uint64_t client::tenant_budget(std::string tenant, int device, std::uint64_t bytes) {
-  return call<std::uint64_t>(tenant_budget_atom_v, std::move(tenant), device, bytes);
+  return send_request<std::uint64_t>(tenant_budget_atom_v, std::move(tenant), device, bytes);
 }
 
 residency_report client::residency() {
-  return call<residency_report>(residency_atom_v);
+  return send_request<residency_report>(residency_atom_v);
 }
 
 }  // namespace uma

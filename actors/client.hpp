@@ -106,7 +106,7 @@ class client {
   /// `error(timeout)`.
   void set_timeout(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
 
-  /// Allocates `count` elements of T. Requests up to `cache_max_bytes()` without a stream, with
+  /// Allocates `count` elements of T. Requests up to `max_block_bytes()` without a stream, with
   /// global attachment and at most page alignment are served by the allocator's block
   /// allocator on the calling thread (memory/block_allocator.hpp: no message; a label is
   /// recorded there for the report); the rest are regions, taken on the calling thread too
@@ -115,7 +115,7 @@ class client {
   /// their way.
   template <class T>
   [[nodiscard]] ManagedRef<T> allocate(std::size_t count, allocate_options options = {}) {
-    if (cacheable(count, sizeof(T), options)) {
+    if (block_sized(count, sizeof(T), options)) {
       if (options.label.empty()) {
         if (auto ref = from_blocks<T>(count * sizeof(T), [count](block_allocator& b) {
               return b.template allocate_n<T>(count, 0, {});
@@ -141,13 +141,21 @@ class client {
   }
 
   /// The largest request the block allocator serves for this client (0: the fast path is off).
-  [[nodiscard]] std::size_t cache_max_bytes() const noexcept { return cache_max_; }
-  /// Sets it (0 turns the fast path off; above the allocator's `max_pooled_block` requests take
-  /// the message path). Not thread-safe against concurrent allocate calls: set it before
-  /// sharing the client.
-  void set_cache_max_bytes(std::size_t bytes) noexcept { cache_max_ = bytes; }
-  /// The block allocator's counters (it is the allocator's: shared by every client of it).
-  [[nodiscard]] block_stats cache_stats();
+  [[nodiscard]] std::size_t max_block_bytes() const noexcept { return max_block_; }
+  /// Sets it (0 turns the fast path off; above the allocator's own limit,
+  /// `resource_stack_config::max_pooled_block`, requests are regions). Not thread-safe against
+  /// concurrent allocate calls: set it before sharing the client.
+  void set_max_block_bytes(std::size_t bytes) noexcept { max_block_ = bytes; }
+  [[deprecated("use max_block_bytes()")]] [[nodiscard]] std::size_t cache_max_bytes()
+      const noexcept {
+    return max_block_;
+  }
+  [[deprecated("use set_max_block_bytes()")]] void set_cache_max_bytes(std::size_t b) noexcept {
+    max_block_ = b;
+  }
+  [[deprecated("use blocks()->stats()")]] [[nodiscard]] block_stats cache_stats() {
+    return blocks()->stats();
+  }
   /// The current incarnation's block allocator (one message the first time, and after a
   /// restart); throws the allocator's error (allocator_stopped, ...).
   [[nodiscard]] block_allocator_ref blocks();
@@ -261,7 +269,7 @@ class client {
   /// Sends the request made of `xs` through the call channel, waits at most the timeout and
   /// returns the reply; its error thrown as uma::error.
   template <class R, class... Ts>
-  R call(Ts&&... xs);
+  R send_request(Ts&&... xs);
   /// What `served(calls, deadline)` answered on this thread (docs/design.md "Calls on the
   /// caller's thread"), or nullopt when the request must be a message: a plan sent ahead is not
   /// answered yet (it reaches the actor first), or the calls declined. A restart met on the way
@@ -278,11 +286,11 @@ class client {
   /// A region for `r` on this thread (caller_calls::allocate), or nullopt: a message then.
   [[nodiscard]] std::optional<byte_ref> allocate_here(const allocate_request& r);
 
-  [[nodiscard]] bool cacheable(std::size_t count, std::size_t size,
-                               const allocate_options& o) const noexcept {
+  [[nodiscard]] bool block_sized(std::size_t count, std::size_t size,
+                                 const allocate_options& o) const noexcept {
     // A stream goes to the allocator, which validates it (the host backend has none; a
     // capturing CUDA stream is refused).
-    return count != 0 && count <= cache_max_ / size && o.alignment <= cache_alignment &&
+    return count != 0 && count <= max_block_ / size && o.alignment <= block_alignment &&
            o.attach == attach_flag::global && o.stream.handle == nullptr &&
            o.kind == memory_kind::cuda_managed;
   }
@@ -312,7 +320,7 @@ class client {
   [[nodiscard]] bool after_block_refusal(const error& e, block_allocator* b);
 
   /// Blocks are page-aligned (the host's smallest page; CUDA's allocations are at least that).
-  static constexpr std::size_t cache_alignment = 4096;
+  static constexpr std::size_t block_alignment = 4096;
 
   const std::unique_ptr<state> state_;
   /// The current incarnation's block allocator and caller calls, read without a lock (`state_`
@@ -320,7 +328,7 @@ class client {
   std::atomic<block_allocator*> blocks_now_{nullptr};
   std::atomic<caller_calls*> calls_now_{nullptr};
   std::chrono::milliseconds timeout_{60000};
-  std::size_t cache_max_ = std::size_t{16} << 20;
+  std::size_t max_block_ = std::size_t{16} << 20;
 };
 
 }  // namespace uma

@@ -236,7 +236,7 @@ void run_alloc_latency(context& ctx, section& s) {
     if (!ctx.opt.measures(pooled ? "pool" : "direct"))
       continue;
     client owner(ctx.sys, ctx.config(policy));
-    owner.set_cache_max_bytes(
+    owner.set_max_block_bytes(
         0);  // these rows measure the message path; uma_native_bench the caching layer
     for (const auto size : sizes) {
       auto chain = run_chain<byte_ref>(
@@ -258,7 +258,7 @@ void run_alloc_latency(context& ctx, section& s) {
 
   if (ctx.opt.measures("pool")) {
     client owner(ctx.sys, ctx.config(allocation_policy::pool));
-    owner.set_cache_max_bytes(
+    owner.set_max_block_bytes(
         0);  // these rows measure the message path; uma_native_bench the caching layer
     const auto blocks = owner.blocks();
     for (const auto size : sizes) {
@@ -338,7 +338,7 @@ void run_throughput(context& ctx, section& s) {
       continue;
     const std::string variant = pooled ? pool_actor : direct_actor;
     client owner(ctx.sys, ctx.config(policy));
-    owner.set_cache_max_bytes(
+    owner.set_max_block_bytes(
         0);  // these rows measure the message path; uma_native_bench the caching layer
     // Warm-up: the block allocator's first slab, CAF's workers.
     auto warm = run_chain<byte_ref>(ctx.sys, owner.handle(),
@@ -385,7 +385,7 @@ void run_throughput(context& ctx, section& s) {
   if (ctx.opt.measures("pool")) {
     const std::string variant = "uma blocks (fast path, actors)";
     client owner(ctx.sys, ctx.config(allocation_policy::pool));
-    owner.set_cache_max_bytes(
+    owner.set_max_block_bytes(
         0);  // these rows measure the message path; uma_native_bench the caching layer
     for (const int n : counts) {
       std::atomic<bool> stop{false};

@@ -25,7 +25,7 @@ void run_redundant_advice(context& ctx, section& s) {
   // Each raw call costs milliseconds: fewer of them, still a median of many.
   const int raw_samples = std::min(samples, ctx.opt.smoke ? 5 : 200);
   client uma(ctx.sys, ctx.config(allocation_policy::direct));
-  uma.set_cache_max_bytes(0);  // regions of their own, as measured before the caching layer
+  uma.set_max_block_bytes(0);  // regions of their own, as measured before the caching layer
   auto ref = uma.allocate<std::byte>(bytes, {.label = "bench advice"});
   raw_buffer raw(raw_buffer::kind::managed, bytes);
   cuda::fill(ref.data(), bytes, 5, ctx.stream);
@@ -92,7 +92,7 @@ void run_kernel_read(context& ctx, section& s) {
   const int warmup = 2;
   const stream_view stream{ctx.stream};
   client uma(ctx.sys, ctx.config(allocation_policy::direct));
-  uma.set_cache_max_bytes(0);  // regions of their own, as measured before the caching layer
+  uma.set_max_block_bytes(0);  // regions of their own, as measured before the caching layer
   auto ref = uma.allocate<std::byte>(bytes, {.label = "bench kernel read"});
   raw_buffer dev(raw_buffer::kind::device, bytes);
   cuda::fill(ref.data(), bytes, 8, ctx.stream);

@@ -75,9 +75,9 @@ int main(int argc, char** argv) {
                                  .supervision = {.event_history = history}};
   };
   uma::client on(sys, make(4096));
-  on.set_cache_max_bytes(0);  // the history is recorded on the message path
+  on.set_max_block_bytes(0);  // the history is recorded on the message path
   uma::client off(sys, make(0));
-  off.set_cache_max_bytes(0);              // the history is recorded on the message path
+  off.set_max_block_bytes(0);              // the history is recorded on the message path
   static_cast<void>(round_ns(on, pairs));  // warm-up: pool slabs, caches
   static_cast<void>(round_ns(off, pairs));
   std::vector<double> with, without;

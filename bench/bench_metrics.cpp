@@ -100,7 +100,7 @@ int run(const shape& s) {
   caf::actor_system sys{cfg};
   client uma(sys, allocator_config{.backend = {.choice = s.backend},
                                    .memory = {.policy = allocation_policy::pool}});
-  uma.set_cache_max_bytes(0);  // the allocate latency of the message path
+  uma.set_max_block_bytes(0);  // the allocate latency of the message path
   std::vector<ManagedRef<float>> live;
   live.reserve(s.live_regions);
   for (std::size_t i = 0; i < s.live_regions; ++i)

@@ -140,7 +140,7 @@ std::vector<row> facade_rows(uma::backend_choice choice, int pairs) {
       auto ref = c.allocate<std::byte>(block);
       return ref.valid();
     }));
-  const auto s = c.cache_stats();
+  const auto s = c.blocks()->stats();
   out.back().note = "cache hits " + std::to_string(s.hits) + ", misses " + std::to_string(s.misses);
   return out;
 }
@@ -245,7 +245,7 @@ std::vector<row> actor_rows(uma::backend_choice choice, int pairs, int max_threa
   ac.backend.choice = choice;
   ac.memory.policy = uma::allocation_policy::pool;
   uma::client c(sys, ac);
-  c.set_cache_max_bytes(0);  // the facade's caching layer aside: every pair is a message
+  c.set_max_block_bytes(0);  // the facade's caching layer aside: every pair is a message
   const auto alloc = c.handle();
   const std::string workers = workers_name(max_threads);
   const int n = std::max(100, pairs / 10);  // a message per pair: fewer pairs

@@ -142,7 +142,11 @@ class block_allocator : public std::enable_shared_from_this<block_allocator> {
   /// A labelled block's hand-out and return become allocate and release events of `history`
   /// (generation `generation`), as a labelled region's are. Before the allocator is shared.
   void record_labels_in(std::shared_ptr<event_history> history, std::uint64_t generation) noexcept;
-  [[nodiscard]] std::size_t max_bytes() const noexcept { return config_.max_bytes; }
+  /// The largest request served (`block_allocator_config::max_bytes`).
+  [[nodiscard]] std::size_t max_block_bytes() const noexcept { return config_.max_bytes; }
+  [[deprecated("use max_block_bytes()")]] [[nodiscard]] std::size_t max_bytes() const noexcept {
+    return config_.max_bytes;
+  }
 
   // -- the actor's side -------------------------------------------------------------------------
 

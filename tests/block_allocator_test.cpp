@@ -283,9 +283,9 @@ TEST_F(block_allocator_test, StopLeaksASlabWhoseRawBlockIsOutAndFreesTheIdleOnes
 }
 
 TEST_F(block_allocator_test, TheFacadeServesSmallRequestsWithRefSemantics) {
-  uma_->set_cache_max_bytes(std::size_t{16} << 20);  // the client's default (the fixture's is 0)
+  uma_->set_max_block_bytes(std::size_t{16} << 20);  // the client's default (the fixture's is 0)
   auto ref = uma_->allocate<float>(1000);
-  EXPECT_EQ(uma_->cache_stats().misses, 1u);
+  EXPECT_EQ(uma_->blocks()->stats().misses, 1u);
   {
     auto pin = ref.pin();
     pin[999] = 2.5f;
@@ -298,9 +298,9 @@ TEST_F(block_allocator_test, TheFacadeServesSmallRequestsWithRefSemantics) {
   view.reset();
   auto again = uma_->allocate<float>(1000);
   EXPECT_EQ(again.data(), first);  // back on its free list on the last drop, reused
-  EXPECT_EQ(uma_->cache_stats().hits, 1u);
+  EXPECT_EQ(uma_->blocks()->stats().hits, 1u);
   auto labelled = uma_->allocate<float>(1000, {.label = "named"});  // a block too
-  EXPECT_EQ(uma_->cache_stats().hits + uma_->cache_stats().misses, 3u);
+  EXPECT_EQ(uma_->blocks()->stats().hits + uma_->blocks()->stats().misses, 3u);
   auto host = uma_->allocate<float>(1000, {.attach = attach_flag::host});  // the message path
   EXPECT_EQ(uma_->stats().live_regions, 2u);  // the slab and the host-attached region
   uma_->stop();
@@ -311,10 +311,10 @@ TEST_F(block_allocator_test, TheFacadeServesSmallRequestsWithRefSemantics) {
 TEST_F(block_allocator_test, TheFacadeSendsARequestAboveTheBlockLimitToTheAllocator) {
   auto c = make_client(
       {.memory = {.slab_bytes = std::size_t{1} << 20, .max_pooled_block = std::size_t{1} << 20}});
-  c->set_cache_max_bytes(std::size_t{16} << 20);            // above the block allocator's limit
+  c->set_max_block_bytes(std::size_t{16} << 20);            // above the block allocator's limit
   auto big = c->allocate<std::byte>(std::size_t{2} << 20);  // a region, not a refusal
   EXPECT_EQ(big.size(), std::size_t{2} << 20);
-  EXPECT_EQ(c->cache_stats().misses, 0u);
+  EXPECT_EQ(c->blocks()->stats().misses, 0u);
   EXPECT_EQ(c->stats().live_regions, 1u);
   auto labelled = c->allocate<std::byte>(std::size_t{2} << 20, {.label = "big"});
   EXPECT_EQ(c->stats().live_regions, 2u);
@@ -322,12 +322,12 @@ TEST_F(block_allocator_test, TheFacadeSendsARequestAboveTheBlockLimitToTheAlloca
 
 TEST_F(block_allocator_test, ALabelledAllocationIsABlockInTheReportUntilItsLastDrop) {
   // A label is for the report: it costs no region, no message and no backend allocation.
-  uma_->set_cache_max_bytes(std::size_t{16} << 20);
+  uma_->set_max_block_bytes(std::size_t{16} << 20);
   auto weights = uma_->allocate<float>(16384, {.label = "weights"});  // 64 KiB
   auto bias = uma_->allocate<float>(1000, {.label = "bias"});         // 4000 bytes
   auto plain = uma_->allocate<float>(1000);
   EXPECT_EQ(faults_->calls(backend_op::allocate), 2u);  // two slabs (two classes), no regions
-  const auto blocks = uma_->cache_stats();
+  const auto blocks = uma_->blocks()->stats();
   EXPECT_EQ(blocks.blocks_in_use, 3u);
   EXPECT_EQ(blocks.requested_bytes, 65536u + 4000u + 4000u);
   auto stats = uma_->stats();
@@ -353,7 +353,7 @@ TEST_F(block_allocator_test, ALabelledAllocationIsABlockInTheReportUntilItsLastD
   weights.reset();
   bias.reset();
   EXPECT_EQ(uma_->regions().size(), 2u);  // the labels went with the blocks; the slabs stay
-  EXPECT_EQ(uma_->cache_stats().blocks_in_use, 1u);
+  EXPECT_EQ(uma_->blocks()->stats().blocks_in_use, 1u);
   // The history sees a labelled block come and go as it sees a labelled region (the snapshot
   // page charts by label).
   std::vector<std::pair<event_kind, std::uint64_t>> weights_events;
@@ -365,19 +365,19 @@ TEST_F(block_allocator_test, ALabelledAllocationIsABlockInTheReportUntilItsLastD
   stats = uma_->stats();
   EXPECT_EQ(stats.live_regions, 2u);
   EXPECT_EQ(stats.releases, 0u);
-  auto again = uma_->allocate<float>(16384);  // the weights' block, now without a label
-  EXPECT_EQ(uma_->cache_stats().hits, 2u);    // this one and `plain`
+  auto again = uma_->allocate<float>(16384);    // the weights' block, now without a label
+  EXPECT_EQ(uma_->blocks()->stats().hits, 2u);  // this one and `plain`
   EXPECT_EQ(uma_->regions().size(), 2u);
 }
 
 TEST_F(block_allocator_test, ALabelledRequestTheBlockAllocatorDoesNotServeIsARegion) {
-  uma_->set_cache_max_bytes(std::size_t{16} << 20);
+  uma_->set_max_block_bytes(std::size_t{16} << 20);
   auto big = uma_->allocate<std::byte>((std::size_t{16} << 20) + 1, {.label = "big"});
   const auto rows = uma_->regions();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].label, "big");
   EXPECT_EQ(uma_->snapshot().regions[0].policy, region_policy::direct);
-  EXPECT_EQ(uma_->cache_stats().blocks_in_use, 0u);
+  EXPECT_EQ(uma_->blocks()->stats().blocks_in_use, 0u);
 }
 
 TEST_F(block_allocator_test, ManyThreadsDroppingEachOthersBlocksLoseNone) {
@@ -428,11 +428,11 @@ TEST_F(block_allocator_test, AfterARestartTheFacadeServesBlocksOfTheNewGeneratio
   auto fresh = c.allocate<float>(1000);
   EXPECT_TRUE(fresh.valid());
   EXPECT_EQ(fresh.generation(), 2u);
-  EXPECT_EQ(c.cache_stats().misses, 1u);  // the new generation's block allocator
-  EXPECT_EQ(c.cache_stats().slabs, 1u);
+  EXPECT_EQ(c.blocks()->stats().misses, 1u);  // the new generation's block allocator
+  EXPECT_EQ(c.blocks()->stats().slabs, 1u);
   old_ref.reset();  // an inert block goes back to its closed allocator
-  EXPECT_EQ(c.cache_stats().blocks_in_use, 1u);
-  EXPECT_EQ(c.cache_stats().requested_bytes, 4000u);
+  EXPECT_EQ(c.blocks()->stats().blocks_in_use, 1u);
+  EXPECT_EQ(c.blocks()->stats().requested_bytes, 4000u);
 }
 
 TEST(block_allocator_queue, ASlabReachesTheActorInTheSameBatchAsItsReleaseOrAnEarlierOne) {

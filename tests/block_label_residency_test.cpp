@@ -22,7 +22,7 @@ class labelled_block_residency : public test::actor_fixture {
  protected:
   labelled_block_residency() {
     uma_ = make_client(one_device_config());
-    uma_->set_cache_max_bytes(16 * MiB);  // the block allocator on: labelled allocates are blocks
+    uma_->set_max_block_bytes(16 * MiB);  // the block allocator on: labelled allocates are blocks
   }
   /// The label's row of the residency report, or null.
   static const label_residency* row(const residency_report& r, std::string_view label) {

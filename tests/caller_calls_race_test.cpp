@@ -59,7 +59,7 @@ TEST_F(caller_calls_race, CallsReleasesAndRestartsTogether) {
   cfg.allocator.backend.instance = backend_;
   cfg.backoff_initial = 0ms;
   client c(sys_, cfg);
-  c.set_cache_max_bytes(std::size_t{64} << 10);
+  c.set_max_block_bytes(std::size_t{64} << 10);
   std::atomic<std::uint64_t> stopped{0};
   std::thread restarts([&] {
     caf::scoped_actor self{sys_};
@@ -78,7 +78,7 @@ TEST_F(caller_calls_race, CallsReleasesAndRestartsTogether) {
 
 TEST_F(caller_calls_race, AStopWhileCallsRunAnswersEachAndFreesEverything) {
   auto c = std::make_unique<client>(sys_, host_config());
-  c->set_cache_max_bytes(std::size_t{64} << 10);
+  c->set_max_block_bytes(std::size_t{64} << 10);
   std::atomic<std::uint64_t> stopped{0};
   std::thread stopper([&] {
     while (c->stats().prefetches < 40) {

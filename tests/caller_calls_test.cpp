@@ -315,7 +315,7 @@ TEST_F(caller_calls_test, ACallWaitsForTheLockAtMostTheTimeout) {
 TEST_F(caller_calls_test, AStopWaitsForACallersBackendCallBeforeItFrees) {
   resume_on_exit guard{*faults_};
   auto c = std::make_unique<client>(sys_, allocator_config{.backend = {.instance = faults_}});
-  c->set_cache_max_bytes(0);
+  c->set_max_block_bytes(0);
   auto r = c->allocate<std::byte>(64 * 1024);
   faults_->hold(backend_op::prefetch);
   auto p = std::async(std::launch::async, [&] { return c->prefetch(r, location::host()); });
@@ -341,7 +341,7 @@ TEST_F(caller_calls_test, AStopAndACallersFailingBackendCallDoNotWaitForEachOthe
   // waited for the lock there, and the stop for it, until the client's timeout).
   resume_on_exit guard{*faults_};
   auto c = std::make_unique<client>(sys_, allocator_config{.backend = {.instance = faults_}});
-  c->set_cache_max_bytes(0);
+  c->set_max_block_bytes(0);
   c->set_timeout(20s);
   auto r = c->allocate<std::byte>(64 * 1024);
   faults_->inject({.op = backend_op::allocate, .nth = 1, .code = errc::backend_error});
@@ -376,7 +376,7 @@ TEST_F(caller_calls_test, ARestartGivesTheNewIncarnationsCalls) {
   cfg.allocator.backend.instance = faults_;
   cfg.backoff_initial = 0ms;
   client c(sys_, cfg);
-  c.set_cache_max_bytes(0);
+  c.set_max_block_bytes(0);
   auto old_ref = c.allocate<std::byte>(4096);
   EXPECT_EQ(c.stats().generation, 1u);
   caf::scoped_actor self{sys_};

@@ -28,7 +28,7 @@ class client_facade : public test::actor_fixture {
 
 TEST_F(client_facade, StopReturnsWhatTheAllocatorsPostStopDid) {
   client c(sys_, host_config());
-  c.set_cache_max_bytes(0);  // counts one region per allocation: the message path
+  c.set_max_block_bytes(0);  // counts one region per allocation: the message path
   EXPECT_FALSE(c.supervisor());
   auto a = c.allocate<float>(1024);
   auto b = c.allocate<std::byte>(100);
@@ -57,7 +57,7 @@ TEST_F(client_facade, StopReportsALeakForcedByAPin) {
   auto config = host_config();
   config.supervision.drain_timeout = 10ms;
   client c(sys_, config);
-  c.set_cache_max_bytes(0);  // the leaked id is the region's: the message path
+  c.set_max_block_bytes(0);  // the leaked id is the region's: the message path
   auto ref = c.allocate<int>(16);
   auto pin = ref.pin();
   const auto report = c.stop();

@@ -175,7 +175,7 @@ class fault_matrix : public test::reliability_fixture {
   std::vector<call_counts> dry_run() {
     rig r;
     client c(sys_, allocator_config{.backend = {.instance = r.faults}});
-    c.set_cache_max_bytes(0);  // the message path: every backend call fails
+    c.set_max_block_bytes(0);  // the message path: every backend call fails
     script_env e{c, r.inner->guaranteed_alignment()};
     std::vector<call_counts> after;
     for (const auto& s : script()) {
@@ -213,7 +213,7 @@ TEST_F(fault_matrix, EveryBackendCallFailingAtEveryPositionGivesAClearErrorAndLe
             failing = i;
       rig r;
       client c(sys_, allocator_config{.backend = {.instance = r.faults}});
-      c.set_cache_max_bytes(0);  // the message path: every backend call fails
+      c.set_max_block_bytes(0);  // the message path: every backend call fails
       script_env e{c, r.inner->guaranteed_alignment()};
       r.faults->inject({op, n, errc::backend_error});
       for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -272,7 +272,7 @@ TEST_F(fault_matrix, EveryFatalFailureRestartsTheAllocatorAndLeaksNothing) {
       cfg.backoff_initial = 0ms;
       auto sup = spawn_supervisor(sys_, cfg);
       client c(sys_, sup);
-      c.set_cache_max_bytes(0);  // the message path: every backend call fails
+      c.set_max_block_bytes(0);  // the message path: every backend call fails
       script_env e{c, r.inner->guaranteed_alignment()};
       r.faults->inject({op, n, errc::context_lost, false, true});
       std::optional<error> failure;

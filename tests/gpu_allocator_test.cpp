@@ -349,7 +349,7 @@ TEST_F(gpu_allocator, RequestsDuringRepeatedCudaRestartsAreAllAnswered) {
   for (int t = 0; t < 4; ++t)
     clients.emplace_back([&] {
       client c(sys_, sup);
-      c.set_cache_max_bytes(0);  // every allocation a backend call: the message path
+      c.set_max_block_bytes(0);  // every allocation a backend call: the message path
       for (int i = 0; i < 100; ++i) {
         try {
           auto ref = c.allocate<float>(4096);

@@ -16,7 +16,7 @@ class lifetime : public test::actor_fixture, public ::testing::WithParamInterfac
  protected:
   lifetime() {
     if (cached())
-      uma_->set_cache_max_bytes(std::size_t{16} << 20);
+      uma_->set_max_block_bytes(std::size_t{16} << 20);
   }
   [[nodiscard]] bool cached() const { return GetParam(); }
 };

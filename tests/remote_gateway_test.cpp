@@ -78,7 +78,7 @@ class gateway : public test::actor_fixture {
   client& local() {
     if (!local_)
       local_ = std::make_unique<client>(sys_, sup_);
-    local_->set_cache_max_bytes(0);  // the message path: tests count its bytes per request
+    local_->set_max_block_bytes(0);  // the message path: tests count its bytes per request
     return *local_;
   }
 

@@ -180,7 +180,7 @@ TEST_F(residency_plans, ARestartEndsEveryPlanTheBudgetOutlivesItAndOldRefsAreRef
   supervisor_config cfg;
   cfg.allocator = one_device_config();
   client supervised(sys_, cfg);
-  supervised.set_cache_max_bytes(0);
+  supervised.set_max_block_bytes(0);
   EXPECT_EQ(supervised.device_budget(0, 8 * MiB), 8 * MiB);
   auto old_ref = client::erase(supervised.allocate<std::byte>(4 * MiB));
   (void)supervised.will_access({old_ref}, 0, access_mode::write);

@@ -76,7 +76,7 @@ class supervisor_restart : public test::actor_fixture {
 
 TEST_F(supervisor_restart, ARestartRequestReplacesTheIncarnationAndRepliesItsGeneration) {
   client c(sys_, start());
-  c.set_cache_max_bytes(0);  // the message path (regions, quota)
+  c.set_max_block_bytes(0);  // the message path (regions, quota)
   caf::scoped_actor self{sys_};
   auto old_ref = c.allocate<float>(64);
   EXPECT_EQ(c.quota(1 << 20), 1u << 20);
@@ -109,7 +109,7 @@ TEST_F(supervisor_restart, RequestedRestartsDoNotCountAgainstTheRestartIntensity
   supervisor_config cfg;
   cfg.max_restarts = 1;
   client c(sys_, start(cfg));
-  c.set_cache_max_bytes(0);  // the message path (regions, quota)
+  c.set_max_block_bytes(0);  // the message path (regions, quota)
   caf::scoped_actor self{sys_};
   for (std::uint64_t gen = 2; gen <= 5; ++gen)
     EXPECT_EQ(ask<std::uint64_t>(self, restart_atom_v), gen);
@@ -127,7 +127,7 @@ TEST_F(supervisor_restart, RequestedRestartsDoNotCountAgainstTheRestartIntensity
 
 TEST_F(supervisor_restart, AnObserverHearsExactlyOneEventPerRestart) {
   client c(sys_, start());
-  c.set_cache_max_bytes(0);  // the message path (regions, quota)
+  c.set_max_block_bytes(0);  // the message path (regions, quota)
   caf::scoped_actor self{sys_};
   EXPECT_EQ(ask<std::uint64_t>(self, subscribe_atom_v, observer(self)), 1u);
   EXPECT_EQ(ask<std::uint64_t>(self, subscribe_atom_v, observer(self)), 1u);  // idempotent
@@ -164,7 +164,7 @@ TEST_F(supervisor_restart, AnObserverHearsExactlyOneEventPerRestart) {
 
 TEST_F(supervisor_restart, AnUnsubscribedObserverHearsNothing) {
   client c(sys_, start());
-  c.set_cache_max_bytes(0);  // the message path (regions, quota)
+  c.set_max_block_bytes(0);  // the message path (regions, quota)
   caf::scoped_actor self{sys_};
   EXPECT_EQ(ask<std::uint64_t>(self, subscribe_atom_v, observer(self)), 1u);
   EXPECT_TRUE(ask<bool>(self, unsubscribe_atom_v, observer(self)));
@@ -178,7 +178,7 @@ TEST_F(supervisor_restart, AnUnsubscribedObserverHearsNothing) {
 
 TEST_F(supervisor_restart, ADeadObserverIsForgotten) {
   client c(sys_, start());
-  c.set_cache_max_bytes(0);  // the message path (regions, quota)
+  c.set_max_block_bytes(0);  // the message path (regions, quota)
   caf::scoped_actor self{sys_};
   // One (unused) spawn argument: CAF 0.17 dereferences a null argument tuple when a function
   // actor is spawned with none (UBSan stops on it).
@@ -211,7 +211,7 @@ TEST_F(supervisor_restart, ADeadObserverIsForgotten) {
 
 TEST_F(supervisor_restart, AStoppedSupervisorRefusesRestartsAndSubscriptions) {
   client c(sys_, start());
-  c.set_cache_max_bytes(0);  // the message path (regions, quota)
+  c.set_max_block_bytes(0);  // the message path (regions, quota)
   caf::scoped_actor self{sys_};
   EXPECT_EQ(ask<std::uint64_t>(self, subscribe_atom_v, observer(self)), 1u);
   faults_->inject({backend_op::allocate, 1, errc::unrecoverable, false, true});

@@ -30,7 +30,7 @@ class supervisor_settings : public test::actor_fixture {
     cfg.allocator = one_device_config();
     sup_ = spawn_supervisor(sys_, std::move(cfg));
     auto& c = client_.emplace(sys_, sup_);
-    c.set_cache_max_bytes(0);  // the message path
+    c.set_max_block_bytes(0);  // the message path
     return c;
   }
 

@@ -46,7 +46,7 @@ class supervisor : public test::actor_fixture {
 
 TEST_F(supervisor, ForwardsTheAllocatorInterfaceToGeneration1) {
   client c(sys_, start());
-  c.set_cache_max_bytes(0);  // the message path (faults, quota, regions)
+  c.set_max_block_bytes(0);  // the message path (faults, quota, regions)
   auto ref = c.allocate<float>(64);
   EXPECT_EQ(ref.generation(), 1u);
   c.prefetch(ref, location::host());
@@ -60,7 +60,7 @@ TEST_F(supervisor, ForwardsTheAllocatorInterfaceToGeneration1) {
 
 TEST_F(supervisor, ContextLostRestartsAndOldRefsGoInert) {
   client c(sys_, start());
-  c.set_cache_max_bytes(0);  // the message path (faults, quota, regions)
+  c.set_max_block_bytes(0);  // the message path (faults, quota, regions)
   auto old_ref = c.allocate<float>(64);
   faults_->inject({backend_op::prefetch, 1, errc::context_lost});
   UMA_EXPECT_ERRC(c.prefetch(old_ref, location::host()), errc::context_lost);
@@ -89,7 +89,7 @@ TEST_F(supervisor, ContextLostRestartsAndOldRefsGoInert) {
 
 TEST_F(supervisor, OutOfMemoryIsResumedWithoutARestart) {
   client c(sys_, start());
-  c.set_cache_max_bytes(0);  // the message path (faults, quota, regions)
+  c.set_max_block_bytes(0);  // the message path (faults, quota, regions)
   // Twice: the actor's try, then its one more try on the general lane behind the queued frees.
   faults_->inject({backend_op::allocate, 1, errc::out_of_memory});
   faults_->inject({backend_op::allocate, 2, errc::out_of_memory});
@@ -105,7 +105,7 @@ TEST_F(supervisor, OutOfMemoryIsResumedWithoutARestart) {
 
 TEST_F(supervisor, UnrecoverableStopsTheAllocatorForGood) {
   client c(sys_, start());
-  c.set_cache_max_bytes(0);  // the message path (faults, quota, regions)
+  c.set_max_block_bytes(0);  // the message path (faults, quota, regions)
   auto ref = c.allocate<float>(64);
   faults_->inject({backend_op::advise, 1, errc::unrecoverable});
   UMA_EXPECT_ERRC(c.advise(ref, advice::set_read_mostly), errc::unrecoverable);
@@ -120,7 +120,7 @@ TEST_F(supervisor, AnyOtherFatalFailureEscalates) {
   auto sup = start();
   self->monitor(sup);
   client c(sys_, sup);
-  c.set_cache_max_bytes(0);  // the message path (faults, quota, regions)
+  c.set_max_block_bytes(0);  // the message path (faults, quota, regions)
   faults_->inject({backend_op::allocate, 1, errc::backend_error, false, true});
   UMA_EXPECT_ERRC((void)c.allocate<float>(8), errc::backend_error);
   caf::error reason;
@@ -131,7 +131,7 @@ TEST_F(supervisor, AnyOtherFatalFailureEscalates) {
 
 TEST_F(supervisor, StoppingTheSupervisorWaitsForTheIncarnationsPostStop) {
   client c(sys_, start());
-  c.set_cache_max_bytes(0);  // the message path (faults, quota, regions)
+  c.set_max_block_bytes(0);  // the message path (faults, quota, regions)
   auto ref = c.allocate<float>(64);
   c.stop();
   EXPECT_FALSE(ref.valid());
@@ -150,7 +150,7 @@ TEST_F(supervisor, EightClientsSurvive200CrashesWithEveryRequestAnswered) {
   for (int t = 0; t < 8; ++t)
     clients.emplace_back([&] {
       client c(sys_, sup);
-      c.set_cache_max_bytes(0);  // the message path: faults hit backend allocations, quota and
+      c.set_max_block_bytes(0);  // the message path: faults hit backend allocations, quota and
                                  // region counts per request
       c.set_timeout(30s);
       while (!done) {

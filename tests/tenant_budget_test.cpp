@@ -234,7 +234,7 @@ TEST_F(tenant_plans, ATenantBudgetSetThroughTheSupervisorOutlivesARestart) {
   supervisor_config cfg;
   cfg.allocator = one_device_config();
   client supervised(sys_, cfg);
-  supervised.set_cache_max_bytes(0);
+  supervised.set_max_block_bytes(0);
   EXPECT_EQ(supervised.tenant_budget("kept", 0, 8 * MiB), 8 * MiB);
   EXPECT_EQ(supervised.tenant_budget("removed", 0, 4 * MiB), 4 * MiB);
   EXPECT_EQ(supervised.tenant_budget("removed", 0, 0), 0u);

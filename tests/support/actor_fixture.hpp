@@ -51,7 +51,7 @@ class basic_actor_fixture : public ::testing::Test {
     if (!c.backend.instance)
       c.backend.instance = backend_;
     auto out = std::make_unique<client>(sys_, std::move(c));
-    out->set_cache_max_bytes(0);
+    out->set_max_block_bytes(0);
     return out;
   }
 
