@@ -29,7 +29,9 @@ namespace uma::detail {
 /// post_stop. Memory comes from a resource stack (memory/resource_stack.hpp) composed from the
 /// config: quota and rounding live there, not here. The actor
 /// (actors/managed_allocator.cpp) owns one and adds requests, replies, lanes' jobs and stop
-/// order. Actor-thread only; throws `uma::error` where a request is refused.
+/// order. Used with the incarnation's core lock held (detail::core_lock: the actor holds it while
+/// it runs, a caller call while it runs its part); not thread-safe on its own. Throws `uma::error`
+/// where a request is refused.
 class allocation_core {
  public:
   allocation_core(const allocator_config& config, std::shared_ptr<backend> backend,

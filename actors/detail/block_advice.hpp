@@ -15,7 +15,8 @@ namespace uma::detail {
 /// comes back: a block is tracked from its first advice on, which makes its last drop come
 /// through the actor's release queue (`needs_reset`); the actor then resets the advice on the
 /// general lane (where the next owner's advice runs too) and gives the block back, so its next
-/// user gets none. Blocks never advised never reach the actor. Actor-thread only.
+/// user gets none. Blocks never advised never reach the actor. Used with the incarnation's core
+/// lock held, as allocation_core, which owns it; not thread-safe on its own.
 class block_advice {
  public:
   block_advice(std::shared_ptr<backend> backend, worker_lanes& lanes)

@@ -40,7 +40,9 @@ struct residency_work {
 /// (a direct region whole, a block of the block allocator its pages), a range by address the
 /// pages it covers in the live region holding it (found through the region table).
 /// On the host backend the devices are its emulated ones and the moves are recorded by it
-/// (counted, no data copied). Actor-thread only; throws uma::error (nothing changed).
+/// (counted, no data copied). Used with the incarnation's core lock held (detail::core_lock: the
+/// actor holds it while it runs, a caller call while it runs its part); not thread-safe on its own.
+/// Throws uma::error (nothing changed).
 class residency_core {
  public:
   /// `core`: the allocator's regions (its table), their labels, and its block allocator, whose
