@@ -49,6 +49,8 @@ class managed_allocator final : public allocator_impl::base {
     });
   }
 
+  ~managed_allocator() override { lanes_.drain_and_stop(); }  // post_stop did; idempotent
+
   behavior_type make_behavior() override {
     return {
         [this](allocate_atom, const allocate_request& r) -> caf::result<byte_ref> {
@@ -116,9 +118,8 @@ class managed_allocator final : public allocator_impl::base {
   }
 
   void on_exit() override {
-    // on_exit also runs from on_destroy (no handle left), where the execution unit is stale:
-    // replies delivered by post_stop go through the scheduler's shared queue. There it runs
-    // outside a resume, so it takes the core lock itself.
+    // Also run from on_destroy (no handle left; the execution unit is stale, replies go through
+    // the scheduler's shared queue), outside a resume: it takes the core lock itself then.
     context(nullptr);
     const auto calls = calls_;
     std::unique_lock<detail::core_lock> outside(calls->lock(), std::defer_lock);
@@ -174,12 +175,10 @@ class managed_allocator final : public allocator_impl::base {
       quit(std::move(reason));  // the supervisor decides what comes next
   }
 
-  /// Serves `r` on the actor's thread when it can (a block of the block allocator under the
-  /// `pool` policy, else a direct region); a refusal becomes one job on the general lane behind
-  /// the frees queued before it (actors/detail/lane_allocation.hpp), whose reply carries the
-  /// ref back (in arrival order: one lane; a reply dropped at stop frees itself). A tier's
-  /// memory is always such a job (docs/design.md "Tiers"); device memory is checked against its
-  /// budget first and reserved there once adopted (a refusal then drops and frees it).
+  /// Serves `r` on the actor's thread when it can (a block under the `pool` policy, else a
+  /// region); a refusal is one job on the general lane behind the frees queued before it
+  /// (actors/detail/lane_allocation.hpp), as is a tier's memory (docs/design.md "Tiers"); device
+  /// memory is checked against its budget first and reserved there once adopted.
   caf::result<byte_ref> allocate(const allocate_request& r) {
     auto req = core_.checked_request(r);
     if (req.kind == memory_kind::cuda_device)  // before anything is allocated
@@ -471,11 +470,12 @@ class managed_allocator final : public allocator_impl::base {
   allocator_config config_;
   std::shared_ptr<backend> backend_;
   std::shared_ptr<detail::control_block> control_;
-  detail::off_loop_jobs jobs_{lanes_, backend_};  // holds a reference to lanes_, as core_
-  detail::allocation_core core_;  // holds a reference to lanes_, used only after construction
+  /// Before its users; run out by the destructor's body before any member goes, in any order.
+  worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};
+  detail::off_loop_jobs jobs_{lanes_, backend_};
+  detail::allocation_core core_;
   detail::release_ticker ticker_{*control_, core_};
   detail::residency_core residency_{config_, backend_, core_};
-  worker_lanes lanes_{[b = backend_] { b->prepare_thread(); }};  // joined first
   /// Shared with callers, who may hold it past this incarnation (it then refuses every call).
   std::shared_ptr<detail::caller_side> calls_ =
       std::make_shared<detail::caller_side>(core_, residency_, lanes_, *control_, backend_);
