@@ -52,8 +52,9 @@ void* allocate(std::ptrdiff_t size, int device, uma_stream stream) {
     throw std::runtime_error("uma_torch_malloc: a negative size");
   auto* a = uma::c::framework_allocator();
   if (a == nullptr)
-    throw std::runtime_error("uma_torch_malloc: uma's default allocator could not be made: " +
-                             std::string(uma_last_error()));
+    throw std::runtime_error(
+        "uma_torch_malloc: out of memory or refused: uma's default allocator could not be made: " +
+        std::string(uma_last_error()));
   if (a->backend->is_capturing(a->stream_of(stream)))
     throw std::runtime_error(capture_refusal);
   void* p = nullptr;

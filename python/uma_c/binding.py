@@ -15,7 +15,7 @@ LIBRARY_NAME = "libuma_c.so"
 # library built before it had a SONAME). docs/c_abi.md, "Versions".
 LIBRARY_FILES = (f"{LIBRARY_NAME}.{ABI_VERSION}", LIBRARY_NAME)
 
-# uma_status: 1..11 are uma's errc values, 64.. the C ABI's own.
+# uma_status: 1..12 are uma's errc values, 64.. the C ABI's own.
 STATUS_NAMES = {
     0: "UMA_OK",
     1: "UMA_ERR_OUT_OF_MEMORY",
@@ -29,6 +29,7 @@ STATUS_NAMES = {
     9: "UMA_ERR_OVERFLOW",
     10: "UMA_ERR_CONTEXT_LOST",
     11: "UMA_ERR_UNRECOVERABLE",
+    12: "UMA_ERR_TIMEOUT",
     64: "UMA_ERR_UNKNOWN_POINTER",
     65: "UMA_ERR_NULL_ARGUMENT",
     66: "UMA_ERR_BUFFER_TOO_SMALL",
