@@ -773,7 +773,7 @@ TEST_F(two_processes, GarbageOrMismatchedTlsFilesAreRefusedAtStart) {
     EXPECT_EQ(out.find("listening"), std::string::npos) << out;
   }
   const auto [code, out] = run_cli_status({"serve", "--socket", socket(), "--port", "0"});
-  EXPECT_EQ(code, 1) << out;
+  EXPECT_EQ(code, 2) << out;  // a usage error, refused before anything starts (issue 36)
   EXPECT_NE(out.find("--port listens on TCP, which uma serve does only with mutual TLS"),
             std::string::npos)
       << out;
