@@ -30,6 +30,10 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/client.hpp>
+#include <uma/memory/region_info.hpp>
+#include <uma/messages/error_category.hpp>
+#include <uma/messages/inspect.hpp>
+#include <uma/messages/interface.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include <uma/sys/host_backend.hpp>
