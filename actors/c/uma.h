@@ -248,11 +248,11 @@ UMA_C_EXPORT uint64_t uma_torch_spilled_bytes(void);
 /* torch.cuda.memory_stats()'s flat keys ("allocated_bytes.all.current", ...) for the hooks'
  * allocations on `device`, as a JSON object (uma_stats_json's buffer convention). */
 UMA_C_EXPORT uma_status uma_torch_memory_stats_json(int device, char* buffer, size_t capacity,
-                                                   size_t* needed);
+                                                    size_t* needed);
 /* The blocks the hooks handed PyTorch on `device` and it still holds, as a JSON array of
  * {"address", "size", "stream"} ordered by address (uma_torch.memory_snapshot's segments). */
 UMA_C_EXPORT uma_status uma_torch_live_json(int device, char* buffer, size_t capacity,
-                                           size_t* needed);
+                                            size_t* needed);
 /* torch.cuda.reset_peak_memory_stats / reset_accumulated_memory_stats for the hooks' figures. */
 UMA_C_EXPORT uma_status uma_torch_reset_peak_memory_stats(int device);
 UMA_C_EXPORT uma_status uma_torch_reset_accumulated_memory_stats(int device);

@@ -12,8 +12,8 @@
 
 #include <uma/actors/detail/inline_unit.hpp>
 #include <uma/messages/atoms.hpp>
-#include <uma/messages/memory_requests.hpp>
 #include <uma/messages/error_category.hpp>
+#include <uma/messages/memory_requests.hpp>
 #include <uma/sys/backend.hpp>
 #include <uma/sys/worker_lanes.hpp>
 
