@@ -64,11 +64,12 @@ void* allocate(std::ptrdiff_t size, int device, uma_stream stream) {
     throw std::runtime_error("uma_torch_malloc: out of memory or refused: " +
                              std::string(uma_last_error()));
   }
-  const auto held =
+  const auto after =
       ledger.allocated(device, reinterpret_cast<std::uintptr_t>(p), static_cast<std::size_t>(size),
                        reinterpret_cast<std::uintptr_t>(stream));
-  (void)uma::c::process_torch_spill().place(a, p, static_cast<std::size_t>(size), device, held);
-  if (ledger.new_peak(device))
+  (void)uma::c::process_torch_spill().place(a, p, static_cast<std::size_t>(size), device,
+                                            after.allocated);
+  if (after.new_peak)
     sample(*a, device);
   return p;
 }

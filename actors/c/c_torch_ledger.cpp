@@ -61,10 +61,11 @@ bool torch_ledger::counted(int device) const noexcept {
   return device >= 0 && device < max_devices;
 }
 
-std::int64_t torch_ledger::allocated(int device, std::uintptr_t ptr, std::size_t size,
-                                     std::uintptr_t stream) noexcept {
+torch_ledger::after_allocation torch_ledger::allocated(int device, std::uintptr_t ptr,
+                                                       std::size_t size,
+                                                       std::uintptr_t stream) noexcept {
   if (!counted(device))
-    return 0;
+    return {};
   const auto pool = small(size) ? 1u : 2u;
   const auto bytes = static_cast<std::int64_t>(rounded(size));
   std::lock_guard lock(mutex_);
@@ -75,13 +76,12 @@ std::int64_t torch_ledger::allocated(int device, std::uintptr_t ptr, std::size_t
     d.allocated_bytes[p].add(bytes);
     d.requested_bytes[p].add(static_cast<std::int64_t>(size));
   }
-  new_peak_[device] = d.allocated_bytes[all].peak > peak_before;
   try {
     live_.insert_or_assign(ptr, live_block{device, size, stream});
   } catch (...) {
     // no memory for the entry: the block is counted but left out of live_json
   }
-  return d.allocated_bytes[all].current;
+  return {d.allocated_bytes[all].current, d.allocated_bytes[all].peak > peak_before};
 }
 
 void torch_ledger::freed(int device, std::uintptr_t ptr, std::size_t size) noexcept {
@@ -121,13 +121,6 @@ void torch_ledger::sample_reserved(int device, std::int64_t held, std::int64_t a
   r.peak = std::max(r.peak, held);
   d.num_device_alloc = allocations - device_alloc_base_[device];
   d.num_device_free = releases - device_free_base_[device];
-}
-
-bool torch_ledger::new_peak(int device) const noexcept {
-  if (!counted(device))
-    return false;
-  std::lock_guard lock(mutex_);
-  return new_peak_[device];
 }
 
 void torch_ledger::reset_peaks(int device) noexcept {

@@ -48,17 +48,20 @@ class torch_ledger {
   [[nodiscard]] static std::size_t rounded(std::size_t size) noexcept;
   [[nodiscard]] static bool small(std::size_t size) noexcept;
 
+  /// What an allocation left on its device: its allocated bytes, and whether they reached a
+  /// new peak (the caller samples the reserved bytes then).
+  struct after_allocation {
+    std::int64_t allocated = 0;
+    bool new_peak = false;
+  };
   /// A block handed to PyTorch (`stream`: the one it was allocated on) and its return.
-  /// Returns the allocated bytes of the device after it.
-  std::int64_t allocated(int device, std::uintptr_t ptr, std::size_t size,
-                         std::uintptr_t stream) noexcept;
+  after_allocation allocated(int device, std::uintptr_t ptr, std::size_t size,
+                             std::uintptr_t stream) noexcept;
   void freed(int device, std::uintptr_t ptr, std::size_t size) noexcept;
   void out_of_memory(int device) noexcept;
   /// The allocator's held bytes and its own allocation counts, read at this moment.
   void sample_reserved(int device, std::int64_t held, std::int64_t allocations,
                        std::int64_t releases) noexcept;
-  /// True when the last allocation set a new allocated peak (the caller samples reserved then).
-  [[nodiscard]] bool new_peak(int device) const noexcept;
 
   void reset_peaks(int device) noexcept;
   void reset_accumulated(int device) noexcept;
@@ -72,7 +75,6 @@ class torch_ledger {
 
   mutable std::mutex mutex_;
   std::array<torch_device_ledger, max_devices> devices_{};
-  std::array<bool, max_devices> new_peak_{};
   std::array<std::int64_t, max_devices> device_alloc_base_{}, device_free_base_{};
   struct live_block {
     int device;
