@@ -7,7 +7,7 @@ fraction (the in-memory baseline). Prints each row's step times, the median afte
 step, the ratio to the baseline, PyTorch's allocated peak against the limit and uma's bytes
 spilled; writes --json.
 
-    UMA_LIBRARY=.../libuma_c.so python3 bench/python/spill_bench.py --fractions 0.05,0.08
+    UMA_LIBRARY=.../libuma_c.so python3 bench/python/spill_bench.py [--fractions 0.085,0.07,0.05]
 """
 
 import argparse
@@ -52,10 +52,10 @@ print(json.dumps(out))
 
 def arguments():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--fractions", default="0.05,0.08,0.09")
+    p.add_argument("--fractions", default="0.085,0.07,0.05")
     p.add_argument("--width", type=int, default=4096)
     p.add_argument("--layers", type=int, default=24)
-    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--steps", type=int, default=6)
     p.add_argument("--json")
     return p.parse_args()
 
