@@ -21,8 +21,9 @@ namespace uma {
 ///
 /// Stream order: while a job on a stream is unfinished, later jobs on the same stream go to the
 /// same lane, so that a stream receives its operations in request order. Jobs on different
-/// lanes run in any order relative to each other. Not thread-safe: whoever holds the
-/// allocator's core lock only, the actor or a caller call (jobs run on the lanes' threads).
+/// lanes run in any order relative to each other. Not thread-safe: used under the
+/// allocator incarnation's guard, by the actor or a caller call (jobs run on the lanes' threads),
+/// and by the incarnation's `close` once it is its only user.
 class worker_lanes {
  public:
   static constexpr std::size_t general = 0;

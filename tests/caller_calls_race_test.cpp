@@ -1,4 +1,4 @@
-// Caller calls (actors/detail/caller_side.hpp) racing the actor: threads prefetch, advise, read
+// Caller calls (actors/detail/incarnation.hpp) racing the actor: threads prefetch, advise, read
 // attributes and stats on their own thread while others allocate and release through messages,
 // the supervisor restarts the allocator, or the client stops it. Every call answers a value or
 // allocator_stopped (a ref of an ended incarnation, or a stopped allocator), no region is left

@@ -1,4 +1,4 @@
-// Calls on the caller's thread (messages/caller_calls.hpp, actors/detail/caller_side.hpp): the
+// Calls on the caller's thread (messages/caller_calls.hpp, actors/detail/incarnation.hpp): the
 // facade's prefetch, advise, attributes and stats run on the calling thread under the
 // incarnation's core lock, answer as the request sent as a message does, go as a message where
 // the actor's order needs it, wait at most the client's timeout, and end with the incarnation.

@@ -243,6 +243,7 @@ const region_table::entry* allocation_core::entry_of(const byte_ref& ref) {
 }
 
 bool allocation_core::can_access(const location& loc, const byte_ref& ref) {
+  (void)check_refs({&ref, 1}, "can_access");
   validate_location(*backend_, location_use::can_access, loc);
   if (!loc.is_device())
     return true;

@@ -29,8 +29,8 @@ namespace uma::detail {
 /// post_stop. Memory comes from a resource stack (memory/resource_stack.hpp) composed from the
 /// config: quota and rounding live there, not here. The actor
 /// (actors/managed_allocator.cpp) owns one and adds requests, replies, lanes' jobs and stop
-/// order. Used with the incarnation's core lock held (detail::core_lock: the actor holds it while
-/// it runs, a caller call while it runs its part); not thread-safe on its own. Throws `uma::error`
+/// order. Part of the incarnation's state (actors/detail/incarnation.hpp), reachable only through
+/// its guard; not thread-safe on its own. Throws `uma::error`
 /// where a request is refused.
 class allocation_core {
  public:
@@ -105,9 +105,9 @@ class allocation_core {
   [[nodiscard]] advice_work checked_advice(const advise_request& r);
   /// The runtime refused advice on `ids`: what is in force there is no longer known.
   void forget_advice(std::span<const std::uint64_t> ids) noexcept;
-  /// Whether `loc` (validated here: invalid_argument) can access `ref`'s memory: the host always,
-  /// a device when it has managed memory and the region is attached globally or the device has
-  /// concurrent managed access.
+  /// Whether `loc` (validated here, as `ref`: invalid_argument) can access `ref`'s memory: the host
+  /// always, a device when it has managed memory and the region is attached globally or the device
+  /// has concurrent managed access.
   [[nodiscard]] bool can_access(const location& loc, const byte_ref& ref);
   /// The table entry holding `ref`'s memory (a block's: its slab's).
   [[nodiscard]] const region_table::entry* entry_of(const byte_ref& ref);

@@ -11,8 +11,6 @@ namespace uma::detail {
 
 void stop_allocator(const stop_parts& p) noexcept {
   const auto start = std::chrono::steady_clock::now();
-  p.control.begin_stop();
-  p.callers.end();  // a caller's backend call in flight is waited for, as the lanes' work is
   stop_report report;
   try {
     report.pins_drained =

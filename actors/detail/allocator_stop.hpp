@@ -5,7 +5,6 @@
 
 #include <uma/actors/allocator_config.hpp>
 #include <uma/actors/detail/allocation_core.hpp>
-#include <uma/actors/detail/caller_side.hpp>
 #include <uma/actors/detail/off_loop_jobs.hpp>
 #include <uma/actors/detail/residency_core.hpp>
 #include <uma/memory/control_block.hpp>
@@ -22,11 +21,10 @@ struct stop_parts {
   allocation_core& core;
   residency_core& residency;
   pending_jobs& pending;
-  caller_side& callers;
 };
 
-/// The stop sequence (docs/design.md "Lifetime model"): refs go inert, caller calls end (those
-/// whose backend call runs are waited for), pins drain (bounded by the config's drain timeout),
+/// The stop sequence (docs/design.md "Lifetime model") once the refs went inert and the caller
+/// calls ended (incarnation::stop): pins drain (bounded by the config's drain timeout),
 /// queued lane work runs out, the device synchronizes, the regions
 /// are freed, the residency account goes back to zero, every pending request is answered
 /// `allocator_stopped`, the config's on_stop callback gets the counters, and the control block

@@ -15,8 +15,9 @@ namespace uma::detail {
 /// comes back: a block is tracked from its first advice on, which makes its last drop come
 /// through the actor's release queue (`needs_reset`); the actor then resets the advice on the
 /// general lane (where the next owner's advice runs too) and gives the block back, so its next
-/// user gets none. Blocks never advised never reach the actor. Used with the incarnation's core
-/// lock held, as allocation_core, which owns it; not thread-safe on its own.
+/// user gets none. Blocks never advised never reach the actor. Part of the incarnation's state
+/// through allocation_core, which owns it (reachable only through the incarnation's guard); not
+/// thread-safe on its own.
 class block_advice {
  public:
   block_advice(std::shared_ptr<backend> backend, worker_lanes& lanes)

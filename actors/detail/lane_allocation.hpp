@@ -24,6 +24,13 @@ namespace uma::detail {
 /// The same by code, for a failure already known not to be fatal.
 [[nodiscard]] bool retried_on_lane(errc code) noexcept;
 
+/// The one more try of a region's memory (a lane job): the memory as an allocation_handoff, so
+/// that a result nobody takes (the caller gave up, the stop came) gives it back.
+[[nodiscard]] inline allocation_handoff region_retry(const std::shared_ptr<memory_resource>& stack,
+                                                     const allocation_request& req) {
+  return allocation_handoff(stack, stack->allocate(req));
+}
+
 /// Queues on the general lane of `jobs` the job that takes `req`: a block of the core's block
 /// allocator, or a region's memory from its stack; `reply` gets the job's result (see
 /// lane_allocation_ref). Throws, with nothing queued, when the job cannot be queued.
@@ -40,16 +47,16 @@ void post_lane_allocation(off_loop_jobs& jobs, const Handle& self, allocation_co
   else
     jobs.post(
         self, worker_lanes::general,
-        [stack = core.resources(), req = std::move(req)] {
-          return allocation_handoff(stack, stack->allocate(req));
-        },
-        {}, completion::enqueued, std::move(reply), false);
+        [stack = core.resources(), req = std::move(req)] { return region_retry(stack, req); }, {},
+        completion::enqueued, std::move(reply), false);
 }
 
-/// The ref a lane job's result makes, on the actor's thread: a block's ref as the job took it,
-/// or the region's memory adopted into the core's table. Throws backend_error for a result
-/// that holds neither.
-[[nodiscard]] byte_ref lane_allocation_ref(allocation_core& core, caf::message& payload,
+struct incarnation_state;
+
+/// The ref a lane job's result makes, under the incarnation's guard: a block's ref as the job
+/// took it, or the region's memory adopted (incarnation_state::adopt). Throws backend_error for
+/// a result that holds neither.
+[[nodiscard]] byte_ref lane_allocation_ref(incarnation_state& s, caf::message& payload,
                                            attach_flag attach);
 
 }  // namespace uma::detail

@@ -5,8 +5,9 @@
 // job_done for that ticket comes back; a stream-ordered job (prefetch, discard) goes to the lane
 // of an unfinished job on the same stream, so that a stream gets its operations in request
 // order; a barrier's completion runs once every lane has run what was queued before it. At stop
-// the completions still waiting are answered by the stop sequence (pending()). No lock: the
-// actor owns one and uses it only from its own thread.
+// the completions still waiting are answered by the stop sequence (pending()). No lock of
+// its own: it is part of the incarnation's state, reachable only through its guard (the
+// actor's resume holds it while completions run).
 
 #include <cstddef>
 #include <cstdint>

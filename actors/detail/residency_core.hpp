@@ -40,8 +40,8 @@ struct residency_work {
 /// (a direct region whole, a block of the block allocator its pages), a range by address the
 /// pages it covers in the live region holding it (found through the region table).
 /// On the host backend the devices are its emulated ones and the moves are recorded by it
-/// (counted, no data copied). Used with the incarnation's core lock held (detail::core_lock: the
-/// actor holds it while it runs, a caller call while it runs its part); not thread-safe on its own.
+/// (counted, no data copied). Part of the incarnation's state (actors/detail/incarnation.hpp),
+/// reachable only through its guard; not thread-safe on its own.
 /// Throws uma::error (nothing changed).
 class residency_core {
  public:
@@ -81,9 +81,9 @@ class residency_core {
 
   /// Taking the driver's records in: `run()` on a lane (a forced flush of CUPTI's buffers,
   /// about 10 ms on the H100 machine whatever there is to flush: not for the actor's thread),
-  /// then `take_in` on the actor's thread attributes them to the live regions.
+  /// then `take_in`, under the guard, attributes them to the live regions.
   struct driver_take_in {
-    um_counter_subscription* from = nullptr;  // lives as long as the core (the lanes go first)
+    um_counter_subscription* from = nullptr;  // lives as long as the core (incarnation::close)
     std::vector<um_counter_record> records;
     void run() { records = from->drain(); }
   };

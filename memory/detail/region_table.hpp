@@ -19,7 +19,7 @@ namespace uma::detail {
 
 /// The regions one allocator owns, by id. Labels are not kept here: the resource stack's
 /// tracking_resource owns them (one owner), and the report reads them there. Not thread-safe:
-/// its owner (the allocator's allocation_core) is used under the incarnation's core lock.
+/// its owner (the allocator's allocation_core) is reachable only through the incarnation's guard.
 class region_table {
  public:
   struct entry {
