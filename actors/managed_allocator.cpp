@@ -66,11 +66,11 @@ class managed_allocator final : public allocator_impl::base {
           return answer([&] { return state().core.can_access(loc, ref); });
         },
         [this](regions_atom) -> std::vector<region_info> { return fresh().core.report(); },
-        [this](snapshot_atom) { return snapshot(); },
+        [this](snapshot_atom) { return serve(nullptr, detail::snapshot_step); },
         [this](flush_atom) -> caf::result<allocator_stats> { return flush(); },
         [this](wake_atom) { drain(); },
         [this](release_tick_atom) { on_release_tick(); },
-        [this](trim_atom) { return guarded<std::uint64_t>([&] { return trim(); }); },
+        [this](trim_atom) { return serve(nullptr, detail::trim_step); },
         [this](blocks_atom) { return state().core.blocks(); },
         [this](calls_atom) { return caller_calls_ref(inc_); },
         [this](fault_atom, caf::error& err) { quit(std::move(err)); },
@@ -92,7 +92,7 @@ class managed_allocator final : public allocator_impl::base {
         [this](tenant_budget_atom, const std::string& tenant, int device, std::uint64_t bytes) {
           return answer([&] { return state().residency.tenant_budget(tenant, device, bytes); });
         },
-        [this](residency_atom) { return report_residency(); },
+        [this](residency_atom) { return serve(nullptr, detail::residency_step); },
     };
   }
 
@@ -128,7 +128,9 @@ class managed_allocator final : public allocator_impl::base {
   // -- request handlers (throw; `guarded` turns it into the reply) -----------------------------
 
   /// Runs one operation: its step (`make`: a detail::*_step) made under the guard, its backend
-  /// call on a lane with `keep` (the request's refs) alive until it returned, `end` back here.
+  /// call on a lane with `keep` (the request's refs) alive until it returned; the reply comes
+  /// from here once the call returned (`enqueued`) or its stream reached it (`complete`), after
+  /// `end` (or `failed`) ran under the guard.
   template <class Keep, class Make, class... Args,
             class Step = std::invoke_result_t<Make&, detail::incarnation_state&, const Args&...>,
             class R = decltype(Step::summary)>
@@ -140,13 +142,34 @@ class managed_allocator final : public allocator_impl::base {
         step->end(state(), step->summary);
         return std::move(step->summary);
       }
-      return offload<R>(
-          step->lane,
-          [b = inc_->runtime(), call = std::move(*step->call), keep = std::move(keep)] {
-            return call(*b);
-          },
-          step->stream, step->when, [this, end = std::move(step->end)](R& r) { end(state(), r); },
-          [this, undo = std::move(step->failed)] { undo(state()); }, step->stream_ordered);
+      auto rp = make_response_promise<R>();
+      detail::finish_fn done = [this, rp, end = std::move(step->end),
+                                undo = std::move(step->failed)](caf::message& payload,
+                                                                caf::error& err) mutable {
+        if (!err) {
+          auto value = payload.get_as<R>(0);
+          end(state(), value);
+          rp.deliver(std::move(value));
+          return;
+        }
+        undo(state());
+        state().core.count_failure(err);
+        rp.deliver(std::move(err));
+      };
+      const auto queued = detail::failure_in([&] {
+        auto job = [b = inc_->runtime(), call = std::move(*step->call), keep = std::move(keep)] {
+          return call(*b);
+        };
+        state().jobs.post(self(), step->lane, std::move(job), step->stream, step->when, done,
+                          step->stream_ordered);
+      });
+      if (queued) {  // the promise owns the reply now: answer through it
+        caf::message none;
+        auto err = make_caf_error(errc::backend_error,
+                                  "could not queue the backend call: " + queued->what);
+        done(none, err);
+      }
+      return rp;
     });
   }
 
@@ -161,15 +184,6 @@ class managed_allocator final : public allocator_impl::base {
         rp.deliver(state().stats());
     });
     return rp;
-  }
-
-  /// Replies the bytes of the idle slabs given back once the general lane has run their frees
-  /// (and whatever a caller's trim queued there before).
-  caf::typed_response_promise<std::uint64_t> trim() {
-    const auto bytes = state().make_room();
-    return offload<std::uint64_t>(
-        worker_lanes::general, [bytes] { return bytes; }, {}, completion::enqueued,
-        [](std::uint64_t&) {});
   }
 
   /// A lane's job finished: its completion runs here, under the guard.
@@ -223,71 +237,12 @@ class managed_allocator final : public allocator_impl::base {
                                      std::span<const address_range> ranges) {
     return serve(nullptr, detail::dead_step, refs, ranges);
   }
-  /// `make()` once the driver's counters were taken in (docs/residency.md "The ledger"): their
-  /// flush runs on the general lane; the attribution and `make` here.
-  template <class T, class Make>
-  caf::result<T> after_take_in(Make make) {
-    auto in = state().residency.driver_take_in_job();
-    if (!in)
-      return make();
-    const auto run = [in] {
-      in->run();
-      return T{};
-    };
-    return offload<T>(worker_lanes::general, run, {}, completion::enqueued,
-                      [this, in, make](T& out) {
-                        state().residency.take_in(*in);
-                        out = make();
-                      });
-  }
-  caf::result<residency_report> report_residency() {
-    return after_take_in<residency_report>([this] { return fresh().residency.report(); });
-  }
-  caf::result<allocator_snapshot> snapshot() {
-    return after_take_in<allocator_snapshot>(
-        [this] { return fresh().residency.annotated(state().core.snapshot()); });
-  }
   caf::result<std::uint64_t> done_with(std::span<const byte_ref> refs,
                                        std::span<const address_range> ranges) {
     return guarded<std::uint64_t>([&] {
       return state().residency.done_with(detail::checked_plan(state(), refs, ranges, "done_with"),
                                          ranges);
     });
-  }
-
-  // -- off-loop work -----------------------------------------------------------------------------
-
-  /// Runs `job` on `lane` and replies with its result from here, once the call returned
-  /// (`enqueued`) or once `stream` reached it (`complete`). `on_success` runs here, under the
-  /// guard, before the reply (stats; may rewrite the reply).
-  template <class T, class Job, class OnSuccess>
-  caf::typed_response_promise<T> offload(std::size_t lane, Job job, stream_view stream,
-                                         completion when, OnSuccess on_success,
-                                         std::function<void()> on_failure = {},
-                                         bool stream_ordered = false) {
-    auto rp = make_response_promise<T>();
-    auto done = [this, rp, on_success, on_failure](caf::message& payload, caf::error& err) mutable {
-      if (!err) {
-        T value = payload.get_as<T>(0);
-        on_success(value);
-        rp.deliver(std::move(value));
-        return;
-      }
-      if (on_failure)
-        on_failure();
-      state().core.count_failure(err);
-      rp.deliver(std::move(err));
-    };
-    const auto queued = detail::failure_in([&] {
-      state().jobs.post(self(), lane, std::move(job), stream, when, done, stream_ordered);
-    });
-    if (queued) {  // the promise owns the reply now: answer through it
-      caf::message none;
-      auto err =
-          make_caf_error(errc::backend_error, "could not queue the backend call: " + queued->what);
-      done(none, err);
-    }
-    return rp;
   }
 
   /// Runs a handler body; what it throws becomes the error reply (detail::failure_of), counted.

@@ -200,6 +200,48 @@ template <class Reply, class Call, class End, class Failed = nothing_to_undo>
                    completion::enqueued, false);
 }
 
+/// `make(s)` once the driver's counters were taken in (docs/residency.md "The ledger"): their
+/// flush is the call, on the general lane (about 10 ms, never under the guard); the attribution
+/// and `make` under the guard again. No call while the driver's counters are off.
+template <class Make>
+[[nodiscard]] auto take_in_step(incarnation_state& s, Make make) {
+  using T = decltype(make(s));
+  auto in = s.residency.driver_take_in_job();
+  const bool has_call = in != nullptr;
+  return make_step(
+      T{},
+      [in](backend&) {
+        in->run();
+        return T{};
+      },
+      has_call,
+      [in, make](incarnation_state& st, T& out) {
+        if (in)
+          st.residency.take_in(*in);
+        st.drain();  // freed regions leave the account first
+        out = make(st);
+      });
+}
+
+/// `residency`: the account and the ledger.
+[[nodiscard]] inline auto residency_step(incarnation_state& s) {
+  return take_in_step(s, [](incarnation_state& st) { return st.residency.report(); });
+}
+
+/// `snapshot`.
+[[nodiscard]] inline auto snapshot_step(incarnation_state& s) {
+  return take_in_step(
+      s, [](incarnation_state& st) { return st.residency.annotated(st.core.snapshot()); });
+}
+
+/// `trim`: the block allocator's idle slabs given back; the reply, their bytes, once the
+/// general lane has run their frees (and whatever was queued there before).
+[[nodiscard]] inline auto trim_step(incarnation_state& s) {
+  const std::uint64_t bytes = s.make_room();
+  return make_step(
+      bytes, [bytes](backend&) { return bytes; }, true, [](incarnation_state&, std::uint64_t&) {});
+}
+
 /// An allocator incarnation (docs/design.md "The incarnation"): the control block, the
 /// allocation and residency cores, the worker lanes, the jobs in flight, and the lock. The state
 /// is reachable only through a guard; the actor holds one while it runs (each resume), a caller

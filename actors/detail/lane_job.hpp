@@ -10,6 +10,7 @@
 #include <caf/message.hpp>
 #include <caf/send.hpp>
 
+#include <uma/actors/detail/error_reply.hpp>
 #include <uma/actors/detail/inline_unit.hpp>
 #include <uma/messages/atoms.hpp>
 #include <uma/messages/error_category.hpp>
@@ -73,11 +74,10 @@ void run_lane_job(std::optional<Job>& job, const Handle& hdl, std::uint64_t tick
       done.release();  // owned by the callback now
       return;
     }
-  } catch (const error& e) {
-    err = make_caf_error(e);
-    fatal = is_fatal(e);
-  } catch (const std::exception& e) {
-    err = make_caf_error(errc::backend_error, e.what());
+  } catch (...) {
+    const auto failed = failure_of(std::current_exception());  // the one mapping
+    err = failed.reply();
+    fatal = failed.fatal;
   }
   drop_captures(job);
   send_inline(
