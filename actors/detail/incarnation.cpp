@@ -2,6 +2,7 @@
 
 #include <future>
 #include <string>
+#include <type_traits>
 
 #include <uma/actors/detail/allocator_stop.hpp>
 #include <uma/actors/detail/lane_allocation.hpp>
@@ -158,7 +159,8 @@ auto incarnation::run_here(deadline until, Waits&& waits, Begin&& begin) {
   finished();  // before any lock: the stop holds it while it waits for the active calls
   if (failed)
     count_then_raise(*failed, until, step->failed);
-  under(until, [&](incarnation_state& s) { step->end(s, *reply); });
+  if constexpr (!std::is_same_v<std::decay_t<decltype(step->end)>, nothing_to_count>)
+    under(until, [&](incarnation_state& s) { step->end(s, *reply); });  // the counters
   return reply;
 }
 

@@ -83,6 +83,12 @@ struct nothing_to_undo {
   void operator()(incarnation_state&) const noexcept {}
 };
 
+/// Nothing to count: a caller's executor takes no guard after the call.
+struct nothing_to_count {
+  template <class Reply>
+  void operator()(incarnation_state&, Reply&) const noexcept {}
+};
+
 template <class Reply, class Call, class End, class Failed = nothing_to_undo>
 [[nodiscard]] backend_step<Reply, Call, End, Failed> make_step(Reply summary, Call call,
                                                                bool has_call, End end,
@@ -156,7 +162,7 @@ template <class Reply, class Call, class End, class Failed = nothing_to_undo>
   (void)s.core.check_refs({&ref, 1}, "attributes");
   return make_step(
       range_attributes{}, [range = ref.range()](backend& b) { return b.attributes(range); }, true,
-      [](incarnation_state&, range_attributes&) {});
+      nothing_to_count{});
 }
 
 /// The refs of a plan, checked; a plan names refs or ranges (invalid_argument naming `op`).
@@ -177,7 +183,7 @@ template <class Reply, class Call, class End, class Failed = nothing_to_undo>
   const bool has_call = static_cast<bool>(work.place);
   auto step = make_step(
       work.result, [place = std::move(work.place)](backend&) { return place(); }, has_call,
-      [](incarnation_state&, residency_result&) {});
+      nothing_to_count{});
   step.lane = work.place_lane;
   step.stream = work.stream;
   step.when = when;
@@ -239,7 +245,7 @@ template <class Make>
 [[nodiscard]] inline auto trim_step(incarnation_state& s) {
   const std::uint64_t bytes = s.make_room();
   return make_step(
-      bytes, [bytes](backend&) { return bytes; }, true, [](incarnation_state&, std::uint64_t&) {});
+      bytes, [bytes](backend&) { return bytes; }, true, nothing_to_count{});
 }
 
 /// An allocator incarnation (docs/design.md "The incarnation"): the control block, the
