@@ -60,7 +60,8 @@ struct supervision_config {
   /// How long post_stop waits for pins to be released before leaking what is still pinned.
   std::chrono::milliseconds drain_timeout{5000};
   /// Called at the end of post_stop with the incarnation's final counters and what post_stop
-  /// did (a supervisor keeps per-generation totals with it). Runs on the actor's thread.
+  /// did (a supervisor keeps per-generation totals with it). Runs where the stop runs: on the
+  /// actor's thread, or on the thread that dropped its last handle.
   std::function<void(const allocator_stats&, const stop_report&)> on_stop{};
   /// Capacity of the event history (memory/event_history.hpp) that snapshots report: the last
   /// this many allocations, releases, prefetches, advice, discards, stops and restarts. 0

@@ -77,7 +77,7 @@ class control_block {
   void enqueue_slab(region* home, std::uint32_t blocks);
   /// Wakes the actor when something is queued and neither a wake-up nor a tick is due.
   void wake() noexcept;
-  /// Takes every queued slab and release (actor thread).
+  /// Takes every queued slab and release (the allocator's drain, under its incarnation's lock).
   [[nodiscard]] release_batch take_releases();
   /// How to wake the actor (a message to it); cleared at stop so nothing keeps the actor alive.
   void set_waker(std::function<void()> waker);

@@ -1,7 +1,7 @@
 #pragma once
 
 // The allocator actor's work in flight on its lanes (actors/managed_allocator.cpp): each job
-// posted gets a ticket and a completion, which runs on the actor's thread when the lane's
+// posted gets a ticket and a completion, which runs under the actor's guard when the lane's
 // job_done for that ticket comes back; a stream-ordered job (prefetch, discard) goes to the lane
 // of an unfinished job on the same stream, so that a stream gets its operations in request
 // order; a barrier's completion runs once every lane has run what was queued before it. At stop
@@ -40,7 +40,7 @@ class off_loop_jobs {
       : lanes_(lanes), backend_(std::move(b)) {}
 
   /// Runs `job` on `lane` (detail::lane_job: its reply, job_done, goes to `self`); `finish`
-  /// runs on the actor's thread with its result (take). Throws, with nothing queued or
+  /// runs under the actor's guard with its result (take). Throws, with nothing queued or
   /// recorded, when the job cannot be queued.
   template <class Handle, class Job>
   void post(const Handle& self, std::size_t lane, Job job, stream_view stream, completion when,
@@ -66,7 +66,7 @@ class off_loop_jobs {
     }
   }
 
-  /// `finish` runs on the actor's thread once every lane has run what was queued before.
+  /// `finish` runs under the actor's guard once every lane has run what was queued before.
   template <class Handle>
   void barrier(const Handle& self, finish_fn finish) {
     const auto ticket = ++next_ticket_;
