@@ -25,6 +25,9 @@
 //                                                   the other, each making a call; how many were
 //                                                   served, then keeps them until killed
 //
+//   uma_remote_attacker TARGET frames KIND SECONDS CONNS     raw HTTP/2 floods, and messages
+//   uma_remote_attacker TARGET unfinished CONNS STREAMS      left half-way (http2_attacker.cpp)
+//
 // `--from ADDRESS` before TARGET makes the raw TCP connections from that local address (such as
 // 127.0.0.2, another address of loopback), so that a test's honest client on 127.0.0.1 is
 // another address. `--tls CERT KEY CA` before TARGET makes the gRPC modes connect over mutual
@@ -195,6 +198,8 @@ int regions_flood(int leases, int requests) {
   return 0;
 }
 
+}  // namespace
+
 /// A raw connection to the target: its Unix socket, or a TCP HOST:PORT (IPv4).
 int raw_connect() {
   if (!target.starts_with("unix:")) {
@@ -231,6 +236,17 @@ int raw_connect() {
   return fd;
 }
 
+/// Keeps this process (and its connections) until the test kills it, a minute at most.
+void hold() {
+  std::fflush(stdout);
+  static_cast<void>(::poll(nullptr, 0, 60'000));
+}
+
+int http2_frames(const std::string& kind, int seconds, int conns);  // http2_attacker.cpp
+int http2_unfinished(int conns, int streams);
+
+namespace {
+
 /// True when the server closed `fd` (end of file after whatever it sent, such as HTTP/2's
 /// SETTINGS) within `wait`.
 bool closed_within(int fd, std::chrono::milliseconds wait) {
@@ -246,12 +262,6 @@ bool closed_within(int fd, std::chrono::milliseconds wait) {
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
       return true;
   }
-}
-
-/// Keeps this process (and its connections) until the test kills it, a minute at most.
-void hold() {
-  std::fflush(stdout);
-  static_cast<void>(::poll(nullptr, 0, 60'000));
 }
 
 int connections(int n, bool keep) {
@@ -396,6 +406,10 @@ int main(int argc, char** argv) {
     return handshake_deadline(arg(3));
   if (mode == "idle-session")
     return idle_session();
+  if (mode == "frames" && argc == 6)
+    return http2_frames(argv[3], arg(4), arg(5));
+  if (mode == "unfinished")
+    return http2_unfinished(arg(3), arg(4));
   if (mode == "half-open" || mode == "garbage" || mode == "idle")
     return raw(mode);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());

@@ -428,6 +428,80 @@ TEST_F(two_processes, OversizedMessagesHalfOpenConnectionsAndGarbageLeaveAnHones
   EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
 }
 
+/// The serving child's resident memory now (VmRSS), in KiB.
+std::uint64_t rss_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::stoull(line.substr(6));
+  return 0;
+}
+
+/// The number after `label` in `text` (-1 when `label` is not there).
+long long number_after(const std::string& text, const std::string& label) {
+  const auto at = text.find(label);
+  return at == std::string::npos ? -1 : std::stoll(text.substr(at + label.size()));
+}
+
+TEST_F(two_processes, HttpTwoFloodsCloseTheFloodingConnectionsWhileAnHonestSessionIsServed) {
+  // Issue 35, finding 2: rapid reset took the server from 21 to 981 MiB, PING floods aborted it;
+  // nothing limited PINGs, resets or new streams per connection.
+  serve_in_child({"--metrics", "127.0.0.1:0"}, 2'000'000);
+  const auto line = server_->read_line(20s);
+  ASSERT_TRUE(line);
+  const std::string prefix = "uma serve: metrics on http://127.0.0.1:";
+  ASSERT_EQ(line->rfind(prefix, 0), 0u) << *line;
+  const auto port = static_cast<std::uint16_t>(std::stoul(line->substr(prefix.size())));
+  auto honest = connect();
+  const auto h = honest->allocate(1 << 16, "honest");
+  const auto session = honest->session();
+  const auto before = rss_kib(server_->pid());
+  for (const std::string kind : {"ping", "settings", "reset", "priority", "empty-data"}) {
+    child_process flood({attacker_path(), endpoint(), "frames", kind, "3", "4"});
+    const auto started = flood.read_line(20s);
+    ASSERT_TRUE(started && *started == "flooding") << kind;
+    EXPECT_LT(honest_p99(*honest, h), 50.0) << "while flooding " << kind;
+    const auto out = flood.read_all(30s);
+    ASSERT_TRUE(flood.wait(30s));
+    // Each of the 4 connections is closed at its bound, and so is every one it makes again.
+    EXPECT_GE(number_after(out, "connections closed by the server: "), 4) << kind << ": " << out;
+  }
+  ASSERT_FALSE(server_->wait(0ms)) << "uma serve died";
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's quarantine holds freed memory on purpose
+  EXPECT_LT(peak_rss_kib(), before + 256 * 1024) << "KiB; " << before << " KiB before the floods";
+#endif
+  const auto metrics = test::http_get(port, "/metrics").body;
+  for (const std::string reason : {"pings", "settings", "resets", "empty_frames"})
+    EXPECT_GT(
+        number_after(metrics, "uma_wire_connections_closed_total{reason=\"" + reason + "\"} "), 0)
+        << reason << "\n"
+        << metrics;
+  EXPECT_EQ(honest->session(), session);
+  EXPECT_EQ(honest->stats().leases, 1u);
+  EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
+}
+
+TEST_F(two_processes, MessagesLeftHalfWayCloseTheirOwnConnectionsNotAnotherSession) {
+  // Issue 35, finding 1: 8 connections each sending 16 messages of 4 MiB and stopping half-way
+  // put gRPC's one resource quota under pressure, and it cancelled another connection's session
+  // stream: the honest session ended and its lease was released.
+  serve_in_child({}, 0, false, true);
+  auto honest = connect();
+  const auto h = honest->allocate(1 << 16, "honest");
+  const auto session = honest->session();
+  child_process attacker({attacker_path(), endpoint(), "unfinished", "8", "16"});
+  const auto out = attacker.read_line(40s);
+  ASSERT_TRUE(out) << "the attacker said nothing";
+  // Every attacking connection was closed when it held more than its share, and paid for it.
+  EXPECT_EQ(number_after(*out, "connections closed by the server: "), 8) << *out;
+  EXPECT_NE(await_server_line("uma serve: closed a connection of uid "), "");
+  EXPECT_LT(honest_p99(*honest, h), 50.0);
+  EXPECT_EQ(honest->session(), session);
+  EXPECT_EQ(honest->stats().leases, 1u);
+  EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
+}
+
 TEST_F(two_processes, ConnectionsPastTheCapPerUidAreRefusedAndTheRegionsFloodIsPagedAndCapped) {
   serve_in_child();
   auto honest = connect();

@@ -53,8 +53,8 @@ void log_line(const std::string& line) {
 /// operator socket), and this endpoint authenticates nobody. Off loopback it needs
 /// --insecure-metrics.
 [[nodiscard]] std::unique_ptr<metrics_endpoint> start_metrics(
-    caf::actor_system& sys, const allocator_supervisor_actor& supervisor, const options& o,
-    const hardening_options& h) {
+    const wire_server& wire, caf::actor_system& sys, const allocator_supervisor_actor& supervisor,
+    const options& o, const hardening_options& h) {
   if (!o.metrics)
     return nullptr;
   const auto& [host, port] = *o.metrics;
@@ -67,12 +67,13 @@ void log_line(const std::string& line) {
   if (!is_loopback_address(host))
     log_line("WARNING: the metrics endpoint listens on " + host +
              " (--insecure-metrics): whoever reaches it reads the allocator's counters.");
-  auto endpoint =
-      std::make_unique<metrics_endpoint>(sys, supervisor,
-                                         metrics_endpoint_config{.address = host,
-                                                                 .port = port,
-                                                                 .labels = o.metrics_labels,
-                                                                 .bearer_token = h.metrics_token});
+  auto endpoint = std::make_unique<metrics_endpoint>(
+      sys, supervisor,
+      metrics_endpoint_config{.address = host,
+                              .port = port,
+                              .labels = o.metrics_labels,
+                              .bearer_token = h.metrics_token,
+                              .extra_families = [&wire] { return wire.prometheus_text(); }});
   std::printf("uma serve: metrics on http://%s/metrics\n",
               endpoint_text(host, endpoint->port()).c_str());
   std::fflush(stdout);
@@ -259,7 +260,7 @@ int run_serve(const options& o) {
   std::unique_ptr<metrics_endpoint> metrics;
   try {
     wire = start_wire(sys, gateway, o, hardening, gw_config, *backend);
-    metrics = start_metrics(sys, supervisor, o, hardening);
+    metrics = start_metrics(*wire, sys, supervisor, o, hardening);
   } catch (...) {
     stop();
     throw;

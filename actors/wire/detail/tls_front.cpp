@@ -14,6 +14,7 @@
 #include <cstring>
 #include <utility>
 
+#include <uma/actors/wire/detail/epoll_watch.hpp>
 #include <uma/sys/error.hpp>
 
 namespace uma::detail {
@@ -66,24 +67,14 @@ using clock_type = std::chrono::steady_clock;
   return host;
 }
 
-[[nodiscard]] bool watch(int epoll_fd, int fd, std::uint32_t events) {
-  epoll_event e{};
-  e.events = events;
-  e.data.fd = fd;
-  return ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &e) == 0;
-}
-
-/// Edge-triggered: every ready transition is one event; a pump runs until nothing moves, or
-/// until its budget is spent, and then the connection is pumped again in the next round.
-constexpr std::uint32_t both_ways = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-
 }  // namespace
 
 tls_front::tls_front(const std::string& address, std::uint16_t port, std::shared_ptr<SSL_CTX> ctx,
-                     tls_front_limits limits, peer_table& table, hooks h,
+                     tls_front_limits limits, peer_table& table, connection_guards& guards, hooks h,
                      std::atomic<std::uint64_t>& refused)
     : limits_(limits),
       table_(table),
+      guards_(guards),
       hooks_(std::move(h)),
       refused_(refused),
       ctx_(std::move(ctx)) {
@@ -195,7 +186,9 @@ void tls_front::accept_all() {
     auto c = std::make_shared<connection>();
     {
       std::lock_guard lock(ctx_mutex_);
-      c->pipe = std::make_unique<tls_pipe>(fd, ctx_.get());
+      auto tls = std::make_unique<tls_transport>(fd, ctx_.get());
+      c->tls = tls.get();
+      c->pipe = std::make_unique<guarded_pipe>(std::move(tls));
     }
     c->address = std::move(address);
     c->deadline = clock_type::now() + limits_.handshake_timeout;
@@ -208,12 +201,12 @@ void tls_front::accept_all() {
 
 void tls_front::on_ready(const handle& c) {
   if (c->identity.empty()) {
-    switch (c->pipe->handshake()) {
-      case tls_pipe::progress::pending:
+    switch (c->tls->handshake()) {
+      case tls_transport::progress::pending:
         return;
-      case tls_pipe::progress::failed:
+      case tls_transport::progress::failed:
         return drop(c);
-      case tls_pipe::progress::done:
+      case tls_transport::progress::done:
         return finish_handshake(c);
     }
   }
@@ -222,11 +215,13 @@ void tls_front::on_ready(const handle& c) {
 
 void tls_front::pump(const handle& c) {
   switch (c->pipe->pump()) {
-    case tls_pipe::flow::waiting:
+    case guarded_pipe::flow::waiting:
       return;
-    case tls_pipe::flow::more:
+    case guarded_pipe::flow::more:
       return again_.push_back(c);
-    case tls_pipe::flow::ended:
+    case guarded_pipe::flow::ended:
+      if (c->pipe->refused() != guard_reason::none)
+        guards_.closed(c->pipe->refused(), c->identity, hooks_.log);
       return drop(c);
   }
 }
@@ -242,7 +237,7 @@ void tls_front::end_deadline(const handle& c) {
 
 void tls_front::finish_handshake(const handle& c) {
   end_deadline(c);
-  const auto name = c->pipe->common_name();
+  const auto name = c->tls->common_name();
   if (name.empty()) {
     refuse("refused a TCP connection from " + c->address +
            ": its certificate names no common name");
@@ -255,7 +250,12 @@ void tls_front::finish_handshake(const handle& c) {
            std::to_string(limits_.per_identity) + " open, the cap per identity");
     return drop(c);
   }
-  const int theirs = c->pipe->open_inner();
+  if (const auto why = guards_.admit(who.tenant, connection_guards::clock_type::now());
+      !why.empty()) {
+    refuse("refused a TCP connection of " + who.tenant + " from " + c->address + ": " + why);
+    return drop(c);
+  }
+  const int theirs = c->pipe->open_inner(guards_.make(who.tenant));
   struct stat st {};
   if (theirs < 0 || ::fstat(theirs, &st) != 0) {
     if (theirs >= 0)
@@ -275,7 +275,7 @@ void tls_front::finish_handshake(const handle& c) {
 void tls_front::drop(const handle& c) {
   if (!c->pipe)
     return;
-  by_fd_.erase(c->pipe->tcp());
+  by_fd_.erase(c->pipe->peer().fd());
   by_fd_.erase(c->pipe->inner());
   end_deadline(c);
   --open_;

@@ -1,6 +1,6 @@
 #pragma once
 
-// The wire's TCP listener. uma owns the listening socket and terminates TLS itself (tls_pipe),
+// The wire's TCP listener. uma owns the listening socket and terminates TLS itself (tls_transport),
 // so that connections are counted where they can be refused: per remote address at accept,
 // before a byte of TLS (the next one past the cap is closed at once), and per certificate
 // identity when the handshake ends, before gRPC sees a byte (the next one past the cap is closed
@@ -22,7 +22,9 @@
 
 #include <openssl/types.h>
 
-#include <uma/actors/wire/detail/tls_pipe.hpp>
+#include <uma/actors/wire/detail/connection_guards.hpp>
+#include <uma/actors/wire/detail/guarded_pipe.hpp>
+#include <uma/actors/wire/detail/tls_transport.hpp>
 #include <uma/actors/wire/detail/unix_listener.hpp>
 
 namespace uma::detail {
@@ -50,7 +52,7 @@ class tls_front {
   /// Binds `address`:`port` (0: a free port) and starts serving with `ctx`. Throws
   /// `error(backend_error)` naming the address when it cannot listen.
   tls_front(const std::string& address, std::uint16_t port, std::shared_ptr<SSL_CTX> ctx,
-            tls_front_limits limits, peer_table& table, hooks h,
+            tls_front_limits limits, peer_table& table, connection_guards& guards, hooks h,
             std::atomic<std::uint64_t>& refused);
   tls_front(const tls_front&) = delete;
   tls_front& operator=(const tls_front&) = delete;
@@ -64,7 +66,8 @@ class tls_front {
 
  private:
   struct connection {
-    std::unique_ptr<tls_pipe> pipe;
+    std::unique_ptr<guarded_pipe> pipe;
+    tls_transport* tls = nullptr;  // the pipe's peer
     std::string address;
     std::string identity;  // empty until the handshake ends
     std::chrono::steady_clock::time_point deadline;
@@ -87,6 +90,7 @@ class tls_front {
 
   tls_front_limits limits_;
   peer_table& table_;
+  connection_guards& guards_;
   hooks hooks_;
   std::atomic<std::uint64_t>& refused_;
   mutable std::mutex ctx_mutex_;

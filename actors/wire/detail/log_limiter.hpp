@@ -1,0 +1,60 @@
+#pragma once
+
+// The wire's log lines about peers (connections refused or closed) at most `per_second` a second:
+// a flood of connections would otherwise write a line each (issue 35 measured the log growing
+// 7.8 MB in 20 s). The lines left out are counted in the next line written.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace uma::detail {
+
+class log_limiter {
+ public:
+  using sink = std::function<void(const std::string&)>;
+
+  /// Writes to `log` (which may be empty: then nothing is written).
+  explicit log_limiter(sink log, std::uint32_t per_second = 10)
+      : log_(std::move(log)), per_second_(per_second) {}
+
+  /// Writes `line` unless `per_second` lines were written in the current second (thread-safe).
+  void operator()(const std::string& line) {
+    if (!log_)
+      return;
+    std::unique_lock lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - second_ >= std::chrono::seconds(1)) {
+      second_ = now;
+      written_ = 0;
+    }
+    if (written_ >= per_second_) {
+      ++left_out_;
+      return;
+    }
+    ++written_;
+    const auto left_out = std::exchange(left_out_, 0);
+    lock.unlock();
+    log_(left_out == 0 ? line
+                       : line + " (and " + std::to_string(left_out) +
+                             " more such lines left out of the log)");
+  }
+
+  /// This limiter as a sink (it must outlive the copies).
+  [[nodiscard]] sink as_sink() {
+    return [this](const std::string& line) { (*this)(line); };
+  }
+
+ private:
+  sink log_;
+  std::uint32_t per_second_;
+  std::mutex mutex_;
+  std::chrono::steady_clock::time_point second_{};
+  std::uint32_t written_ = 0;
+  std::uint64_t left_out_ = 0;
+};
+
+}  // namespace uma::detail
