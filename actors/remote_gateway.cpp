@@ -230,7 +230,7 @@ class remote_gateway final : public remote_allocator_actor::base {
     if (auto bad = detail::admit(*s, r, config_, ceiling_))
       return to_caf(*bad);
     const std::uint64_t charge = *detail::admission_charge(r);  // checked by admit
-    const std::uint64_t label_bytes = r.label.size();
+    detail::lease_origin origin{r.label, r.attach};
     s->leases.reserve(charge);
     ++s->in_flight;
     const auto sid = k.id;
@@ -238,7 +238,7 @@ class remote_gateway final : public remote_allocator_actor::base {
     request(supervisor_, caf::infinite, allocate_atom_v,
             allocate_request{r.bytes, 1, r.alignment, r.attach, {}, std::move(r.label)})
         .then(
-            [this, rp, sid, charge, label_bytes](byte_ref& ref) mutable {
+            [this, rp, sid, charge, origin = std::move(origin)](byte_ref& ref) mutable {
               auto* s = settle(sid, charge);
               if (s == nullptr) {
                 // The session ended while the allocator worked: the ref drops here, and with
@@ -247,8 +247,8 @@ class remote_gateway final : public remote_allocator_actor::base {
                 return;
               }
               // What the region holds (its padding and rounding included), and its label.
-              const auto held = detail::record_of(ref)->backend_bytes + label_bytes;
-              rp.deliver(s->leases.add(std::move(ref), held));
+              const auto held = detail::record_of(ref)->backend_bytes + origin.label.size();
+              rp.deliver(s->leases.add(std::move(ref), held, std::move(origin)));
             },
             [this, rp, sid, charge](caf::error& err) mutable {
               settle(sid, charge);

@@ -4,11 +4,14 @@
 
 namespace uma::detail {
 
-region_handle lease_book::add(byte_ref ref, std::uint64_t charge) {
+region_handle lease_book::add(byte_ref ref, std::uint64_t charge, lease_origin origin) {
   const region_handle h{ref.id(), ref.generation()};
   static_cast<void>(release(h));  // a lease of the same handle is replaced
   const std::uint64_t bytes = ref.bytes();
-  auto it = leases_.emplace(h, lease{std::move(ref), bytes, charge}).first;
+  auto it = leases_
+                .emplace(h, lease{std::move(ref), bytes, charge, std::move(origin),
+                                  std::chrono::steady_clock::now()})
+                .first;
   try {
     totals_.add(it->second.ref, bytes, charge);
   } catch (...) {
@@ -63,6 +66,14 @@ void lease_book::for_each_live(
     ++visited_;
     if (l.ref.valid())
       f(h, l.ref);
+  }
+}
+
+void lease_book::for_each_lease(
+    const std::function<void(const region_handle&, const lease&)>& f) const {
+  for (const auto& [h, l] : leases_) {
+    ++visited_;
+    f(h, l);
   }
 }
 

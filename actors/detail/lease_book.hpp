@@ -4,12 +4,14 @@
 // count against its tenant's quota, and their release. Plain data; the gateway actor owns one
 // per session and is its only user.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <uma/actors/detail/lease_totals.hpp>
@@ -23,6 +25,21 @@ struct lease_miss {
   region_handle wanted{};
   bool held_inert = false;  ///< the book leases exactly `wanted`, but its incarnation stopped
   std::optional<region_handle> same_id{};  ///< the book's lease of that id in another generation
+};
+
+/// What a lease was asked with that its row in the region report shows.
+struct lease_origin {
+  std::string label{};
+  attach_flag attach = attach_flag::global;
+};
+
+/// One lease of a book.
+struct lease {
+  byte_ref ref;
+  std::uint64_t bytes = 0;  ///< what the region holds for the user, while its incarnation lives
+  std::uint64_t charge = 0;
+  lease_origin origin{};
+  std::chrono::steady_clock::time_point created{};  ///< when it was taken
 };
 
 /// What a book let go of at once (`release_all`).
@@ -49,9 +66,9 @@ class lease_book {
   lease_book(const lease_book&) = delete;
   lease_book& operator=(const lease_book&) = delete;
 
-  /// Leases `ref` (a region of the current incarnation) with `charge`; returns its handle. A
-  /// lease of the same handle is replaced.
-  region_handle add(byte_ref ref, std::uint64_t charge);
+  /// Leases `ref` (a region of the current incarnation, asked for as `origin` says) with
+  /// `charge`; returns its handle. A lease of the same handle is replaced.
+  region_handle add(byte_ref ref, std::uint64_t charge, lease_origin origin = {});
   /// Ends the lease of `h`: the bytes it held (0 for a stopped incarnation's), or nullopt when
   /// the book leases no `h` (nothing changes).
   [[nodiscard]] std::optional<std::uint64_t> release(const region_handle& h);
@@ -69,6 +86,8 @@ class lease_book {
                                                   std::vector<byte_ref>& refs) const;
   /// Calls `f(handle, ref)` for each live lease (a stopped incarnation's are skipped).
   void for_each_live(const std::function<void(const region_handle&, const byte_ref&)>& f) const;
+  /// Calls `f(handle, lease)` for each lease, live or not, in the order of the handles.
+  void for_each_lease(const std::function<void(const region_handle&, const lease&)>& f) const;
 
   /// Leases held, live or not (each counts against the session's lease cap until released).
   [[nodiscard]] std::size_t size() const noexcept { return leases_.size(); }
@@ -82,12 +101,6 @@ class lease_book {
   [[nodiscard]] std::uint64_t leases_visited() const noexcept { return visited_; }
 
  private:
-  struct lease {
-    byte_ref ref;
-    std::uint64_t bytes = 0;  // what the region holds for the user, while its incarnation lives
-    std::uint64_t charge = 0;
-  };
-
   std::map<region_handle, lease> leases_;
   lease_totals totals_;  // pending charges included
   mutable std::uint64_t visited_ = 0;

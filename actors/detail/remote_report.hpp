@@ -11,6 +11,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <uma/actors/detail/remote_sessions.hpp>
+#include <uma/actors/detail/session_page.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/messages/interface.hpp>
 #include <uma/messages/remote_types.hpp>
@@ -50,14 +51,21 @@ void read_attributes(Self* self, const allocator_supervisor_actor& supervisor,
   }
 }
 
-/// Delivers page `p` (at most `cap` rows) of the supervisor's region report through `rp` (only
-/// session `only`'s rows unless it is 0), with attributes read for the page's leased regions
-/// only; an error goes through `relay` first.
+/// Delivers page `p` (at most `cap` rows) of the supervisor's region report through `rp`, with
+/// attributes read for the page's leased regions only; an error goes through `relay` first.
+/// Session `only`'s page (unless it is 0) is cut from its own leases (own_page): it costs that
+/// session's slice, never the whole report.
 template <class Self, class Relay>
 void gather_regions(Self* self, const allocator_supervisor_actor& supervisor,
                     caf::typed_response_promise<remote_region_page> rp,
                     const std::map<std::uint64_t, session>& sessions, std::uint64_t only,
                     region_page p, std::uint32_t cap, Relay relay) {
+  if (only != 0) {
+    auto [page, leased] = own_page(sessions.at(only).leases, only, p, cap);
+    read_attributes(self, supervisor, rp, std::make_shared<remote_region_page>(std::move(page)),
+                    leased);
+    return;
+  }
   self->request(supervisor, caf::infinite, regions_atom_v)
       .then(
           [self, supervisor, rp, &sessions, only, p, cap](std::vector<region_info>& rows) mutable {
