@@ -93,6 +93,37 @@ struct remote_client::impl {
     return rep;
   }
 
+  /// The server's snapshot, read from its stream (StreamSnapshot) within `timeout` and at most
+  /// `max_snapshot_bytes`: a server that sends more is refused, not trusted with this process's
+  /// memory.
+  w::Snapshot snapshot(const std::string& address, std::chrono::milliseconds timeout) {
+    constexpr std::size_t max_snapshot_bytes = std::size_t{1} << 30;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    auto reader = stub->StreamSnapshot(&ctx, w::SnapshotRequest{});
+    w::Snapshot all, part;
+    std::size_t bytes = 0;
+    for (bool first = true; reader->Read(&part); first = false) {
+      bytes += part.ByteSizeLong();
+      if (bytes > max_snapshot_bytes) {
+        ctx.TryCancel();
+        static_cast<void>(reader->Finish());
+        raise(errc::backend_error, "the uma server at " + address +
+                                       " sent a snapshot of more than " +
+                                       std::to_string(max_snapshot_bytes) + " bytes; refused");
+      }
+      if (first)
+        all.Swap(&part);
+      else
+        detail::merge_snapshot(all, part);
+      part.Clear();
+    }
+    const auto status = reader->Finish();
+    if (!status.ok())
+      throw_status(ctx, status, address, timeout);
+    return all;
+  }
+
   /// Waits (bounded) for the channel to connect; fails at the first failed attempt (nothing
   /// listens, the connection is refused, the TLS handshake fails) rather than retrying.
   void await_ready(const std::string& address, std::chrono::milliseconds timeout) {
@@ -351,8 +382,7 @@ std::vector<remote_region_info> remote_client::regions() {
 
 remote_snapshot remote_client::snapshot() {
   check_open();
-  const auto rep = impl_->call<w::SnapshotRequest, w::Snapshot>(
-      &w::Remote::Stub::TakeSnapshot, w::SnapshotRequest{}, address_, timeout_);
+  const auto rep = impl_->snapshot(address_, timeout_);
   auto s = checked_reply(address_, [&] { return detail::from_wire(rep); });
   if (auto bad = detail::check_snapshot(s))
     raise(errc::backend_error,

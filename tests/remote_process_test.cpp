@@ -306,6 +306,29 @@ TEST_F(two_processes, StatsReadByAnotherProcessMatchTheServersOwn) {
   EXPECT_EQ(run_cli({"stats", "--connect", endpoint(), "--prometheus"}), to_prometheus(own));
 }
 
+TEST_F(two_processes, TheOperatorsSnapshotOfATablePastTheMessageCapArrivesWhole) {
+  // Issue 35, finding 4: with 65,536 leases the operator's snapshot failed ("Sent message larger
+  // than max (20060315 vs. 4194304)"): it was one message. 24,576 regions with labels of about
+  // 195 bytes: their labels alone are past the 4 MiB cap.
+  serve_here();
+  std::vector<ManagedRef<float>> held;
+  for (int i = 0; i < 24'576; ++i)
+    held.push_back(
+        local_->allocate<float>(1, {.label = std::string(190, 'l') + std::to_string(i)}));
+  auto op = connect_operator();
+  const auto snap = op->snapshot();
+  // Every labelled allocation is there (small ones share slabs, which are regions too).
+  EXPECT_EQ(std::ranges::count_if(snap.regions,
+                                  [](const auto& r) { return r.info.label.starts_with("lll"); }),
+            24'576);
+  std::size_t label_bytes = 0;
+  for (const auto& r : snap.regions)
+    label_bytes += r.info.label.size();
+  EXPECT_GT(label_bytes, std::size_t{4} << 20);
+  EXPECT_EQ(snap.generation, 1u);
+  EXPECT_FALSE(snap.events.empty());
+}
+
 TEST_F(two_processes, PrefetchAndAdviceByIdFromAnotherProcessChangeTheAttributesSeenHere) {
   serve_here();
   const auto before = local_->flush();
@@ -756,6 +779,23 @@ TEST_F(two_processes, TcpConnectionsPastTheCapPerCertificateOrPerAddressAreRefus
   ASSERT_TRUE(same_cert.wait(10s));
   remote_client again(tcp, tls_client(dir_, "client"));
   EXPECT_EQ(again.release(again.allocate(4096, "after the attack")), 4096u);
+  EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
+}
+
+TEST_F(two_processes, SilentConnectionsCannotKeepTlsClientsOfTheirAddressOut) {
+  // Issue 35, finding 5: any local user without a certificate filled the 32 TCP slots of
+  // 127.0.0.1 with silent connections, and no new local TLS client connected (0 of 8).
+  const auto tcp = serve_tls_in_child();
+  child_process silent({attacker_path(), tcp, "connections", "40", "hold"});
+  const auto line = silent.read_line(20s);
+  ASSERT_TRUE(line);
+  EXPECT_EQ(*line, "closed by the server: 8");  // the 8 oldest made room for the newest
+  // 8 TLS clients from the same address, each a connection of its own, one after the other.
+  child_process honest({attacker_path(), tcp, "tls-connections", "8", dir_ + "/tenant.pem",
+                        dir_ + "/tenant.key", dir_ + "/ca.pem"});
+  const auto served = honest.read_line(60s);
+  ASSERT_TRUE(served);
+  EXPECT_EQ(*served, "served: 8, refused: 0");
   EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
 }
 

@@ -29,8 +29,10 @@ struct wire_limits {
   /// Connections one identity may hold open: a uid on the Unix sockets, a certificate's name on
   /// TCP (counted when its TLS handshake ends; the next one is closed then).
   std::uint32_t max_connections_per_identity = 16;
-  /// TCP connections one remote address may hold open, handshakes included (counted at accept;
-  /// the next one is closed before a byte of TLS).
+  /// TLS handshakes one remote address may have under way (counted at accept, before a byte of
+  /// TLS; past it, the address's oldest handshake that has not sent a byte is closed to make
+  /// room, or the new connection when there is none). Authenticated connections count per
+  /// identity instead.
   std::uint32_t max_connections_per_address = 32;
   /// TCP connections of every address together (each holds its TLS state and 32 KiB of buffers
   /// in uma's front, outside gRPC's resource quota).
@@ -62,7 +64,8 @@ struct wire_limits {
   std::uint32_t max_pings_per_second = 100;
   /// New connections of one identity a second (past it, closed at accept; TCP: when the
   /// handshake ends), and for how long an identity gets none after one of its connections was
-  /// closed for going past a bound (so that connecting again is no way around one).
+  /// closed for going past a bound per second below (so that connecting again is no way around
+  /// one).
   std::uint32_t max_new_connections_per_second = 20;
   std::chrono::milliseconds bound_penalty{1000};
   std::uint32_t max_settings_per_second = 100;

@@ -4,8 +4,8 @@
 // bounds, the ledger of unfinished message bytes per identity, how many connections each bound
 // closed (the server's counters, in `/metrics`), and the admission of new connections per
 // identity: at most so many a second, and none for a while after one of the identity's went past
-// a bound, so that connecting again is no way around a bound (each new connection would bring a
-// fresh count of resets and pings, and costs gRPC a transport).
+// a bound per second, so that connecting again is no way around one (each new connection would
+// bring a fresh count of resets and pings, and costs gRPC a transport).
 
 #include <array>
 #include <atomic>
@@ -62,12 +62,14 @@ class connection_guards {
       });
     return {};
   }
-  /// Counts a connection of `identity` closed because of `r` (not `none`), logs it, and refuses
-  /// the identity's new connections for the penalty's time.
+  /// Counts a connection of `identity` closed because of `r` (not `none`) and logs it; when `r`
+  /// is a bound per second, refuses the identity's new connections for the penalty's time (a
+  /// new connection would start its counts again; the other bounds hold across connections or
+  /// cost the peer its connection at its first bytes).
   void closed(guard_reason r, const std::string& identity,
               const std::function<void(const std::string&)>& log) {
     ++closed_[static_cast<std::size_t>(r)];
-    {
+    if (per_second(r)) {
       std::lock_guard lock(mutex_);
       admitted_[identity].penalty_until = clock_type::now() + admission_.penalty;
     }
@@ -82,6 +84,10 @@ class connection_guards {
   [[nodiscard]] const unfinished_ledger& ledger() const noexcept { return ledger_; }
 
  private:
+  [[nodiscard]] static bool per_second(guard_reason r) noexcept {
+    return r == guard_reason::pings || r == guard_reason::settings || r == guard_reason::resets ||
+           r == guard_reason::empty_frames;
+  }
   struct admission {
     clock_type::time_point second{};  // the start of the second `count` counts
     std::uint32_t count = 0;

@@ -168,11 +168,13 @@ void tls_front::accept_all() {
     if (fd < 0)
       continue;  // that one went away before it was taken (ECONNABORTED, ...): the next
     auto address = address_text(addr, len);
-    if (const auto it = per_address_.find(address);
-        it != per_address_.end() && it->second >= limits_.per_address) {
+    if (const auto it = per_address_.find(address); it != per_address_.end() &&
+                                                    it->second >= limits_.per_address &&
+                                                    !evict_silent_handshake(address)) {
       ::close(fd);
       refuse("refused a TCP connection from " + address + ": it has " +
-             std::to_string(limits_.per_address) + " open, the cap per address");
+             std::to_string(limits_.per_address) +
+             " TLS handshakes under way, the cap per address, and none of them silent");
       continue;
     }
     if (open_ >= limits_.total) {
@@ -226,17 +228,31 @@ void tls_front::pump(const handle& c) {
   }
 }
 
-void tls_front::end_deadline(const handle& c) {
+void tls_front::end_handshake(const handle& c) {
   const auto range = handshaking_.equal_range(c->deadline);
   for (auto it = range.first; it != range.second; ++it)
     if (it->second == c) {
       handshaking_.erase(it);
+      if (const auto a = per_address_.find(c->address); a != per_address_.end() && --a->second == 0)
+        per_address_.erase(a);
       return;
     }
 }
 
+bool tls_front::evict_silent_handshake(const std::string& address) {
+  for (const auto& [deadline, c] : handshaking_)
+    if (c->address == address && !c->tls->heard()) {
+      const auto victim = c;  // a copy: `drop` erases the entry
+      refuse("closed a silent TCP connection from " + address +
+             " (not a byte of TLS yet) to make room for a new one");
+      drop(victim);
+      return true;
+    }
+  return false;
+}
+
 void tls_front::finish_handshake(const handle& c) {
-  end_deadline(c);
+  end_handshake(c);
   const auto name = c->tls->common_name();
   if (name.empty()) {
     refuse("refused a TCP connection from " + c->address +
@@ -277,10 +293,8 @@ void tls_front::drop(const handle& c) {
     return;
   by_fd_.erase(c->pipe->peer().fd());
   by_fd_.erase(c->pipe->inner());
-  end_deadline(c);
+  end_handshake(c);
   --open_;
-  if (const auto it = per_address_.find(c->address); it != per_address_.end() && --it->second == 0)
-    per_address_.erase(it);
   if (const auto it = per_identity_.find(c->identity);
       !c->identity.empty() && it != per_identity_.end() && --it->second == 0)
     per_identity_.erase(it);

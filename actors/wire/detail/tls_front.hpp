@@ -1,8 +1,10 @@
 #pragma once
 
 // The wire's TCP listener. uma owns the listening socket and terminates TLS itself (tls_transport),
-// so that connections are counted where they can be refused: per remote address at accept,
-// before a byte of TLS (the next one past the cap is closed at once), and per certificate
+// so that connections are counted where they can be refused: handshakes under way per remote
+// address at accept, before a byte of TLS (past the cap, the oldest of the address's that has
+// not sent a byte yet is closed to make room, and the new one is closed at once when there is
+// none: silent connections cannot keep an address's clients out), and per certificate
 // identity when the handshake ends, before gRPC sees a byte (the next one past the cap is closed
 // then). An accepted connection reaches gRPC as a plain socket pair (AddInsecureChannelFromFd),
 // recorded in the peer table under the certificate's identity like a Unix-socket connection.
@@ -31,7 +33,7 @@ namespace uma::detail {
 
 /// What bounds the front's connections.
 struct tls_front_limits {
-  std::uint32_t per_address = 32;   ///< open connections of one remote address (handshaking too)
+  std::uint32_t per_address = 32;   ///< TLS handshakes under way from one remote address
   std::uint32_t per_identity = 16;  ///< open connections of one certificate identity
   std::uint32_t total = 1024;       ///< open connections of every address together
   std::chrono::milliseconds handshake_timeout{5000};  ///< accept to the end of the TLS handshake
@@ -81,8 +83,12 @@ class tls_front {
   /// ran out with bytes still ready (edge-triggered epoll would not report them again).
   void pump(const handle& c);
   void finish_handshake(const handle& c);
-  /// Takes `c` off the handshake deadlines (its handshake ended either way).
-  void end_deadline(const handle& c);
+  /// Takes `c` off the handshakes under way (its handshake ended either way): its address's slot
+  /// frees.
+  void end_handshake(const handle& c);
+  /// Closes the oldest handshake under way from `address` that has not sent a byte; false when
+  /// there is none.
+  bool evict_silent_handshake(const std::string& address);
   void drop(const handle& c);
   void expire_handshakes();
   [[nodiscard]] int wait_ms() const;
@@ -102,8 +108,8 @@ class tls_front {
   // Touched by the front's thread only.
   std::map<int, handle> by_fd_;  // both descriptors of each connection
   std::multimap<std::chrono::steady_clock::time_point, handle> handshaking_;
-  std::vector<handle> again_;  // connections to pump in the next round
-  std::map<std::string, std::uint32_t> per_address_;
+  std::vector<handle> again_;                         // connections to pump in the next round
+  std::map<std::string, std::uint32_t> per_address_;  // handshakes under way
   std::map<std::string, std::uint32_t> per_identity_;
   std::uint32_t open_ = 0;
   std::thread thread_;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -48,6 +49,11 @@ tls_transport::progress tls_transport::handshake() {
   const bool pending = would_block(SSL_get_error(ssl_, r));
   clear_errors();
   return pending ? progress::pending : progress::failed;
+}
+
+bool tls_transport::heard() const {
+  const BIO* in = ssl_ != nullptr ? SSL_get_rbio(ssl_) : nullptr;
+  return in != nullptr && BIO_number_read(const_cast<BIO*>(in)) > 0;
 }
 
 std::string tls_transport::common_name() const {

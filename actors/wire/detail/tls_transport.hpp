@@ -26,6 +26,8 @@ class tls_transport final : public peer_transport {
   enum class progress { pending, done, failed };
   /// Advances the handshake as far as the socket allows.
   [[nodiscard]] progress handshake();
+  /// True once the peer sent a byte (of its handshake).
+  [[nodiscard]] bool heard() const;
   /// The verified client certificate's common name (after the handshake; empty if none).
   [[nodiscard]] std::string common_name() const;
 
