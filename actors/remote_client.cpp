@@ -2,7 +2,13 @@
 
 #include <uma/actors/remote_client.hpp>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -54,12 +60,39 @@ namespace {
   }
 }
 
+/// True when `address` is a Unix socket a server listens on whose backlog is full (or that takes
+/// a connection now): a connection that failed there may be tried again. False for TCP, and when
+/// nothing listens there.
+[[nodiscard]] bool busy_unix_server(const std::string& address) {
+  if (!address.starts_with("unix:"))
+    return false;
+  const auto path = address.substr(5);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path)
+    return false;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (probe < 0)
+    return false;
+  const bool busy = ::connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 ||
+                    errno == EAGAIN;
+  ::close(probe);
+  return busy;
+}
+
 [[nodiscard]] std::shared_ptr<grpc::Channel> open_channel(const std::string& target,
                                                           const remote_client_options& o) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  if (target.starts_with("unix:"))
+  if (target.starts_with("unix:")) {
+    // A server whose backlog another uid's connect flood keeps full refuses a connection now
+    // and takes the next: try again soon (gRPC's default waits a second first).
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
     return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  }
   if (!o.tls.enabled())
     raise(errc::invalid_argument,
           "remote_client: " + target +
@@ -130,7 +163,8 @@ struct remote_client::impl {
     const auto deadline = std::chrono::system_clock::now() + timeout;
     auto state = channel->GetState(true);
     while (state != GRPC_CHANNEL_READY) {
-      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN)
+      if (state == GRPC_CHANNEL_SHUTDOWN ||
+          (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !busy_unix_server(address)))
         connect_failed(address,
                        "the connection failed (nothing listens there, it was refused, "
                        "or the TLS handshake failed)");

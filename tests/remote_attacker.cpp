@@ -25,6 +25,10 @@
 //                                                   the other, each making a call; how many were
 //                                                   served, then keeps them until killed
 //
+//   uma_remote_attacker TARGET calls SECONDS THREADS  honest GetStats calls, a connection per
+//                                                   thread: calls a second, p50 and p99
+//   uma_remote_attacker TARGET connect-flood SECONDS THREADS  raw connections made and closed
+//                                                   at once, as fast as THREADS threads can
 //   uma_remote_attacker TARGET frames KIND SECONDS CONNS     raw HTTP/2 floods, and messages
 //   uma_remote_attacker TARGET unfinished CONNS STREAMS      left half-way (http2_attacker.cpp)
 //
@@ -346,6 +350,62 @@ int idle_session() {
   return 0;
 }
 
+/// THREADS honest clients, a connection each, calling GetStats one call after the other for
+/// SECONDS: the calls a second and the latency's median and 99th percentile (what the wire costs
+/// a small call; not an attack).
+int calls(int seconds, int threads) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::vector<std::vector<double>> us(static_cast<std::size_t>(threads));
+  std::vector<std::thread> all;
+  for (int i = 0; i < threads; ++i)
+    all.emplace_back([&, i] {
+      grpc::ChannelArguments args;
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+      auto s = w::Remote::NewStub(grpc::CreateCustomChannel(target, credentials, args));
+      while (std::chrono::steady_clock::now() < until) {
+        const auto start = std::chrono::steady_clock::now();
+        w::Stats stats;
+        if (!call(*s, &w::Remote::Stub::GetStats, w::StatsRequest{}, stats).ok())
+          continue;
+        us[static_cast<std::size_t>(i)].push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                .count());
+      }
+    });
+  for (auto& t : all)
+    t.join();
+  std::vector<double> merged;
+  for (const auto& v : us)
+    merged.insert(merged.end(), v.begin(), v.end());
+  std::sort(merged.begin(), merged.end());
+  if (merged.empty())
+    return 1;
+  std::printf("calls: %zu in %d s (%.0f a second), p50 %.1f us, p99 %.1f us\n", merged.size(),
+              seconds, static_cast<double>(merged.size()) / seconds, merged[merged.size() / 2],
+              merged[merged.size() * 99 / 100]);
+  return 0;
+}
+
+/// THREADS threads connecting and closing at once, as fast as they can, for SECONDS.
+int connect_flood(int seconds, int threads) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::atomic<std::uint64_t> made{0};
+  std::vector<std::thread> all;
+  for (int i = 0; i < threads; ++i)
+    all.emplace_back([&] {
+      while (std::chrono::steady_clock::now() < until) {
+        ::close(raw_connect());
+        ++made;
+      }
+    });
+  std::printf("flooding\n");
+  std::fflush(stdout);
+  for (auto& t : all)
+    t.join();
+  std::printf("connections made: %llu\n", static_cast<unsigned long long>(made.load()));
+  return 0;
+}
+
 int raw(const std::string& mode) {
   const int fd = raw_connect();
   if (mode == "garbage") {
@@ -406,6 +466,10 @@ int main(int argc, char** argv) {
     return handshake_deadline(arg(3));
   if (mode == "idle-session")
     return idle_session();
+  if (mode == "calls")
+    return calls(arg(3), arg(4));
+  if (mode == "connect-flood")
+    return connect_flood(arg(3), arg(4));
   if (mode == "frames" && argc == 6)
     return http2_frames(argv[3], arg(4), arg(5));
   if (mode == "unfinished")

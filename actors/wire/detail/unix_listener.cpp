@@ -118,7 +118,7 @@ unix_listener::unix_listener(std::string path, mode_t mode, bool operator_socket
   ::umask(old);
   struct stat st {};
   if (bound != 0 || ::chmod(path_.c_str(), mode) != 0 || ::lstat(path_.c_str(), &st) != 0 ||
-      ::listen(fd_, 64) != 0 || ::pipe2(wake_, O_CLOEXEC) != 0 ||
+      ::listen(fd_, SOMAXCONN) != 0 || ::pipe2(wake_, O_CLOEXEC) != 0 ||
       (epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC)) < 0 || !watch(epoll_fd_, fd_, EPOLLIN) ||
       !watch(epoll_fd_, wake_[0], EPOLLIN)) {
     const int saved = errno;
@@ -159,7 +159,7 @@ void unix_listener::run() {
       if (fd == wake_[0])
         return;
       if (fd == fd_)
-        accept_one();
+        accept_some();
       else if (const auto it = by_fd_.find(fd); it != by_fd_.end())
         pump(handle(it->second));  // a copy: `drop` erases the entry
     }
@@ -169,34 +169,41 @@ void unix_listener::run() {
   }
 }
 
-void unix_listener::accept_one() {
+void unix_listener::accept_some() {
+  // A flood of one uid's connections must not fill the backlog that every uid's new connections
+  // wait in: up to 256 are taken each time, refused ones closed at once (the socket stays
+  // readable for the rest, level-triggered).
+  for (int i = 0; i < 256 && accept_one(); ++i) {
+  }
+}
+
+std::string unix_listener::refusal(const std::string& identity, uid_t uid) {
+  // The rate first: a flood is refused without a walk of the peer table.
+  if (auto why = guards_.admit(identity, connection_guards::clock_type::now()); !why.empty())
+    return why;
+  if (table_.live_of(uid, operator_socket_) >= max_per_uid_)
+    return "it has " + std::to_string(max_per_uid_) + " open, the cap per uid";
+  return {};
+}
+
+bool unix_listener::accept_one() {
   const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (c < 0)
-    return;  // EAGAIN, or the peer left already; EMFILE: refused by the kernel's own limit
+    return errno == ECONNABORTED;  // EAGAIN: none left; EMFILE: refused by the kernel's limit
   ucred cred{};
   socklen_t len = sizeof cred;
   if (::getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
     ::close(c);
-    return;
-  }
-  if (table_.live_of(cred.uid, operator_socket_) >= max_per_uid_) {
-    ++refused_;
-    if (log_)
-      log_("refused a connection of uid " + std::to_string(cred.uid) + " (pid " +
-           std::to_string(cred.pid) + ") on unix:" + path_ + ": it has " +
-           std::to_string(max_per_uid_) + " open, the cap per uid");
-    ::close(c);
-    return;
+    return true;
   }
   const auto identity = operator_socket_ ? "operator" : "uid " + std::to_string(cred.uid);
-  if (const auto why = guards_.admit(identity, connection_guards::clock_type::now());
-      !why.empty()) {
+  if (const auto why = refusal(identity, cred.uid); !why.empty()) {
     ++refused_;
     if (log_)
       log_("refused a connection of " + identity + " (pid " + std::to_string(cred.pid) +
            ") on unix:" + path_ + ": " + why);
     ::close(c);
-    return;
+    return true;
   }
   auto conn = std::make_shared<connection>();
   conn->pipe = std::make_unique<guarded_pipe>(std::make_unique<socket_transport>(c));
@@ -206,7 +213,7 @@ void unix_listener::accept_one() {
   if (theirs < 0 || ::fstat(theirs, &st) != 0) {
     if (theirs >= 0)
       ::close(theirs);
-    return;  // out of descriptors: `conn` closes the peer's socket
+    return true;  // out of descriptors: `conn` closes the peer's socket
   }
   table_.add(theirs, st.st_ino, peer_identity{conn->identity, operator_socket_}, cred.uid);
   conn->theirs = theirs;
@@ -215,8 +222,10 @@ void unix_listener::accept_one() {
   by_fd_.emplace(conn->pipe->inner(), conn);
   hand_over_(theirs);
   if (!watch(epoll_fd_, c, both_ways) || !watch(epoll_fd_, conn->pipe->inner(), both_ways))
-    return drop(conn);
-  pump(conn);  // the peer's first bytes may be there already
+    drop(conn);
+  else
+    pump(conn);  // the peer's first bytes may be there already
+  return true;
 }
 
 void unix_listener::pump(const handle& c) {

@@ -89,7 +89,11 @@ class unix_listener {
   using handle = std::shared_ptr<connection>;
 
   void run();
-  void accept_one();
+  void accept_some();
+  /// Takes one connection from the backlog; false when there is none left.
+  bool accept_one();
+  /// Why a new connection of `identity` (uid `uid`) is refused now; empty when it is admitted.
+  [[nodiscard]] std::string refusal(const std::string& identity, uid_t uid);
   /// Moves `c`'s bytes: drops it when it ended, queues it for the next round when its budget
   /// ran out with bytes still ready (edge-triggered epoll would not report them again).
   void pump(const handle& c);
