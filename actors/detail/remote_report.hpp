@@ -68,10 +68,10 @@ void gather_regions(Self* self, const allocator_supervisor_actor& supervisor,
   }
   self->request(supervisor, caf::infinite, regions_atom_v)
       .then(
-          [self, supervisor, rp, &sessions, only, p, cap](std::vector<region_info>& rows) mutable {
-            const auto leased = live_leases(sessions, only);
+          [self, supervisor, rp, &sessions, p, cap](std::vector<region_info>& rows) mutable {
+            const auto leased = live_leases(sessions);
             auto out = std::make_shared<remote_region_page>(
-                cut_page(report_rows(std::move(rows), leased, only), p, cap));
+                cut_page(report_rows(std::move(rows), leased), p, cap));
             read_attributes(self, supervisor, rp, out, leased);
           },
           [rp, relay](caf::error& err) mutable { rp.deliver(relay(std::move(err))); });

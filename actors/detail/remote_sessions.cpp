@@ -199,23 +199,21 @@ std::optional<std::string> refused_system_message(const caf::mailbox_element& x,
   return std::nullopt;
 }
 
-leased_map live_leases(const std::map<std::uint64_t, session>& sessions, std::uint64_t only) {
+leased_map live_leases(const std::map<std::uint64_t, session>& sessions) {
   leased_map out;
   for (const auto& [sid, s] : sessions)
-    if (only == 0 || sid == only)
-      s.leases.for_each_live([&out, sid = sid](const region_handle& h, const byte_ref& ref) {
-        out.emplace(h, std::pair(sid, ref));
-      });
+    s.leases.for_each_live([&out, sid = sid](const region_handle& h, const byte_ref& ref) {
+      out.emplace(h, std::pair(sid, ref));
+    });
   return out;
 }
 
-std::vector<remote_region_info> report_rows(std::vector<region_info> rows, const leased_map& leased,
-                                            std::uint64_t only) {
+std::vector<remote_region_info> report_rows(std::vector<region_info> rows,
+                                            const leased_map& leased) {
   std::vector<remote_region_info> out;
+  out.reserve(rows.size());
   for (auto& row : rows) {
     auto it = leased.find({row.id, row.generation});
-    if (only != 0 && it == leased.end())
-      continue;
     out.push_back({std::move(row)});
     if (it != leased.end())
       out.back().session = it->second.first;
@@ -232,7 +230,7 @@ void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& ses
 
 remote_snapshot with_sessions(const allocator_snapshot& s,
                               const std::map<std::uint64_t, session>& sessions) {
-  const auto leased = live_leases(sessions, 0);
+  const auto leased = live_leases(sessions);
   auto out = to_remote(s);
   for (auto& r : out.regions)
     if (auto it = leased.find({r.info.id, r.info.generation}); it != leased.end())

@@ -82,15 +82,14 @@ void random_secret(std::uint64_t& hi, std::uint64_t& lo);
 /// Leased regions: their session and a ref to read their attributes with.
 using leased_map = std::map<region_handle, std::pair<std::uint64_t, byte_ref>>;
 
-/// The live leases of `sessions` (only session `only`'s, unless it is 0).
-[[nodiscard]] leased_map live_leases(const std::map<std::uint64_t, session>& sessions,
-                                     std::uint64_t only);
+/// The live leases of every session (the operator's views; a session's own page is cut from its
+/// lease book: actors/detail/session_page.hpp).
+[[nodiscard]] leased_map live_leases(const std::map<std::uint64_t, session>& sessions);
 
 /// The region report's rows as the remote interface sends them: each leased one (in `leased`)
-/// with its session; with `only` (not 0) the leased rows alone.
+/// with its session.
 [[nodiscard]] std::vector<remote_region_info> report_rows(std::vector<region_info> rows,
-                                                          const leased_map& leased,
-                                                          std::uint64_t only);
+                                                          const leased_map& leased);
 
 /// Rows `p.start` to `p.start + count` of `rows` (count: `p.count`, 0 meaning `cap`, never more
 /// than `cap`), and how many rows there were.
