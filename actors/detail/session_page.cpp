@@ -30,7 +30,8 @@ std::pair<remote_region_page, leased_map> own_page(const lease_book& book, std::
   const std::uint64_t count = p.count == 0 ? cap : std::min(p.count, cap);
   const auto now = std::chrono::steady_clock::now();
   std::pair<remote_region_page, leased_map> out;
-  auto& [page, leased] = out;
+  auto& page = out.first;     // not a structured binding: clang 14 (the fuzz build) cannot
+  auto& leased = out.second;  // capture one in a lambda
   book.for_each_lease([&](const region_handle& h, const lease& l) {
     auto row = lease_row(h, l, now);
     if (!row)
