@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +33,9 @@
 #include <utility>
 #include <vector>
 
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <boost/json/parse.hpp>
 
 #include <caf/actor_system.hpp>
@@ -898,16 +902,46 @@ TEST_F(two_processes, ATlsClientKilledWhileRepliesAreInFlightLeavesTheServerServ
   EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
 }
 
+/// Writes a self-signed certificate (a CA's) that expired yesterday to `path`.
+void write_expired_certificate(const std::string& path) {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509* cert = X509_new();
+  ASSERT_TRUE(key != nullptr && cert != nullptr);
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), -2 * 86400);
+  X509_gmtime_adj(X509_getm_notAfter(cert), -86400);
+  X509_NAME* name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("uma expired ca"), -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  X509_set_pubkey(cert, key);
+  ASSERT_GT(X509_sign(cert, key, EVP_sha256()), 0);
+  FILE* out = std::fopen(path.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  PEM_write_X509(out, cert);
+  std::fclose(out);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+}
+
 TEST_F(two_processes, GarbageOrMismatchedTlsFilesAreRefusedAtStart) {
   make_test_certificates(dir_);
   std::ofstream(dir_ + "/garbage.pem") << "not a certificate\n";
+  ASSERT_EQ(::mkfifo((dir_ + "/fifo.key").c_str(), 0600), 0);
+  write_expired_certificate(dir_ + "/expired-ca.pem");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
       {{dir_ + "/garbage.pem", dir_ + "/server.key", dir_ + "/ca.pem"},
        "--tls-cert " + dir_ + "/garbage.pem: no PEM certificate there"},
       {{dir_ + "/server.pem", dir_ + "/client.key", dir_ + "/ca.pem"},
        "--tls-key " + dir_ + "/client.key is not the key of --tls-cert"},
       {{dir_ + "/server.pem", dir_ + "/server.key", dir_ + "/none.pem"},
-       "--tls-ca " + dir_ + "/none.pem: cannot be read"}};
+       "--tls-ca " + dir_ + "/none.pem: cannot be read"},
+      // Issue 35: a FIFO blocked the start (and SIGTERM), an expired CA was taken silently.
+      {{dir_ + "/server.pem", dir_ + "/fifo.key", dir_ + "/ca.pem"},
+       "--tls-key " + dir_ + "/fifo.key: not a regular file"},
+      {{dir_ + "/server.pem", dir_ + "/server.key", dir_ + "/expired-ca.pem"},
+       "--tls-ca " + dir_ + "/expired-ca.pem: expired"}};
   for (const auto& [files, why] : cases) {
     const auto [code, out] =
         run_cli_status({"serve", "--socket", socket(), "--for", "5", "--port", "0", "--tls-cert",

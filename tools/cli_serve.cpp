@@ -20,6 +20,7 @@
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/actors/wire/wire_server.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
+#include <uma/sys/log_limiter.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/cli_hardening.hpp"
 
@@ -86,7 +87,10 @@ void log_line(const std::string& line) {
 [[nodiscard]] gateway_config make_gateway_config(const options& o, const hardening_options& h,
                                                  const backend& b) {
   gateway_config g;
-  g.log = log_line;
+  // At most 20 lines a second: an open-and-cancel flood of sessions writes two lines a session
+  // (issue 35: 7.8 MB in 20 s). Static: the gateway may log until the process ends.
+  static log_limiter session_log(log_line, 20);
+  g.log = session_log.as_sink();
   g.operator_secret = make_operator_key();
   g.quota_ceiling = o.quota_bytes != 0 ? o.quota_bytes : b.default_quota();
   g.tenant_quota_bytes = h.tenant_quota_bytes != 0

@@ -10,12 +10,12 @@
 
 #include <uma/actors/detail/remote_checks.hpp>
 #include <uma/actors/wire/detail/connection_guards.hpp>
-#include <uma/actors/wire/detail/log_limiter.hpp>
 #include <uma/actors/wire/detail/tls_front.hpp>
 #include <uma/actors/wire/detail/unix_listener.hpp>
 #include <uma/actors/wire/detail/wire_service.hpp>
 #include <uma/actors/wire/detail/wire_tls.hpp>
 #include <uma/sys/error.hpp>
+#include <uma/sys/log_limiter.hpp>
 
 namespace uma {
 
@@ -111,7 +111,7 @@ void apply_limits(grpc::ServerBuilder& b, grpc::ResourceQuota& quota, const wire
 struct wire_server::impl {
   wire_server_config config;
   detail::peer_table table;
-  detail::log_limiter peer_log;  // refusals and closures of connections
+  log_limiter peer_log;  // refusals and closures of connections
   detail::connection_guards guards;
   detail::wire_service service;
   grpc::ResourceQuota quota{"uma wire"};

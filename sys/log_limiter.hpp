@@ -1,8 +1,9 @@
 #pragma once
 
-// The wire's log lines about peers (connections refused or closed) at most `per_second` a second:
-// a flood of connections would otherwise write a line each (issue 35 measured the log growing
-// 7.8 MB in 20 s). The lines left out are counted in the next line written.
+// Log lines at most `per_second` a second: lines a peer's requests cause (a connection refused or
+// closed, a session opened or ended) would otherwise let a flood write one each (issue 35
+// measured the log growing 7.8 MB in 20 s). The lines left out are counted in the next line
+// written. `uma serve` puts one before its wire's and its gateway's log.
 
 #include <chrono>
 #include <cstdint>
@@ -11,8 +12,9 @@
 #include <string>
 #include <utility>
 
-namespace uma::detail {
+namespace uma {
 
+/// Passes lines on to a sink at most `per_second` a second (thread-safe).
 class log_limiter {
  public:
   using sink = std::function<void(const std::string&)>;
@@ -43,7 +45,7 @@ class log_limiter {
                              " more such lines left out of the log)");
   }
 
-  /// This limiter as a sink (it must outlive the copies).
+  /// This limiter as a sink (the limiter must outlive every copy).
   [[nodiscard]] sink as_sink() {
     return [this](const std::string& line) { (*this)(line); };
   }
@@ -57,4 +59,4 @@ class log_limiter {
   std::uint64_t left_out_ = 0;
 };
 
-}  // namespace uma::detail
+}  // namespace uma
