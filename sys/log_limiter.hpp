@@ -24,11 +24,13 @@ class log_limiter {
       : log_(std::move(log)), per_second_(per_second) {}
 
   /// Writes `line` unless `per_second` lines were written in the current second (thread-safe).
-  void operator()(const std::string& line) {
+  void operator()(const std::string& line) { write(line, std::chrono::steady_clock::now()); }
+
+  /// `operator()` at the time `now` (steady_clock; never earlier than a previous call's).
+  void write(const std::string& line, std::chrono::steady_clock::time_point now) {
     if (!log_)
       return;
     std::unique_lock lock(mutex_);
-    const auto now = std::chrono::steady_clock::now();
     if (now - second_ >= std::chrono::seconds(1)) {
       second_ = now;
       written_ = 0;
