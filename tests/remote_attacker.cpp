@@ -25,6 +25,8 @@
 //                                                   the other, each making a call; how many were
 //                                                   served, then keeps them until killed
 //
+//   uma_remote_attacker TARGET big-table SESSIONS LEASES SECONDS   SESSIONS x LEASES leases,
+//                                                   then its own Regions from 16 threads
 //   uma_remote_attacker TARGET calls SECONDS THREADS  honest GetStats calls, a connection per
 //                                                   thread: calls a second, p50 and p99
 //   uma_remote_attacker TARGET connect-flood SECONDS THREADS  raw connections made and closed
@@ -199,6 +201,60 @@ int regions_flood(int leases, int requests) {
   for (auto& t : threads)
     t.join();
   std::printf("largest page: %d\nregions: %d answered\n", largest.load(), answered.load());
+  return 0;
+}
+
+/// SESSIONS sessions (over two connections) holding LEASES leases each, allocated from a thread
+/// per session; then Regions requests of its own from 16 threads for SECONDS (issue 35, finding
+/// 4: the region table amplified one tenant's load onto all). Prints "leases: N", "flooding",
+/// then how many requests were answered.
+int big_table(int sessions, int leases, int seconds) {
+  std::vector<std::unique_ptr<w::Remote::Stub>> stubs;
+  for (int i = 0; i < 2; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    stubs.push_back(w::Remote::NewStub(grpc::CreateCustomChannel(target, credentials, args)));
+  }
+  std::vector<std::unique_ptr<session>> open;
+  for (int i = 0; i < sessions; ++i)
+    open.push_back(std::make_unique<session>(*stubs[static_cast<std::size_t>(i % 2)]));
+  std::atomic<int> held{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < sessions; ++i)
+    threads.emplace_back([&, i] {
+      auto& s = *stubs[static_cast<std::size_t>(i % 2)];
+      for (int n = 0; n < leases; ++n) {
+        w::AllocateRequest req;
+        *req.mutable_session() = open[static_cast<std::size_t>(i)]->key;
+        req.set_bytes(64);
+        req.set_attach(1);
+        w::RegionHandle h;
+        if (!call(s, &w::Remote::Stub::Allocate, req, h).ok())
+          return;
+        ++held;
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  threads.clear();
+  std::printf("leases: %d\nflooding\n", held.load());
+  std::fflush(stdout);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::atomic<int> answered{0};
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&, t] {
+      auto& s = *stubs[static_cast<std::size_t>(t % 2)];
+      while (std::chrono::steady_clock::now() < until) {
+        w::RegionsPageRequest req;
+        *req.mutable_session() = open[static_cast<std::size_t>(t % sessions)]->key;
+        req.set_page_size(100000);
+        w::RegionsPage page;
+        answered += call(s, &w::Remote::Stub::Regions, req, page).ok() ? 1 : 0;
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  std::printf("regions: %d answered\n", answered.load());
   return 0;
 }
 
@@ -466,6 +522,8 @@ int main(int argc, char** argv) {
     return handshake_deadline(arg(3));
   if (mode == "idle-session")
     return idle_session();
+  if (mode == "big-table")
+    return big_table(arg(3), arg(4), arg(5));
   if (mode == "calls")
     return calls(arg(3), arg(4));
   if (mode == "connect-flood")
