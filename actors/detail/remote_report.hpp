@@ -21,8 +21,9 @@ namespace uma::detail {
 /// How many attribute reads one page keeps in flight: a page's reads wait for each other rather
 /// than fill the allocator's mailbox at once, so that another tenant's call waits behind one
 /// read per page being cut, not behind a page's 256 (issue 35, finding 4: 16 threads paging
-/// 4,096 leases each took an honest tenant's p99 to 197 ms with all 256 sent at once, 34-45 ms
-/// with 4 at a time, on a loaded 2-core machine). A page of 256 rows costs 256 round trips.
+/// 4,096 leases each took an honest tenant's p99 to 197 ms with all 256 sent at once, 45 ms
+/// with 4 at a time and 34-37 ms one at a time, on a loaded 2-core machine). A page of 256 rows
+/// costs 256 round trips.
 inline constexpr std::size_t page_reads_in_flight = 1;
 
 /// The attribute reads of one page: the rows a session leases, read `page_reads_in_flight` at a
