@@ -139,10 +139,11 @@ void metrics_endpoint::state::on_accept(tcp::socket socket) {
 }
 
 void metrics_endpoint::state::serve_metrics(http_respond respond) const {
-  source.fetch([respond = std::move(respond)](detail::metrics_source::outcome o) {
+  source.fetch([respond = std::move(respond),
+                extra = config.extra_families](detail::metrics_source::outcome o) {
     if (o.snapshot)
       respond({.content_type = std::string(prometheus_content_type),
-               .body = to_prometheus(*o.snapshot)});
+               .body = to_prometheus(*o.snapshot) + (extra ? extra() : std::string{})});
     else
       respond({.status = 503,
                .body = "uma: the allocator's metrics are unavailable: " + o.error + "\n"});

@@ -40,6 +40,9 @@ struct metrics_endpoint_config {
   /// there is no such route (404). The library has no JSON writer of its own: the uma tool's is
   /// `uma::cli::to_json` (tools/snapshot_json.hpp, on Boost.JSON).
   std::function<std::string(const allocator_snapshot&)> snapshot_json{};
+  /// More metric families, in Prometheus text, appended to every `GET /metrics` (`uma serve`:
+  /// its wire server's, `wire_server::prometheus_text`). Called on the endpoint's threads.
+  std::function<std::string()> extra_families{};
 };
 
 /// An HTTP endpoint (Boost.Beast over Boost.Asio, on threads of its own) that a Prometheus

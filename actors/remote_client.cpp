@@ -2,7 +2,13 @@
 
 #include <uma/actors/remote_client.hpp>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -54,12 +60,39 @@ namespace {
   }
 }
 
+/// True when `address` is a Unix socket a server listens on whose backlog is full (or that takes
+/// a connection now): a connection that failed there may be tried again. False for TCP, and when
+/// nothing listens there.
+[[nodiscard]] bool busy_unix_server(const std::string& address) {
+  if (!address.starts_with("unix:"))
+    return false;
+  const auto path = address.substr(5);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path)
+    return false;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (probe < 0)
+    return false;
+  const bool busy = ::connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 ||
+                    errno == EAGAIN;
+  ::close(probe);
+  return busy;
+}
+
 [[nodiscard]] std::shared_ptr<grpc::Channel> open_channel(const std::string& target,
                                                           const remote_client_options& o) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  if (target.starts_with("unix:"))
+  if (target.starts_with("unix:")) {
+    // A server whose backlog another uid's connect flood keeps full refuses a connection now
+    // and takes the next: try again soon (gRPC's default waits a second first).
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
     return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  }
   if (!o.tls.enabled())
     raise(errc::invalid_argument,
           "remote_client: " + target +
@@ -93,13 +126,45 @@ struct remote_client::impl {
     return rep;
   }
 
+  /// The server's snapshot, read from its stream (StreamSnapshot) within `timeout` and at most
+  /// `max_snapshot_bytes`: a server that sends more is refused, not trusted with this process's
+  /// memory.
+  w::Snapshot snapshot(const std::string& address, std::chrono::milliseconds timeout) {
+    constexpr std::size_t max_snapshot_bytes = std::size_t{1} << 30;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    auto reader = stub->StreamSnapshot(&ctx, w::SnapshotRequest{});
+    w::Snapshot all, part;
+    std::size_t bytes = 0;
+    for (bool first = true; reader->Read(&part); first = false) {
+      bytes += part.ByteSizeLong();
+      if (bytes > max_snapshot_bytes) {
+        ctx.TryCancel();
+        static_cast<void>(reader->Finish());
+        raise(errc::backend_error, "the uma server at " + address +
+                                       " sent a snapshot of more than " +
+                                       std::to_string(max_snapshot_bytes) + " bytes; refused");
+      }
+      if (first)
+        all.Swap(&part);
+      else
+        detail::merge_snapshot(all, part);
+      part.Clear();
+    }
+    const auto status = reader->Finish();
+    if (!status.ok())
+      throw_status(ctx, status, address, timeout);
+    return all;
+  }
+
   /// Waits (bounded) for the channel to connect; fails at the first failed attempt (nothing
   /// listens, the connection is refused, the TLS handshake fails) rather than retrying.
   void await_ready(const std::string& address, std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::system_clock::now() + timeout;
     auto state = channel->GetState(true);
     while (state != GRPC_CHANNEL_READY) {
-      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN)
+      if (state == GRPC_CHANNEL_SHUTDOWN ||
+          (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !busy_unix_server(address)))
         connect_failed(address,
                        "the connection failed (nothing listens there, it was refused, "
                        "or the TLS handshake failed)");
@@ -351,8 +416,7 @@ std::vector<remote_region_info> remote_client::regions() {
 
 remote_snapshot remote_client::snapshot() {
   check_open();
-  const auto rep = impl_->call<w::SnapshotRequest, w::Snapshot>(
-      &w::Remote::Stub::TakeSnapshot, w::SnapshotRequest{}, address_, timeout_);
+  const auto rep = impl_->snapshot(address_, timeout_);
   auto s = checked_reply(address_, [&] { return detail::from_wire(rep); });
   if (auto bad = detail::check_snapshot(s))
     raise(errc::backend_error,

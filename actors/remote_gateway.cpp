@@ -12,6 +12,7 @@
 #include <uma/actors/detail/remote_checks.hpp>
 #include <uma/actors/detail/remote_report.hpp>
 #include <uma/actors/detail/remote_sessions.hpp>
+#include <uma/actors/detail/tenant_totals.hpp>
 #include <uma/messages/error_category.hpp>
 
 namespace uma {
@@ -162,7 +163,8 @@ class remote_gateway final : public remote_allocator_actor::base {
     session_key key{++next_session_};
     detail::random_secret(key.secret_hi, key.secret_lo);
     log("session " + std::to_string(key.id) + " opened by " + tenant);
-    sessions_[key.id] = detail::session::opened(peer, key, std::move(tenant));
+    auto totals = tenants_.of(tenant);
+    sessions_.try_emplace(key.id, peer, key, std::move(tenant), std::move(totals));
     monitor(peer);  // already down: the down message comes at once and ends the session
     return key;
   }
@@ -179,7 +181,9 @@ class remote_gateway final : public remote_allocator_actor::base {
     const auto gone = it->second.leases.release_all();  // the allocator frees what nobody holds
     log("session " + std::to_string(it->first) + " " + why + "; released " +
         std::to_string(gone.leases) + " lease(s), " + std::to_string(gone.bytes) + " bytes");
+    const auto tenant = std::move(it->second.tenant);
     sessions_.erase(it);
+    tenants_.forget_unused(tenant);
     return gone;
   }
 
@@ -223,10 +227,10 @@ class remote_gateway final : public remote_allocator_actor::base {
       return lookup_failure{"allocate", k.id, true}.to_error(nullptr);
     if (auto busy = too_busy(*s, "allocate"))
       return *busy;
-    if (auto bad = detail::admit(*s, sessions_, r, config_, ceiling_))
+    if (auto bad = detail::admit(*s, r, config_, ceiling_))
       return to_caf(*bad);
     const std::uint64_t charge = *detail::admission_charge(r);  // checked by admit
-    const std::uint64_t label_bytes = r.label.size();
+    detail::lease_origin origin{r.label, r.attach};
     s->leases.reserve(charge);
     ++s->in_flight;
     const auto sid = k.id;
@@ -234,7 +238,7 @@ class remote_gateway final : public remote_allocator_actor::base {
     request(supervisor_, caf::infinite, allocate_atom_v,
             allocate_request{r.bytes, 1, r.alignment, r.attach, {}, std::move(r.label)})
         .then(
-            [this, rp, sid, charge, label_bytes](byte_ref& ref) mutable {
+            [this, rp, sid, charge, origin = std::move(origin)](byte_ref& ref) mutable {
               auto* s = settle(sid, charge);
               if (s == nullptr) {
                 // The session ended while the allocator worked: the ref drops here, and with
@@ -243,8 +247,8 @@ class remote_gateway final : public remote_allocator_actor::base {
                 return;
               }
               // What the region holds (its padding and rounding included), and its label.
-              const auto held = detail::record_of(ref)->backend_bytes + label_bytes;
-              rp.deliver(s->leases.add(std::move(ref), held));
+              const auto held = detail::record_of(ref)->backend_bytes + origin.label.size();
+              rp.deliver(s->leases.add(std::move(ref), held, std::move(origin)));
             },
             [this, rp, sid, charge](caf::error& err) mutable {
               settle(sid, charge);
@@ -437,7 +441,7 @@ class remote_gateway final : public remote_allocator_actor::base {
     detail::gather_stats(
         this, supervisor_, rp,
         [this](remote_stats& out) {
-          detail::count_leases(out, sessions_);
+          detail::count_leases(out, sessions_, tenants_.all());
           out.sessions_lost = sessions_lost_;
         },
         [this](caf::error err) { return relay(std::move(err)); });
@@ -478,6 +482,7 @@ class remote_gateway final : public remote_allocator_actor::base {
   gateway_config config_;
   std::uint64_t ceiling_ = 0;
   session_map sessions_;
+  detail::tenant_totals tenants_;  // each tenant's leases, counted as they come and go
   std::uint64_t next_session_ = 0;
   std::uint64_t sessions_lost_ = 0;
   std::set<std::pair<std::string, int>> budgeted_;  // (tenant, device) given their budget

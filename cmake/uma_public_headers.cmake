@@ -78,6 +78,7 @@ set(UMA_PUBLIC_HEADERS
   sys/host_backend.hpp
   sys/location.hpp
   sys/log.hpp
+  sys/log_limiter.hpp
   sys/memory_kind.hpp
   sys/um_counters.hpp
   sys/vocabulary.hpp

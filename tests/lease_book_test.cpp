@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include <uma/actors/detail/lease_book.hpp>
+#include <uma/actors/detail/lease_totals.hpp>
 
 #include "support/actor_fixture.hpp"
 
@@ -17,10 +19,23 @@ namespace uma {
 namespace {
 
 using detail::lease_book;
+using detail::lease_totals;
 
 class lease_book_test : public test::actor_fixture {
  protected:
   byte_ref region(std::size_t bytes) { return uma_->allocate<std::byte>(bytes); }
+
+  /// A second allocator standing for the incarnation a restart starts (generation 2).
+  client& next_incarnation() {
+    if (!next_) {
+      auto c = host_config();
+      c.supervision.generation = 2;
+      next_ = make_client(std::move(c));
+    }
+    return *next_;
+  }
+
+  std::unique_ptr<client> next_;
 };
 
 TEST_F(lease_book_test, AddedLeasesCountTheirBytesAndCharges) {
@@ -122,6 +137,73 @@ TEST_F(lease_book_test, ForEachLiveVisitsEveryLiveLeaseWithItsRef) {
     seen.push_back(h);
   });
   EXPECT_EQ(seen, (std::vector<region_handle>{std::min(a, b), std::max(a, b)}));
+}
+
+// Issue 35, finding 4: every Allocate summed the charges of every lease of the tenant and every
+// GetStats the bytes of every lease. The totals are kept as leases come and go: a query visits
+// no lease, however many there are.
+TEST_F(lease_book_test, TotalsAreReadWithoutVisitingALease) {
+  auto tenant = std::make_shared<lease_totals>();
+  lease_book mine(tenant);
+  lease_book other(tenant);
+  constexpr int leases = 4096;
+  for (int i = 0; i < leases; ++i)
+    static_cast<void>(mine.add(region(64), 100));
+  static_cast<void>(other.add(region(4096), 5000));
+  const auto visited = mine.leases_visited() + other.leases_visited();
+  EXPECT_EQ(mine.charged(), leases * 100u);
+  EXPECT_EQ(mine.held_bytes(), leases * 64u);
+  EXPECT_EQ(mine.live(), std::uint64_t{leases});
+  EXPECT_EQ(tenant->charged(), leases * 100u + 5000u);
+  EXPECT_EQ(tenant->held_bytes(), leases * 64u + 4096u);
+  EXPECT_EQ(tenant->leases(), leases + 1u);
+  EXPECT_EQ(mine.leases_visited() + other.leases_visited(), visited);
+}
+
+TEST_F(lease_book_test, ATenantsTotalsFollowEveryBookThatCountsInThem) {
+  auto tenant = std::make_shared<lease_totals>();
+  auto mine = std::make_unique<lease_book>(tenant);
+  lease_book other(tenant);
+  const auto a = mine->add(region(4096), 4100);
+  static_cast<void>(mine->add(region(8192), 8200));
+  static_cast<void>(other.add(region(4096), 4096));
+  mine->reserve(1000);
+  EXPECT_EQ(tenant->charged(), 4100u + 8200u + 4096u + 1000u);
+  EXPECT_EQ(mine->release(a), std::optional<std::uint64_t>{4096});
+  EXPECT_EQ(tenant->charged(), 8200u + 4096u + 1000u);
+  EXPECT_EQ(tenant->held_bytes(), 8192u + 4096u);
+  const auto gone = mine->release_all();
+  EXPECT_EQ(gone.bytes, 8192u);
+  EXPECT_EQ(tenant->charged(), 4096u + 1000u);  // the allocation underway still counts
+  mine.reset();                                 // the session ended before it was answered
+  EXPECT_EQ(tenant->charged(), 4096u);
+  EXPECT_EQ(tenant->leases(), 1u);
+}
+
+// A restart makes the old incarnation's leases inert without telling the book: from then on they
+// hold nothing and charge nothing, while the new incarnation's count in full.
+TEST_F(lease_book_test, TotalsStayExactAcrossARestart) {
+  auto tenant = std::make_shared<lease_totals>();
+  lease_book book(tenant);
+  const auto old_a = book.add(region(4096), 4100);
+  static_cast<void>(book.add(region(8192), 8200));
+  (void)uma_->stop();
+  EXPECT_EQ(book.charged(), 0u);
+  EXPECT_EQ(tenant->held_bytes(), 0u);
+  EXPECT_EQ(tenant->leases(), 2u);  // inert leases still count against the lease cap
+  const auto fresh = book.add(next_incarnation().allocate<std::byte>(12288), 12300);
+  EXPECT_EQ(fresh.generation, 2u);
+  EXPECT_EQ(book.charged(), 12300u);
+  EXPECT_EQ(tenant->held_bytes(), 12288u);
+  EXPECT_EQ(book.live(), 1u);
+  EXPECT_EQ(book.release(old_a), std::optional<std::uint64_t>{0});  // its memory went before
+  EXPECT_EQ(tenant->charged(), 12300u);
+  EXPECT_EQ(tenant->leases(), 2u);
+  const auto gone = book.release_all();
+  EXPECT_EQ(gone.leases, 2u);
+  EXPECT_EQ(gone.bytes, 12288u);
+  EXPECT_EQ(tenant->charged(), 0u);
+  EXPECT_EQ(tenant->leases(), 0u);
 }
 
 }  // namespace

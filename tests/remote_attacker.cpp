@@ -25,6 +25,15 @@
 //                                                   the other, each making a call; how many were
 //                                                   served, then keeps them until killed
 //
+//   uma_remote_attacker TARGET big-table SESSIONS LEASES SECONDS   SESSIONS x LEASES leases,
+//                                                   then its own Regions from 16 threads
+//   uma_remote_attacker TARGET calls SECONDS THREADS  honest GetStats calls, a connection per
+//                                                   thread: calls a second, p50 and p99
+//   uma_remote_attacker TARGET connect-flood SECONDS THREADS  raw connections made and closed
+//                                                   at once, as fast as THREADS threads can
+//   uma_remote_attacker TARGET frames KIND SECONDS CONNS     raw HTTP/2 floods, and messages
+//   uma_remote_attacker TARGET unfinished CONNS STREAMS      left half-way (http2_attacker.cpp)
+//
 // `--from ADDRESS` before TARGET makes the raw TCP connections from that local address (such as
 // 127.0.0.2, another address of loopback), so that a test's honest client on 127.0.0.1 is
 // another address. `--tls CERT KEY CA` before TARGET makes the gRPC modes connect over mutual
@@ -195,6 +204,62 @@ int regions_flood(int leases, int requests) {
   return 0;
 }
 
+/// SESSIONS sessions (over two connections) holding LEASES leases each, allocated from a thread
+/// per session; then Regions requests of its own from 16 threads for SECONDS (issue 35, finding
+/// 4: the region table amplified one tenant's load onto all). Prints "leases: N", "flooding",
+/// then how many requests were answered.
+int big_table(int sessions, int leases, int seconds) {
+  std::vector<std::unique_ptr<w::Remote::Stub>> stubs;
+  for (int i = 0; i < 2; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    stubs.push_back(w::Remote::NewStub(grpc::CreateCustomChannel(target, credentials, args)));
+  }
+  std::vector<std::unique_ptr<session>> open;
+  for (int i = 0; i < sessions; ++i)
+    open.push_back(std::make_unique<session>(*stubs[static_cast<std::size_t>(i % 2)]));
+  std::atomic<int> held{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < sessions; ++i)
+    threads.emplace_back([&, i] {
+      auto& s = *stubs[static_cast<std::size_t>(i % 2)];
+      for (int n = 0; n < leases; ++n) {
+        w::AllocateRequest req;
+        *req.mutable_session() = open[static_cast<std::size_t>(i)]->key;
+        req.set_bytes(64);
+        req.set_attach(1);
+        w::RegionHandle h;
+        if (!call(s, &w::Remote::Stub::Allocate, req, h).ok())
+          return;
+        ++held;
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  threads.clear();
+  std::printf("leases: %d\nflooding\n", held.load());
+  std::fflush(stdout);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::atomic<int> answered{0};
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&, t] {
+      auto& s = *stubs[static_cast<std::size_t>(t % 2)];
+      while (std::chrono::steady_clock::now() < until) {
+        w::RegionsPageRequest req;
+        *req.mutable_session() = open[static_cast<std::size_t>(t % sessions)]->key;
+        req.set_page_size(100000);
+        w::RegionsPage page;
+        answered += call(s, &w::Remote::Stub::Regions, req, page).ok() ? 1 : 0;
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  std::printf("regions: %d answered\n", answered.load());
+  return 0;
+}
+
+}  // namespace
+
 /// A raw connection to the target: its Unix socket, or a TCP HOST:PORT (IPv4).
 int raw_connect() {
   if (!target.starts_with("unix:")) {
@@ -231,6 +296,17 @@ int raw_connect() {
   return fd;
 }
 
+/// Keeps this process (and its connections) until the test kills it, a minute at most.
+void hold() {
+  std::fflush(stdout);
+  static_cast<void>(::poll(nullptr, 0, 60'000));
+}
+
+int http2_frames(const std::string& kind, int seconds, int conns);  // http2_attacker.cpp
+int http2_unfinished(int conns, int streams);
+
+namespace {
+
 /// True when the server closed `fd` (end of file after whatever it sent, such as HTTP/2's
 /// SETTINGS) within `wait`.
 bool closed_within(int fd, std::chrono::milliseconds wait) {
@@ -246,12 +322,6 @@ bool closed_within(int fd, std::chrono::milliseconds wait) {
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
       return true;
   }
-}
-
-/// Keeps this process (and its connections) until the test kills it, a minute at most.
-void hold() {
-  std::fflush(stdout);
-  static_cast<void>(::poll(nullptr, 0, 60'000));
 }
 
 int connections(int n, bool keep) {
@@ -336,6 +406,62 @@ int idle_session() {
   return 0;
 }
 
+/// THREADS honest clients, a connection each, calling GetStats one call after the other for
+/// SECONDS: the calls a second and the latency's median and 99th percentile (what the wire costs
+/// a small call; not an attack).
+int calls(int seconds, int threads) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::vector<std::vector<double>> us(static_cast<std::size_t>(threads));
+  std::vector<std::thread> all;
+  for (int i = 0; i < threads; ++i)
+    all.emplace_back([&, i] {
+      grpc::ChannelArguments args;
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+      auto s = w::Remote::NewStub(grpc::CreateCustomChannel(target, credentials, args));
+      while (std::chrono::steady_clock::now() < until) {
+        const auto start = std::chrono::steady_clock::now();
+        w::Stats stats;
+        if (!call(*s, &w::Remote::Stub::GetStats, w::StatsRequest{}, stats).ok())
+          continue;
+        us[static_cast<std::size_t>(i)].push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                .count());
+      }
+    });
+  for (auto& t : all)
+    t.join();
+  std::vector<double> merged;
+  for (const auto& v : us)
+    merged.insert(merged.end(), v.begin(), v.end());
+  std::sort(merged.begin(), merged.end());
+  if (merged.empty())
+    return 1;
+  std::printf("calls: %zu in %d s (%.0f a second), p50 %.1f us, p99 %.1f us\n", merged.size(),
+              seconds, static_cast<double>(merged.size()) / seconds, merged[merged.size() / 2],
+              merged[merged.size() * 99 / 100]);
+  return 0;
+}
+
+/// THREADS threads connecting and closing at once, as fast as they can, for SECONDS.
+int connect_flood(int seconds, int threads) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::atomic<std::uint64_t> made{0};
+  std::vector<std::thread> all;
+  for (int i = 0; i < threads; ++i)
+    all.emplace_back([&] {
+      while (std::chrono::steady_clock::now() < until) {
+        ::close(raw_connect());
+        ++made;
+      }
+    });
+  std::printf("flooding\n");
+  std::fflush(stdout);
+  for (auto& t : all)
+    t.join();
+  std::printf("connections made: %llu\n", static_cast<unsigned long long>(made.load()));
+  return 0;
+}
+
 int raw(const std::string& mode) {
   const int fd = raw_connect();
   if (mode == "garbage") {
@@ -396,6 +522,16 @@ int main(int argc, char** argv) {
     return handshake_deadline(arg(3));
   if (mode == "idle-session")
     return idle_session();
+  if (mode == "big-table")
+    return big_table(arg(3), arg(4), arg(5));
+  if (mode == "calls")
+    return calls(arg(3), arg(4));
+  if (mode == "connect-flood")
+    return connect_flood(arg(3), arg(4));
+  if (mode == "frames" && argc == 6)
+    return http2_frames(argv[3], arg(4), arg(5));
+  if (mode == "unfinished")
+    return http2_unfinished(arg(3), arg(4));
   if (mode == "half-open" || mode == "garbage" || mode == "idle")
     return raw(mode);
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());

@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
@@ -340,6 +343,64 @@ TEST_F(gateway, RegionPagesAreCutAtTheGatewayAndCapped) {
   EXPECT_EQ(detail::cut_page(rows, region_page{0, 1000}, 3).rows.size(), 3u);
   EXPECT_EQ(detail::cut_page(rows, region_page{0, 0}, 3).rows.size(), 3u);
   EXPECT_EQ(detail::cut_page(rows, region_page{~std::uint64_t{0}, 3}, 3).rows.size(), 0u);
+}
+
+/// Stands in for the supervisor: forwards every request to `dest` and counts the requests for
+/// the whole region report (`regions_atom` alone).
+caf::behavior counting_supervisor(caf::event_based_actor* self, caf::actor dest,
+                                  std::shared_ptr<std::atomic<int>> reports) {
+  self->set_default_handler(
+      [self, dest, reports](caf::scheduled_actor*,
+                            caf::message_view& xs) -> caf::result<caf::message> {
+        auto msg = xs.move_content_to_message();
+        if (msg.size() == 1 && msg.match_element<regions_atom>(0))
+          ++*reports;
+        self->delegate(dest, std::move(msg));
+        return caf::delegated<caf::message>{};
+      });
+  return {[](int) {}};
+}
+
+// Issue 35, finding 4: each tenant's `Regions` page asked the allocator for its whole report
+// (every tenant's rows) and filtered it. A tenant's page is cut from its own leases: it costs
+// its own slice, and shows what the operator's page shows for the same regions.
+TEST_F(gateway, ATenantsRegionsPageCostsItsOwnLeasesNotTheWholeReport) {
+  auto reports = std::make_shared<std::atomic<int>>(0);
+  auto proxy = sys_.spawn(counting_supervisor, caf::actor_cast<caf::actor>(sup_), reports);
+  caf::anon_send_exit(gw_, caf::exit_reason::user_shutdown);
+  gateway_config cfg;
+  cfg.operator_secret = operator_;
+  gw_ = spawn_remote_gateway(sys_, caf::actor_cast<allocator_supervisor_actor>(proxy), cfg);
+  session_ = ask<session_key>(open_session_atom_v, peer_);
+  std::vector<region_handle> mine;
+  for (int i = 0; i < 3; ++i)
+    mine.push_back(allocate(4096 * (i + 1), "mine " + std::to_string(i)));
+  std::vector<ManagedRef<std::byte>> others;  // another tenant's table: 4096 rows
+  for (int i = 0; i < 4096; ++i)
+    others.push_back(local().allocate<std::byte>(64, {.label = "other"}));
+  const auto page = ask<remote_region_page>(leased_regions_atom_v, session_, region_page{1, 5});
+  EXPECT_EQ(*reports, 0);  // no report asked for: the page came from the session's leases
+  EXPECT_EQ(page.total, 3u);
+  ASSERT_EQ(page.rows.size(), 2u);
+  const auto all = ask<remote_region_page>(regions_atom_v, operator_, region_page{0, 3});
+  EXPECT_EQ(*reports, 1);  // the operator's page still reads the whole report
+  EXPECT_GE(all.total, 3u + 4096u);
+  for (std::size_t i = 0; i < page.rows.size(); ++i) {
+    const auto& row = page.rows[i];
+    const auto& theirs = all.rows[i + 1];  // the operator's rows by id: mine came first
+    EXPECT_EQ(row.session, session_.id);
+    EXPECT_TRUE(row.attributes_known);
+    EXPECT_EQ(row.region.id, mine[i + 1].id);
+    EXPECT_EQ(row.region.label, "mine " + std::to_string(i + 1));
+    EXPECT_EQ(row.region.bytes, theirs.region.bytes);
+    EXPECT_EQ(row.region.generation, theirs.region.generation);
+    EXPECT_EQ(row.region.attach, theirs.region.attach);
+    EXPECT_EQ(row.region.refs, theirs.region.refs);
+    EXPECT_EQ(row.region.pins, theirs.region.pins);
+    EXPECT_EQ(row.region.kind, theirs.region.kind);
+    EXPECT_EQ(row.attributes, theirs.attributes);
+  }
+  caf::anon_send_exit(proxy, caf::exit_reason::user_shutdown);
 }
 
 /// The events of `s` for region `id` of generation `gen`, as "kind label" strings.

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +33,9 @@
 #include <utility>
 #include <vector>
 
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <boost/json/parse.hpp>
 
 #include <caf/actor_system.hpp>
@@ -306,6 +310,29 @@ TEST_F(two_processes, StatsReadByAnotherProcessMatchTheServersOwn) {
   EXPECT_EQ(run_cli({"stats", "--connect", endpoint(), "--prometheus"}), to_prometheus(own));
 }
 
+TEST_F(two_processes, TheOperatorsSnapshotOfATablePastTheMessageCapArrivesWhole) {
+  // Issue 35, finding 4: with 65,536 leases the operator's snapshot failed ("Sent message larger
+  // than max (20060315 vs. 4194304)"): it was one message. 24,576 regions with labels of about
+  // 195 bytes: their labels alone are past the 4 MiB cap.
+  serve_here();
+  std::vector<ManagedRef<float>> held;
+  for (int i = 0; i < 24'576; ++i)
+    held.push_back(
+        local_->allocate<float>(1, {.label = std::string(190, 'l') + std::to_string(i)}));
+  auto op = connect_operator();
+  const auto snap = op->snapshot();
+  // Every labelled allocation is there (small ones share slabs, which are regions too).
+  EXPECT_EQ(std::ranges::count_if(snap.regions,
+                                  [](const auto& r) { return r.info.label.starts_with("lll"); }),
+            24'576);
+  std::size_t label_bytes = 0;
+  for (const auto& r : snap.regions)
+    label_bytes += r.info.label.size();
+  EXPECT_GT(label_bytes, std::size_t{4} << 20);
+  EXPECT_EQ(snap.generation, 1u);
+  EXPECT_FALSE(snap.events.empty());
+}
+
 TEST_F(two_processes, PrefetchAndAdviceByIdFromAnotherProcessChangeTheAttributesSeenHere) {
   serve_here();
   const auto before = local_->flush();
@@ -428,6 +455,110 @@ TEST_F(two_processes, OversizedMessagesHalfOpenConnectionsAndGarbageLeaveAnHones
   EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
 }
 
+/// The serving child's resident memory now (VmRSS), in KiB.
+std::uint64_t rss_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::stoull(line.substr(6));
+  return 0;
+}
+
+/// The number after `label` in `text` (-1 when `label` is not there).
+long long number_after(const std::string& text, const std::string& label) {
+  const auto at = text.find(label);
+  return at == std::string::npos ? -1 : std::stoll(text.substr(at + label.size()));
+}
+
+TEST_F(two_processes, HttpTwoFloodsCloseTheFloodingConnectionsWhileAnHonestSessionIsServed) {
+  // Issue 35, finding 2: rapid reset took the server from 21 to 981 MiB, PING floods aborted it;
+  // nothing limited PINGs, resets or new streams per connection.
+  serve_in_child({"--metrics", "127.0.0.1:0"}, 2'000'000);
+  const auto line = server_->read_line(20s);
+  ASSERT_TRUE(line);
+  const std::string prefix = "uma serve: metrics on http://127.0.0.1:";
+  ASSERT_EQ(line->rfind(prefix, 0), 0u) << *line;
+  const auto port = static_cast<std::uint16_t>(std::stoul(line->substr(prefix.size())));
+  auto honest = connect();
+  const auto h = honest->allocate(1 << 16, "honest");
+  const auto session = honest->session();
+  const auto before = rss_kib(server_->pid());
+  for (const std::string kind : {"ping", "settings", "reset", "priority", "empty-data"}) {
+    child_process flood({attacker_path(), endpoint(), "frames", kind, "3", "4"});
+    const auto started = flood.read_line(20s);
+    ASSERT_TRUE(started && *started == "flooding") << kind;
+    EXPECT_LT(honest_p99(*honest, h), 50.0) << "while flooding " << kind;
+    const auto out = flood.read_all(30s);
+    ASSERT_TRUE(flood.wait(30s));
+    // Each of the 4 connections is closed at its bound, and so is every one it makes again.
+    EXPECT_GE(number_after(out, "connections closed by the server: "), 4) << kind << ": " << out;
+  }
+  ASSERT_FALSE(server_->wait(0ms)) << "uma serve died";
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's quarantine holds freed memory on purpose
+  EXPECT_LT(peak_rss_kib(), before + 256 * 1024) << "KiB; " << before << " KiB before the floods";
+#endif
+  const auto metrics = test::http_get(port, "/metrics").body;
+  for (const std::string reason : {"pings", "settings", "resets", "empty_frames"})
+    EXPECT_GT(
+        number_after(metrics, "uma_wire_connections_closed_total{reason=\"" + reason + "\"} "), 0)
+        << reason << "\n"
+        << metrics;
+  EXPECT_EQ(honest->session(), session);
+  EXPECT_EQ(honest->stats().leases, 1u);
+  EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
+}
+
+TEST_F(two_processes, MessagesLeftHalfWayCloseTheirOwnConnectionsNotAnotherSession) {
+  // Issue 35, finding 1: 8 connections each sending 16 messages of 4 MiB and stopping half-way
+  // put gRPC's one resource quota under pressure, and it cancelled another connection's session
+  // stream: the honest session ended and its lease was released.
+  serve_in_child({}, 0, false, true);
+  auto honest = connect();
+  const auto h = honest->allocate(1 << 16, "honest");
+  const auto session = honest->session();
+  const auto before = rss_kib(server_->pid());
+  child_process attacker({attacker_path(), endpoint(), "unfinished", "8", "16"});
+  EXPECT_LT(honest_p99(*honest, h), 50.0);  // while the attacker sends
+  const auto out = attacker.read_line(40s);
+  ASSERT_TRUE(out) << "the attacker said nothing";
+  // Every attacking connection was closed when it held more than its share, and paid for it.
+  EXPECT_EQ(number_after(*out, "connections closed by the server: "), 8) << *out;
+  EXPECT_NE(await_server_line("uma serve: closed a connection of uid "), "");
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's quarantine holds freed memory on purpose
+  EXPECT_LT(peak_rss_kib(), before + 256 * 1024) << "KiB; " << before << " KiB before the attack";
+#endif
+  EXPECT_EQ(honest->session(), session);
+  EXPECT_EQ(honest->stats().leases, 1u);
+  EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
+}
+
+TEST_F(two_processes, AConnectFloodOfAnotherUidLeavesThisUidsNewConnectionsServed) {
+  // Issue 35, finding 5: a connect flood failed a third of other uids' new connections.
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "needs root to run the flooding attacker as another uid (setpriv)";
+  std::filesystem::permissions(dir_, std::filesystem::perms::owner_all |
+                                         std::filesystem::perms::group_read |
+                                         std::filesystem::perms::group_exec);
+  serve_in_child({"--socket-mode", "0660"});
+  // The attacker is uid 65534 in this uid's group (the socket's mode lets the group connect).
+  child_process flood({"/usr/bin/setpriv", "--reuid=65534",
+                       "--regid=" + std::to_string(::getegid()), "--clear-groups", attacker_path(),
+                       endpoint(), "connect-flood", "8", "8"});
+  const auto started = flood.read_line(20s);
+  ASSERT_TRUE(started && *started == "flooding") << (started ? *started : "no line");
+  int served = 0;
+  for (int i = 0; i < 20; ++i) {  // each `uma stats --connect` is a new connection of this uid
+    const auto [code, out] = run_cli_status({"stats", "--connect", endpoint()});
+    served += code == 0 ? 1 : 0;
+  }
+  EXPECT_EQ(served, 20);
+  const auto made = flood.read_all(30s);
+  ASSERT_TRUE(flood.wait(30s));
+  EXPECT_GT(number_after(made, "connections made: "), 100) << made;  // the flood did flood
+  EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
+}
+
 TEST_F(two_processes, ConnectionsPastTheCapPerUidAreRefusedAndTheRegionsFloodIsPagedAndCapped) {
   serve_in_child();
   auto honest = connect();
@@ -448,6 +579,39 @@ TEST_F(two_processes, ConnectionsPastTheCapPerUidAreRefusedAndTheRegionsFloodIsP
   EXPECT_EQ(honest->stats().leases, 1u);
   ASSERT_FALSE(server_->wait(0ms)) << "uma serve died";
   EXPECT_EQ(honest->release(h), 4096u);
+}
+
+TEST_F(two_processes, AHugeRegionTableOfOneTenantLeavesAnotherTenantsCallsFast) {
+  // Issue 35, finding 4: with 65,536 leases, 36 Regions calls a second gave an honest tenant a
+  // p99 of 2,245 ms: each page copied the whole report, each Allocate and GetStats summed every
+  // lease. 16 sessions of 4,096 leases (the cap per session), then the attacker's own Regions
+  // from 16 threads.
+  serve_in_child({"--quota", "17179869184"});
+  auto honest = connect();
+  const auto h = honest->allocate(1 << 16, "honest");
+  child_process attacker({attacker_path(), endpoint(), "big-table", "16", "4096", "6"});
+  const auto leases = attacker.read_line(120s);
+  ASSERT_TRUE(leases);
+  EXPECT_EQ(*leases, "leases: 65536");
+  const auto flooding = attacker.read_line(20s);
+  ASSERT_TRUE(flooding && *flooding == "flooding");
+  EXPECT_LT(honest_p99(*honest, h), 50.0);
+  std::vector<double> ms;  // the calls that summed every lease or copied the whole report
+  for (int i = 0; i < 50; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    static_cast<void>(honest->stats());
+    EXPECT_EQ(honest->regions().size(), 1u);
+    const auto more = honest->allocate(4096, "more");
+    EXPECT_EQ(honest->release(more), 4096u);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  EXPECT_LT(ms[49], 4 * 50.0) << "stats + regions + allocate + release, the slowest of 50";
+  const auto answered = attacker.read_all(60s);
+  ASSERT_TRUE(attacker.wait(30s));
+  EXPECT_GT(number_after(answered, "regions: "), 0) << answered;
+  EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
 }
 
 TEST_F(two_processes, TenantConnectionsAtTheCapLeaveTheOperatorSocketItsOwn) {
@@ -685,6 +849,23 @@ TEST_F(two_processes, TcpConnectionsPastTheCapPerCertificateOrPerAddressAreRefus
   EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
 }
 
+TEST_F(two_processes, SilentConnectionsCannotKeepTlsClientsOfTheirAddressOut) {
+  // Issue 35, finding 5: any local user without a certificate filled the 32 TCP slots of
+  // 127.0.0.1 with silent connections, and no new local TLS client connected (0 of 8).
+  const auto tcp = serve_tls_in_child();
+  child_process silent({attacker_path(), tcp, "connections", "40", "hold"});
+  const auto line = silent.read_line(20s);
+  ASSERT_TRUE(line);
+  EXPECT_EQ(*line, "closed by the server: 8");  // the 8 oldest made room for the newest
+  // 8 TLS clients from the same address, each a connection of its own, one after the other.
+  child_process honest({attacker_path(), tcp, "tls-connections", "8", dir_ + "/tenant.pem",
+                        dir_ + "/tenant.key", dir_ + "/ca.pem"});
+  const auto served = honest.read_line(60s);
+  ASSERT_TRUE(served);
+  EXPECT_EQ(*served, "served: 8, refused: 0");
+  EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
+}
+
 TEST_F(two_processes, SighupReloadsCheckedTlsFilesForNewConnectionsAndKeepsThemOnABadSet) {
   make_test_certificates(dir_);
   const auto live = [&](const std::string& name) { return dir_ + "/live-" + name; };
@@ -754,16 +935,46 @@ TEST_F(two_processes, ATlsClientKilledWhileRepliesAreInFlightLeavesTheServerServ
   EXPECT_FALSE(server_->wait(0ms)) << "uma serve died";
 }
 
+/// Writes a self-signed certificate (a CA's) that expired yesterday to `path`.
+void write_expired_certificate(const std::string& path) {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509* cert = X509_new();
+  ASSERT_TRUE(key != nullptr && cert != nullptr);
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), -2 * 86400);
+  X509_gmtime_adj(X509_getm_notAfter(cert), -86400);
+  X509_NAME* name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("uma expired ca"), -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  X509_set_pubkey(cert, key);
+  ASSERT_GT(X509_sign(cert, key, EVP_sha256()), 0);
+  FILE* out = std::fopen(path.c_str(), "w");
+  ASSERT_NE(out, nullptr);
+  PEM_write_X509(out, cert);
+  std::fclose(out);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+}
+
 TEST_F(two_processes, GarbageOrMismatchedTlsFilesAreRefusedAtStart) {
   make_test_certificates(dir_);
   std::ofstream(dir_ + "/garbage.pem") << "not a certificate\n";
+  ASSERT_EQ(::mkfifo((dir_ + "/fifo.key").c_str(), 0600), 0);
+  write_expired_certificate(dir_ + "/expired-ca.pem");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
       {{dir_ + "/garbage.pem", dir_ + "/server.key", dir_ + "/ca.pem"},
        "--tls-cert " + dir_ + "/garbage.pem: no PEM certificate there"},
       {{dir_ + "/server.pem", dir_ + "/client.key", dir_ + "/ca.pem"},
        "--tls-key " + dir_ + "/client.key is not the key of --tls-cert"},
       {{dir_ + "/server.pem", dir_ + "/server.key", dir_ + "/none.pem"},
-       "--tls-ca " + dir_ + "/none.pem: cannot be read"}};
+       "--tls-ca " + dir_ + "/none.pem: cannot be read"},
+      // Issue 35: a FIFO blocked the start (and SIGTERM), an expired CA was taken silently.
+      {{dir_ + "/server.pem", dir_ + "/fifo.key", dir_ + "/ca.pem"},
+       "--tls-key " + dir_ + "/fifo.key: not a regular file"},
+      {{dir_ + "/server.pem", dir_ + "/server.key", dir_ + "/expired-ca.pem"},
+       "--tls-ca " + dir_ + "/expired-ca.pem: expired"}};
   for (const auto& [files, why] : cases) {
     const auto [code, out] =
         run_cli_status({"serve", "--socket", socket(), "--for", "5", "--port", "0", "--tls-cert",

@@ -217,7 +217,7 @@ void command_line::add_hardening(CLI::App& s, command c) {
   pass("--max-connections-per-identity", "N",
        "connections one uid (socket) or certificate name (TCP) may hold open, 1 to 65536 (16)");
   pass("--max-connections-per-address", "N",
-       "TCP connections one remote address may hold open, 1 to 65536 (32)");
+       "TLS handshakes one remote address may have under way, 1 to 65536 (32)");
   s.add_flag_callback(
       "--insecure-metrics", [this] { o.hardening.emplace_back("--insecure-metrics", ""); },
       "allow --metrics off loopback (plain HTTP, no authentication)");

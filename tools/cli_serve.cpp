@@ -20,6 +20,7 @@
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/actors/wire/wire_server.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
+#include <uma/sys/log_limiter.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/cli_hardening.hpp"
 
@@ -53,8 +54,8 @@ void log_line(const std::string& line) {
 /// operator socket), and this endpoint authenticates nobody. Off loopback it needs
 /// --insecure-metrics.
 [[nodiscard]] std::unique_ptr<metrics_endpoint> start_metrics(
-    caf::actor_system& sys, const allocator_supervisor_actor& supervisor, const options& o,
-    const hardening_options& h) {
+    const wire_server& wire, caf::actor_system& sys, const allocator_supervisor_actor& supervisor,
+    const options& o, const hardening_options& h) {
   if (!o.metrics)
     return nullptr;
   const auto& [host, port] = *o.metrics;
@@ -67,12 +68,13 @@ void log_line(const std::string& line) {
   if (!is_loopback_address(host))
     log_line("WARNING: the metrics endpoint listens on " + host +
              " (--insecure-metrics): whoever reaches it reads the allocator's counters.");
-  auto endpoint =
-      std::make_unique<metrics_endpoint>(sys, supervisor,
-                                         metrics_endpoint_config{.address = host,
-                                                                 .port = port,
-                                                                 .labels = o.metrics_labels,
-                                                                 .bearer_token = h.metrics_token});
+  auto endpoint = std::make_unique<metrics_endpoint>(
+      sys, supervisor,
+      metrics_endpoint_config{.address = host,
+                              .port = port,
+                              .labels = o.metrics_labels,
+                              .bearer_token = h.metrics_token,
+                              .extra_families = [&wire] { return wire.prometheus_text(); }});
   std::printf("uma serve: metrics on http://%s/metrics\n",
               endpoint_text(host, endpoint->port()).c_str());
   std::fflush(stdout);
@@ -85,7 +87,10 @@ void log_line(const std::string& line) {
 [[nodiscard]] gateway_config make_gateway_config(const options& o, const hardening_options& h,
                                                  const backend& b) {
   gateway_config g;
-  g.log = log_line;
+  // At most 20 lines a second: an open-and-cancel flood of sessions writes two lines a session
+  // (issue 35: 7.8 MB in 20 s). Static: the gateway may log until the process ends.
+  static log_limiter session_log(log_line, 20);
+  g.log = session_log.as_sink();
   g.operator_secret = make_operator_key();
   g.quota_ceiling = o.quota_bytes != 0 ? o.quota_bytes : b.default_quota();
   g.tenant_quota_bytes = h.tenant_quota_bytes != 0
@@ -259,7 +264,7 @@ int run_serve(const options& o) {
   std::unique_ptr<metrics_endpoint> metrics;
   try {
     wire = start_wire(sys, gateway, o, hardening, gw_config, *backend);
-    metrics = start_metrics(sys, supervisor, o, hardening);
+    metrics = start_metrics(*wire, sys, supervisor, o, hardening);
   } catch (...) {
     stop();
     throw;

@@ -4,9 +4,20 @@
 
 namespace uma::detail {
 
-region_handle lease_book::add(byte_ref ref, std::uint64_t charge) {
+region_handle lease_book::add(byte_ref ref, std::uint64_t charge, lease_origin origin) {
   const region_handle h{ref.id(), ref.generation()};
-  leases_.insert_or_assign(h, lease{std::move(ref), charge});
+  static_cast<void>(release(h));  // a lease of the same handle is replaced
+  const std::uint64_t bytes = ref.bytes();
+  auto it = leases_
+                .emplace(h, lease{std::move(ref), bytes, charge, std::move(origin),
+                                  std::chrono::steady_clock::now()})
+                .first;
+  try {
+    totals_.add(it->second.ref, bytes, charge);
+  } catch (...) {
+    leases_.erase(it);  // not counted, so not leased
+    throw;
+  }
   return h;
 }
 
@@ -14,14 +25,18 @@ std::optional<std::uint64_t> lease_book::release(const region_handle& h) {
   auto it = leases_.find(h);
   if (it == leases_.end())
     return std::nullopt;
+  const auto& l = it->second;
   // A lease of a stopped incarnation gives nothing back: its memory went with it.
-  const std::uint64_t bytes = it->second.ref.valid() ? it->second.ref.bytes() : 0;
+  const std::uint64_t bytes = l.ref.valid() ? l.bytes : 0;
+  totals_.remove(l.ref, l.bytes, l.charge);
   leases_.erase(it);  // drops the ref: the allocator frees what nobody else holds
   return bytes;
 }
 
 leases_released lease_book::release_all() noexcept {
-  const leases_released out{leases_.size(), held_bytes()};
+  const leases_released out{leases_.size(), totals_.held_bytes()};
+  totals_.clear();
+  visited_ += leases_.size();
   leases_.clear();
   return out;
 }
@@ -37,7 +52,7 @@ std::optional<lease_miss> lease_book::resolve(const std::vector<region_handle>& 
     }
     lease_miss miss{h, it != leases_.end(), std::nullopt};
     for (auto same = leases_.lower_bound({h.id, 0});
-         same != leases_.end() && same->first.id == h.id; ++same)
+         same != leases_.end() && same->first.id == h.id; ++same, ++visited_)
       if (same->first != h)
         miss.same_id = same->first;
     return miss;
@@ -47,26 +62,19 @@ std::optional<lease_miss> lease_book::resolve(const std::vector<region_handle>& 
 
 void lease_book::for_each_live(
     const std::function<void(const region_handle&, const byte_ref&)>& f) const {
-  for (const auto& [h, l] : leases_)
+  for (const auto& [h, l] : leases_) {
+    ++visited_;
     if (l.ref.valid())
       f(h, l.ref);
+  }
 }
 
-std::uint64_t lease_book::held_bytes() const noexcept {
-  std::uint64_t n = 0;
-  for (const auto& [h, l] : leases_)
-    if (l.ref.valid())
-      n += l.ref.bytes();
-  return n;
-}
-
-std::uint64_t lease_book::charged() const noexcept {
-  // No overflow: every charge was admitted against a 64-bit quota with checked sums.
-  std::uint64_t n = pending_;
-  for (const auto& [h, l] : leases_)
-    if (l.ref.valid())
-      n += l.charge;
-  return n;
+void lease_book::for_each_lease(
+    const std::function<void(const region_handle&, const lease&)>& f) const {
+  for (const auto& [h, l] : leases_) {
+    ++visited_;
+    f(h, l);
+  }
 }
 
 }  // namespace uma::detail

@@ -17,16 +17,16 @@
 
 namespace uma::detail {
 
-session session::opened(const caf::actor& peer, const session_key& key, std::string tenant) {
-  session s;
-  s.tenant = std::move(tenant);
-  s.peer = peer.address();
-  s.node = peer.node();
-  s.secret_hi = key.secret_hi;
-  s.secret_lo = key.secret_lo;
-  s.last_used = std::chrono::steady_clock::now();
-  return s;
-}
+session::session(const caf::actor& peer_, const session_key& key, std::string tenant_,
+                 std::shared_ptr<lease_totals> tenant_leases_)
+    : peer(peer_.address()),
+      node(peer_.node()),
+      tenant(std::move(tenant_)),
+      secret_hi(key.secret_hi),
+      secret_lo(key.secret_lo),
+      tenant_leases(tenant_leases_),
+      leases(std::move(tenant_leases_)),
+      last_used(std::chrono::steady_clock::now()) {}
 
 caf::error relay_error(caf::actor_system& sys, caf::error err) {
   if (err.category() == error_category)
@@ -108,9 +108,8 @@ std::optional<std::uint64_t> admission_charge(const remote_allocate_request& r) 
 }
 
 /// Why `s` may not allocate `r` now (limits of the session and its tenant); nullopt if it may.
-std::optional<refusal> admit(const session& s, const std::map<std::uint64_t, session>& sessions,
-                             const remote_allocate_request& r, const gateway_config& config_,
-                             std::uint64_t ceiling_) {
+std::optional<refusal> admit(const session& s, const remote_allocate_request& r,
+                             const gateway_config& config_, std::uint64_t ceiling_) {
   if (auto bad = check_allocate(r, config_.max_label_bytes))
     return bad;
   const auto padding = padding_bound(r);
@@ -136,10 +135,7 @@ std::optional<refusal> admit(const session& s, const std::map<std::uint64_t, ses
                        std::to_string(config_.max_leases_per_session) + " leases"};
   if (config_.tenant_quota_bytes == 0)
     return std::nullopt;
-  std::uint64_t used = 0;
-  for (const auto& [sid, other] : sessions)
-    if (other.tenant == s.tenant)
-      used += other.leases.charged();
+  const std::uint64_t used = s.tenant_leases->charged();
   const auto total = checked_add(used, *charge);
   if (!total || *total > config_.tenant_quota_bytes)
     return refusal{errc::quota_exceeded,
@@ -203,23 +199,21 @@ std::optional<std::string> refused_system_message(const caf::mailbox_element& x,
   return std::nullopt;
 }
 
-leased_map live_leases(const std::map<std::uint64_t, session>& sessions, std::uint64_t only) {
+leased_map live_leases(const std::map<std::uint64_t, session>& sessions) {
   leased_map out;
   for (const auto& [sid, s] : sessions)
-    if (only == 0 || sid == only)
-      s.leases.for_each_live([&out, sid = sid](const region_handle& h, const byte_ref& ref) {
-        out.emplace(h, std::pair(sid, ref));
-      });
+    s.leases.for_each_live([&out, sid = sid](const region_handle& h, const byte_ref& ref) {
+      out.emplace(h, std::pair(sid, ref));
+    });
   return out;
 }
 
-std::vector<remote_region_info> report_rows(std::vector<region_info> rows, const leased_map& leased,
-                                            std::uint64_t only) {
+std::vector<remote_region_info> report_rows(std::vector<region_info> rows,
+                                            const leased_map& leased) {
   std::vector<remote_region_info> out;
+  out.reserve(rows.size());
   for (auto& row : rows) {
     auto it = leased.find({row.id, row.generation});
-    if (only != 0 && it == leased.end())
-      continue;
     out.push_back({std::move(row)});
     if (it != leased.end())
       out.back().session = it->second.first;
@@ -227,17 +221,16 @@ std::vector<remote_region_info> report_rows(std::vector<region_info> rows, const
   return out;
 }
 
-void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& sessions) {
+void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& sessions,
+                  const lease_totals& all) {
   out.sessions = sessions.size();
-  for (const auto& [sid, s] : sessions) {
-    out.leases += s.leases.size();
-    out.leased_bytes += s.leases.held_bytes();
-  }
+  out.leases = all.leases();
+  out.leased_bytes = all.held_bytes();
 }
 
 remote_snapshot with_sessions(const allocator_snapshot& s,
                               const std::map<std::uint64_t, session>& sessions) {
-  const auto leased = live_leases(sessions, 0);
+  const auto leased = live_leases(sessions);
   auto out = to_remote(s);
   for (auto& r : out.regions)
     if (auto it = leased.find({r.info.id, r.info.generation}); it != leased.end())

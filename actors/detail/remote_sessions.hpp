@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,6 +21,7 @@
 #include <caf/fwd.hpp>
 
 #include <uma/actors/detail/lease_book.hpp>
+#include <uma/actors/detail/lease_totals.hpp>
 #include <uma/actors/detail/remote_checks.hpp>
 #include <uma/actors/remote_gateway.hpp>
 #include <uma/memory/managed_ref.hpp>
@@ -31,20 +33,23 @@ namespace uma::detail {
 /// One remote peer's session: the actor the gateway monitors for it, the node it belongs to
 /// (the tenant), its secret and its leases.
 struct session {
+  /// A session of `peer` for `tenant` opened now with `key`'s secret; its leases count in
+  /// `tenant_leases`, the tenant's totals (actors/detail/tenant_totals.hpp).
+  session(const caf::actor& peer, const session_key& key, std::string tenant,
+          std::shared_ptr<lease_totals> tenant_leases);
+
   caf::actor_addr peer;
   caf::node_id node;
   std::string tenant;  ///< who opened it: quotas and session caps count per tenant
   std::uint64_t secret_hi = 0;
   std::uint64_t secret_lo = 0;
+  std::shared_ptr<const lease_totals> tenant_leases;  ///< every lease of its tenant, counted
   lease_book leases;
   std::uint32_t in_flight = 0;  ///< requests forwarded and not yet answered
   std::chrono::steady_clock::time_point last_used{};
 
   /// Compares the secret in constant time.
   [[nodiscard]] bool has_secret(const session_key& key) const noexcept;
-  /// A session of `peer` for `tenant` opened now with `key`'s secret.
-  [[nodiscard]] static session opened(const caf::actor& peer, const session_key& key,
-                                      std::string tenant);
 };
 
 /// The sessions idle (no request in flight, none for longer than `timeout`); none for a timeout
@@ -77,23 +82,24 @@ void random_secret(std::uint64_t& hi, std::uint64_t& lo);
 /// Leased regions: their session and a ref to read their attributes with.
 using leased_map = std::map<region_handle, std::pair<std::uint64_t, byte_ref>>;
 
-/// The live leases of `sessions` (only session `only`'s, unless it is 0).
-[[nodiscard]] leased_map live_leases(const std::map<std::uint64_t, session>& sessions,
-                                     std::uint64_t only);
+/// The live leases of every session (the operator's views; a session's own page is cut from its
+/// lease book: actors/detail/session_page.hpp).
+[[nodiscard]] leased_map live_leases(const std::map<std::uint64_t, session>& sessions);
 
 /// The region report's rows as the remote interface sends them: each leased one (in `leased`)
-/// with its session; with `only` (not 0) the leased rows alone.
+/// with its session.
 [[nodiscard]] std::vector<remote_region_info> report_rows(std::vector<region_info> rows,
-                                                          const leased_map& leased,
-                                                          std::uint64_t only);
+                                                          const leased_map& leased);
 
 /// Rows `p.start` to `p.start + count` of `rows` (count: `p.count`, 0 meaning `cap`, never more
 /// than `cap`), and how many rows there were.
 [[nodiscard]] remote_region_page cut_page(std::vector<remote_region_info> rows, region_page p,
                                           std::uint32_t cap);
 
-/// Sets the sessions, leases and leased bytes of `out` from `sessions`.
-void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& sessions);
+/// Sets the sessions, leases and leased bytes of `out` from `sessions` and `all`, the totals of
+/// their leases (read, never summed).
+void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& sessions,
+                  const lease_totals& all);
 
 /// `s` in wire form, each region that a session leases (a live lease in `sessions`) with that
 /// session's id; the others keep session 0.
@@ -116,11 +122,9 @@ void count_leases(remote_stats& out, const std::map<std::uint64_t, session>& ses
 [[nodiscard]] std::optional<std::uint64_t> admission_charge(const remote_allocate_request& r);
 
 /// Why `s` may not allocate `r` now: the request's fields (actors/detail/remote_checks.hpp), the
-/// quota ceiling, the session's lease cap and its tenant's quota (the sessions of its tenant, in
-/// `sessions`). Nullopt when it may.
-[[nodiscard]] std::optional<refusal> admit(const session& s,
-                                           const std::map<std::uint64_t, session>& sessions,
-                                           const remote_allocate_request& r,
+/// quota ceiling, the session's lease cap and its tenant's quota (the totals of its tenant's
+/// leases, read: no lease is visited). Nullopt when it may.
+[[nodiscard]] std::optional<refusal> admit(const session& s, const remote_allocate_request& r,
                                            const gateway_config& config, std::uint64_t ceiling);
 
 /// Why `peer` cannot be the actor of a session that `sender` opens on the serving node whose

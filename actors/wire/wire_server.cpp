@@ -9,11 +9,13 @@
 #include <system_error>
 
 #include <uma/actors/detail/remote_checks.hpp>
+#include <uma/actors/wire/detail/connection_guards.hpp>
 #include <uma/actors/wire/detail/tls_front.hpp>
 #include <uma/actors/wire/detail/unix_listener.hpp>
 #include <uma/actors/wire/detail/wire_service.hpp>
 #include <uma/actors/wire/detail/wire_tls.hpp>
 #include <uma/sys/error.hpp>
+#include <uma/sys/log_limiter.hpp>
 
 namespace uma {
 
@@ -49,8 +51,35 @@ void check(const wire_server_config& c) {
       l.memory_bytes < (1u << 20) || l.max_streams_per_connection == 0 || l.max_in_flight == 0 ||
       l.max_in_flight_per_identity == 0 || l.region_page_size == 0 ||
       l.max_connections_per_identity == 0 || l.max_connections_per_address == 0 ||
-      l.max_tcp_connections == 0 || l.handshake_timeout.count() <= 0)
+      l.max_tcp_connections == 0 || l.handshake_timeout.count() <= 0 ||
+      l.max_pings_per_second == 0 || l.max_settings_per_second == 0 ||
+      l.max_resets_per_second == 0 || l.max_empty_frames_per_second == 0 ||
+      l.max_header_block_bytes < 1024 || l.max_new_connections_per_second == 0 ||
+      l.bound_penalty.count() < 0)
     raise(errc::invalid_argument, "wire server: a limit is zero or out of range");
+  if (l.max_unfinished_bytes_per_connection < l.max_message_bytes + 5 ||
+      l.max_unfinished_bytes_per_identity < l.max_unfinished_bytes_per_connection ||
+      l.max_unfinished_bytes < l.max_unfinished_bytes_per_identity ||
+      l.max_unfinished_bytes > l.memory_bytes / 4)
+    raise(errc::invalid_argument,
+          "wire server: the unfinished-message bounds must grow from one largest message (per "
+          "connection) to per identity to all together, and all together at most a quarter of "
+          "the memory budget (" +
+              std::to_string(l.memory_bytes) + " bytes)");
+}
+
+/// The front's bounds on what a connection sends, from the server's.
+[[nodiscard]] detail::frame_limits frame_limits_of(const wire_limits& l) {
+  return {.pings_per_second = l.max_pings_per_second,
+          .settings_per_second = l.max_settings_per_second,
+          .resets_per_second = l.max_resets_per_second,
+          .empty_frames_per_second = l.max_empty_frames_per_second,
+          .header_block_bytes = l.max_header_block_bytes,
+          .streams_with_unfinished = 256,
+          .unfinished_per_connection = l.max_unfinished_bytes_per_connection,
+          .unfinished_per_identity = l.max_unfinished_bytes_per_identity,
+          .unfinished_total = l.max_unfinished_bytes,
+          .max_message_bytes = l.max_message_bytes};
 }
 
 /// gRPC's own bounds: one byte budget for all connections, message sizes, streams per
@@ -82,6 +111,8 @@ void apply_limits(grpc::ServerBuilder& b, grpc::ResourceQuota& quota, const wire
 struct wire_server::impl {
   wire_server_config config;
   detail::peer_table table;
+  log_limiter peer_log;  // refusals and closures of connections
+  detail::connection_guards guards;
   detail::wire_service service;
   grpc::ResourceQuota quota{"uma wire"};
   std::unique_ptr<grpc::Server> server;
@@ -90,7 +121,11 @@ struct wire_server::impl {
   std::unique_ptr<detail::tls_front> tls;
 
   impl(caf::actor_system& sys, remote_allocator_actor gateway, wire_server_config c)
-      : config(std::move(c)), service(sys, std::move(gateway), config, table) {}
+      : config(std::move(c)),
+        peer_log(config.log),
+        guards(frame_limits_of(config.limits),
+               {config.limits.max_new_connections_per_second, config.limits.bound_penalty}),
+        service(sys, std::move(gateway), config, table) {}
 
   void start(std::shared_ptr<SSL_CTX> tls_context) {
     grpc::ServerBuilder builder;
@@ -119,20 +154,20 @@ struct wire_server::impl {
                                            op};
             },
         .hand_over = [this](int fd) { grpc::AddInsecureChannelFromFd(server.get(), fd); },
-        .log = config.log};
+        .log = peer_log.as_sink()};
     tls = std::make_unique<detail::tls_front>(
         config.tcp_bind, config.tcp_port, std::move(ctx),
         detail::tls_front_limits{l.max_connections_per_address, l.max_connections_per_identity,
                                  l.max_tcp_connections, l.handshake_timeout},
-        table, std::move(hooks), refused_connections);
+        table, guards, std::move(hooks), refused_connections);
   }
 
   void listen_unix(const std::string& path, mode_t mode, bool is_operator) {
     if (path.empty())
       return;
     listeners.push_back(std::make_unique<detail::unix_listener>(
-        path, mode, is_operator, config.limits.max_connections_per_identity, table,
-        [this](int fd) { grpc::AddInsecureChannelFromFd(server.get(), fd); }, config.log,
+        path, mode, is_operator, config.limits.max_connections_per_identity, table, guards,
+        [this](int fd) { grpc::AddInsecureChannelFromFd(server.get(), fd); }, peer_log.as_sink(),
         refused_connections));
   }
 
@@ -175,6 +210,32 @@ std::uint64_t wire_server::refused_calls() const noexcept {
 
 std::uint64_t wire_server::refused_connections() const noexcept {
   return impl_->refused_connections.load();
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> wire_server::closed_connections() const {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  for (std::size_t i = 1; i < detail::guard_reason_count; ++i) {
+    const auto r = static_cast<detail::guard_reason>(i);
+    out.emplace_back(std::string(to_string(r)), impl_->guards.closed(r));
+  }
+  return out;
+}
+
+std::string wire_server::prometheus_text() const {
+  std::string out =
+      "# HELP uma_wire_refused_calls_total Calls refused because a bound of the wire was "
+      "reached.\n# TYPE uma_wire_refused_calls_total counter\numa_wire_refused_calls_total " +
+      std::to_string(refused_calls()) +
+      "\n# HELP uma_wire_refused_connections_total Connections refused at accept or handshake "
+      "(caps per identity and address).\n# TYPE uma_wire_refused_connections_total "
+      "counter\numa_wire_refused_connections_total " +
+      std::to_string(refused_connections()) +
+      "\n# HELP uma_wire_connections_closed_total Connections closed because they went past a "
+      "bound on what they send.\n# TYPE uma_wire_connections_closed_total counter\n";
+  for (const auto& [reason, n] : closed_connections())
+    out +=
+        "uma_wire_connections_closed_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
+  return out;
 }
 
 }  // namespace uma

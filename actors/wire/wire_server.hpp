@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -28,8 +29,10 @@ struct wire_limits {
   /// Connections one identity may hold open: a uid on the Unix sockets, a certificate's name on
   /// TCP (counted when its TLS handshake ends; the next one is closed then).
   std::uint32_t max_connections_per_identity = 16;
-  /// TCP connections one remote address may hold open, handshakes included (counted at accept;
-  /// the next one is closed before a byte of TLS).
+  /// TLS handshakes one remote address may have under way (counted at accept, before a byte of
+  /// TLS; past it, the address's oldest handshake that has not sent a byte is closed to make
+  /// room, or the new connection when there is none). Authenticated connections count per
+  /// identity instead.
   std::uint32_t max_connections_per_address = 32;
   /// TCP connections of every address together (each holds its TLS state and 32 KiB of buffers
   /// in uma's front, outside gRPC's resource quota).
@@ -52,6 +55,34 @@ struct wire_limits {
   std::chrono::milliseconds keepalive_timeout{10000};
   /// A call not answered by the gateway in this time fails (backend_error).
   std::chrono::milliseconds call_timeout{60000};
+  /// What uma's front lets a connection send (every one of them reaches gRPC through the front,
+  /// which reads its HTTP/2 frames): past one, the connection is closed and counted in
+  /// `uma_wire_connections_closed_total{reason=...}`. Per connection and second: PING and
+  /// SETTINGS frames (acknowledgements are free), RST_STREAM frames (the "rapid reset" of
+  /// streams), and frames that carry nothing (PRIORITY, empty DATA or header fragments, unknown
+  /// types).
+  std::uint32_t max_pings_per_second = 100;
+  /// New connections of one identity a second (past it, closed at accept; TCP: when the
+  /// handshake ends), and for how long an identity gets none after one of its connections was
+  /// closed for going past a bound per second below (so that connecting again is no way around
+  /// one).
+  std::uint32_t max_new_connections_per_second = 20;
+  std::chrono::milliseconds bound_penalty{1000};
+  std::uint32_t max_settings_per_second = 100;
+  std::uint32_t max_resets_per_second = 200;
+  std::uint32_t max_empty_frames_per_second = 1000;
+  /// One HEADERS frame with its CONTINUATION frames.
+  std::uint32_t max_header_block_bytes = 64u << 10;
+  /// Bytes of gRPC messages begun and not finished, which gRPC holds in its resource quota
+  /// (`memory_bytes`, shared by every connection, where running short cancels streams of any
+  /// connection): of one connection (at least one largest message), of one identity's
+  /// connections, and of all connections (at most a quarter of `memory_bytes`). Past the last
+  /// two, a connection is closed only while it holds more than an even share (of its identity's
+  /// bytes among the identity's connections; of all among the identities): the one that fills
+  /// the server pays, and the most held at once is twice the bound.
+  std::size_t max_unfinished_bytes_per_connection = 8u << 20;
+  std::size_t max_unfinished_bytes_per_identity = 16u << 20;
+  std::size_t max_unfinished_bytes = 16u << 20;
 };
 
 /// Where and how a wire server listens, and who is the operator.
@@ -109,6 +140,14 @@ class wire_server {
   /// Connections refused since start: past a cap per identity (uid or certificate) or per
   /// address, or a certificate without a name.
   [[nodiscard]] std::uint64_t refused_connections() const noexcept;
+  /// Connections closed since start because they went past a bound on what a connection sends
+  /// (`wire_limits`, from `max_pings_per_second` on), by the bound's name ("pings", "settings",
+  /// "resets", "empty_frames", "header_block", "streams", "unfinished", "identity_share",
+  /// "not_http2"); every name is there, with 0 when none was closed.
+  [[nodiscard]] std::vector<std::pair<std::string, std::uint64_t>> closed_connections() const;
+  /// The Prometheus text of the wire's counters (`refused_calls`, `refused_connections`,
+  /// `closed_connections`), for `metrics_endpoint_config::extra_families`.
+  [[nodiscard]] std::string prometheus_text() const;
 
  private:
   struct impl;

@@ -6,6 +6,8 @@
 // what a server sends, the client's), and
 //   * a value the checks accept has every enum in range and a label under the cap;
 //   * a converted value converts back to the wire and again to an equal value.
+// A first byte of 10 gives the rest to the HTTP/2 frame guards of the wire's front instead
+// (wire_frames_fuzz.cpp).
 // A crash, a sanitizer report, an unbounded allocation or a failed check is a finding.
 
 #include <cmath>
@@ -23,6 +25,8 @@
 #include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/event_history.hpp>
 #include <uma/sys/error.hpp>
+
+void fuzz_http2_frames(const std::uint8_t* data, std::size_t size);  // wire_frames_fuzz.cpp
 
 namespace {
 
@@ -132,7 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto* rest = data + 1;
   const auto n = size - 1;
   const auto none = [](const auto&) {};
-  switch (data[0] % 10) {
+  switch (data[0] % 11) {
     case 0:
       decode<w::SessionKey>(rest, n, none);
       break;
@@ -168,8 +172,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 8:
       decode<w::Attributes>(rest, n, none);
       break;
-    default:
+    case 9:
       decode<w::Snapshot>(rest, n, check_snapshot);
+      break;
+    default:
+      fuzz_http2_frames(rest, n);
       break;
   }
   return 0;

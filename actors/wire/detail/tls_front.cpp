@@ -14,6 +14,7 @@
 #include <cstring>
 #include <utility>
 
+#include <uma/actors/wire/detail/epoll_watch.hpp>
 #include <uma/sys/error.hpp>
 
 namespace uma::detail {
@@ -66,24 +67,14 @@ using clock_type = std::chrono::steady_clock;
   return host;
 }
 
-[[nodiscard]] bool watch(int epoll_fd, int fd, std::uint32_t events) {
-  epoll_event e{};
-  e.events = events;
-  e.data.fd = fd;
-  return ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &e) == 0;
-}
-
-/// Edge-triggered: every ready transition is one event; a pump runs until nothing moves, or
-/// until its budget is spent, and then the connection is pumped again in the next round.
-constexpr std::uint32_t both_ways = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-
 }  // namespace
 
 tls_front::tls_front(const std::string& address, std::uint16_t port, std::shared_ptr<SSL_CTX> ctx,
-                     tls_front_limits limits, peer_table& table, hooks h,
+                     tls_front_limits limits, peer_table& table, connection_guards& guards, hooks h,
                      std::atomic<std::uint64_t>& refused)
     : limits_(limits),
       table_(table),
+      guards_(guards),
       hooks_(std::move(h)),
       refused_(refused),
       ctx_(std::move(ctx)) {
@@ -177,11 +168,13 @@ void tls_front::accept_all() {
     if (fd < 0)
       continue;  // that one went away before it was taken (ECONNABORTED, ...): the next
     auto address = address_text(addr, len);
-    if (const auto it = per_address_.find(address);
-        it != per_address_.end() && it->second >= limits_.per_address) {
+    if (const auto it = per_address_.find(address); it != per_address_.end() &&
+                                                    it->second >= limits_.per_address &&
+                                                    !evict_silent_handshake(address)) {
       ::close(fd);
       refuse("refused a TCP connection from " + address + ": it has " +
-             std::to_string(limits_.per_address) + " open, the cap per address");
+             std::to_string(limits_.per_address) +
+             " TLS handshakes under way, the cap per address, and none of them silent");
       continue;
     }
     if (open_ >= limits_.total) {
@@ -195,7 +188,9 @@ void tls_front::accept_all() {
     auto c = std::make_shared<connection>();
     {
       std::lock_guard lock(ctx_mutex_);
-      c->pipe = std::make_unique<tls_pipe>(fd, ctx_.get());
+      auto tls = std::make_unique<tls_transport>(fd, ctx_.get());
+      c->tls = tls.get();
+      c->pipe = std::make_unique<guarded_pipe>(std::move(tls));
     }
     c->address = std::move(address);
     c->deadline = clock_type::now() + limits_.handshake_timeout;
@@ -208,12 +203,12 @@ void tls_front::accept_all() {
 
 void tls_front::on_ready(const handle& c) {
   if (c->identity.empty()) {
-    switch (c->pipe->handshake()) {
-      case tls_pipe::progress::pending:
+    switch (c->tls->handshake()) {
+      case tls_transport::progress::pending:
         return;
-      case tls_pipe::progress::failed:
+      case tls_transport::progress::failed:
         return drop(c);
-      case tls_pipe::progress::done:
+      case tls_transport::progress::done:
         return finish_handshake(c);
     }
   }
@@ -222,27 +217,43 @@ void tls_front::on_ready(const handle& c) {
 
 void tls_front::pump(const handle& c) {
   switch (c->pipe->pump()) {
-    case tls_pipe::flow::waiting:
+    case guarded_pipe::flow::waiting:
       return;
-    case tls_pipe::flow::more:
+    case guarded_pipe::flow::more:
       return again_.push_back(c);
-    case tls_pipe::flow::ended:
+    case guarded_pipe::flow::ended:
+      if (c->pipe->refused() != guard_reason::none)
+        guards_.closed(c->pipe->refused(), c->identity, hooks_.log);
       return drop(c);
   }
 }
 
-void tls_front::end_deadline(const handle& c) {
+void tls_front::end_handshake(const handle& c) {
   const auto range = handshaking_.equal_range(c->deadline);
   for (auto it = range.first; it != range.second; ++it)
     if (it->second == c) {
       handshaking_.erase(it);
+      if (const auto a = per_address_.find(c->address); a != per_address_.end() && --a->second == 0)
+        per_address_.erase(a);
       return;
     }
 }
 
+bool tls_front::evict_silent_handshake(const std::string& address) {
+  for (const auto& [deadline, c] : handshaking_)
+    if (c->address == address && !c->tls->heard()) {
+      const auto victim = c;  // a copy: `drop` erases the entry
+      refuse("closed a silent TCP connection from " + address +
+             " (not a byte of TLS yet) to make room for a new one");
+      drop(victim);
+      return true;
+    }
+  return false;
+}
+
 void tls_front::finish_handshake(const handle& c) {
-  end_deadline(c);
-  const auto name = c->pipe->common_name();
+  end_handshake(c);
+  const auto name = c->tls->common_name();
   if (name.empty()) {
     refuse("refused a TCP connection from " + c->address +
            ": its certificate names no common name");
@@ -255,7 +266,12 @@ void tls_front::finish_handshake(const handle& c) {
            std::to_string(limits_.per_identity) + " open, the cap per identity");
     return drop(c);
   }
-  const int theirs = c->pipe->open_inner();
+  if (const auto why = guards_.admit(who.tenant, connection_guards::clock_type::now());
+      !why.empty()) {
+    refuse("refused a TCP connection of " + who.tenant + " from " + c->address + ": " + why);
+    return drop(c);
+  }
+  const int theirs = c->pipe->open_inner(guards_.make(who.tenant));
   struct stat st {};
   if (theirs < 0 || ::fstat(theirs, &st) != 0) {
     if (theirs >= 0)
@@ -275,12 +291,10 @@ void tls_front::finish_handshake(const handle& c) {
 void tls_front::drop(const handle& c) {
   if (!c->pipe)
     return;
-  by_fd_.erase(c->pipe->tcp());
+  by_fd_.erase(c->pipe->peer().fd());
   by_fd_.erase(c->pipe->inner());
-  end_deadline(c);
+  end_handshake(c);
   --open_;
-  if (const auto it = per_address_.find(c->address); it != per_address_.end() && --it->second == 0)
-    per_address_.erase(it);
   if (const auto it = per_identity_.find(c->identity);
       !c->identity.empty() && it != per_identity_.end() && --it->second == 0)
     per_identity_.erase(it);

@@ -1,8 +1,10 @@
 #pragma once
 
-// The wire's TCP listener. uma owns the listening socket and terminates TLS itself (tls_pipe),
-// so that connections are counted where they can be refused: per remote address at accept,
-// before a byte of TLS (the next one past the cap is closed at once), and per certificate
+// The wire's TCP listener. uma owns the listening socket and terminates TLS itself (tls_transport),
+// so that connections are counted where they can be refused: handshakes under way per remote
+// address at accept, before a byte of TLS (past the cap, the oldest of the address's that has
+// not sent a byte yet is closed to make room, and the new one is closed at once when there is
+// none: silent connections cannot keep an address's clients out), and per certificate
 // identity when the handshake ends, before gRPC sees a byte (the next one past the cap is closed
 // then). An accepted connection reaches gRPC as a plain socket pair (AddInsecureChannelFromFd),
 // recorded in the peer table under the certificate's identity like a Unix-socket connection.
@@ -22,14 +24,16 @@
 
 #include <openssl/types.h>
 
-#include <uma/actors/wire/detail/tls_pipe.hpp>
+#include <uma/actors/wire/detail/connection_guards.hpp>
+#include <uma/actors/wire/detail/guarded_pipe.hpp>
+#include <uma/actors/wire/detail/tls_transport.hpp>
 #include <uma/actors/wire/detail/unix_listener.hpp>
 
 namespace uma::detail {
 
 /// What bounds the front's connections.
 struct tls_front_limits {
-  std::uint32_t per_address = 32;   ///< open connections of one remote address (handshaking too)
+  std::uint32_t per_address = 32;   ///< TLS handshakes under way from one remote address
   std::uint32_t per_identity = 16;  ///< open connections of one certificate identity
   std::uint32_t total = 1024;       ///< open connections of every address together
   std::chrono::milliseconds handshake_timeout{5000};  ///< accept to the end of the TLS handshake
@@ -50,7 +54,7 @@ class tls_front {
   /// Binds `address`:`port` (0: a free port) and starts serving with `ctx`. Throws
   /// `error(backend_error)` naming the address when it cannot listen.
   tls_front(const std::string& address, std::uint16_t port, std::shared_ptr<SSL_CTX> ctx,
-            tls_front_limits limits, peer_table& table, hooks h,
+            tls_front_limits limits, peer_table& table, connection_guards& guards, hooks h,
             std::atomic<std::uint64_t>& refused);
   tls_front(const tls_front&) = delete;
   tls_front& operator=(const tls_front&) = delete;
@@ -64,7 +68,8 @@ class tls_front {
 
  private:
   struct connection {
-    std::unique_ptr<tls_pipe> pipe;
+    std::unique_ptr<guarded_pipe> pipe;
+    tls_transport* tls = nullptr;  // the pipe's peer
     std::string address;
     std::string identity;  // empty until the handshake ends
     std::chrono::steady_clock::time_point deadline;
@@ -78,8 +83,12 @@ class tls_front {
   /// ran out with bytes still ready (edge-triggered epoll would not report them again).
   void pump(const handle& c);
   void finish_handshake(const handle& c);
-  /// Takes `c` off the handshake deadlines (its handshake ended either way).
-  void end_deadline(const handle& c);
+  /// Takes `c` off the handshakes under way (its handshake ended either way): its address's slot
+  /// frees.
+  void end_handshake(const handle& c);
+  /// Closes the oldest handshake under way from `address` that has not sent a byte; false when
+  /// there is none.
+  bool evict_silent_handshake(const std::string& address);
   void drop(const handle& c);
   void expire_handshakes();
   [[nodiscard]] int wait_ms() const;
@@ -87,6 +96,7 @@ class tls_front {
 
   tls_front_limits limits_;
   peer_table& table_;
+  connection_guards& guards_;
   hooks hooks_;
   std::atomic<std::uint64_t>& refused_;
   mutable std::mutex ctx_mutex_;
@@ -98,8 +108,8 @@ class tls_front {
   // Touched by the front's thread only.
   std::map<int, handle> by_fd_;  // both descriptors of each connection
   std::multimap<std::chrono::steady_clock::time_point, handle> handshaking_;
-  std::vector<handle> again_;  // connections to pump in the next round
-  std::map<std::string, std::uint32_t> per_address_;
+  std::vector<handle> again_;                         // connections to pump in the next round
+  std::map<std::string, std::uint32_t> per_address_;  // handshakes under way
   std::map<std::string, std::uint32_t> per_identity_;
   std::uint32_t open_ = 0;
   std::thread thread_;

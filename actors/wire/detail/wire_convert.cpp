@@ -291,4 +291,34 @@ remote_snapshot from_wire(const w::Snapshot& s) {
   return out;
 }
 
+std::vector<w::Snapshot> split_snapshot(w::Snapshot full, std::size_t max_bytes) {
+  std::vector<w::Snapshot> out;
+  auto regions = std::move(*full.mutable_regions());
+  auto events = std::move(*full.mutable_events());
+  full.clear_regions();
+  full.clear_events();
+  out.push_back(std::move(full));
+  std::size_t bytes = max_bytes;  // the header goes alone: the first region opens a message
+  const auto room_for = [&](std::size_t size) {
+    if (bytes + size > max_bytes && bytes != 0) {
+      out.emplace_back();
+      bytes = 0;
+    }
+    bytes += size;
+    return &out.back();
+  };
+  for (auto& r : regions)
+    room_for(r.ByteSizeLong() + 8)->add_regions()->Swap(&r);
+  for (auto& e : events)
+    room_for(e.ByteSizeLong() + 8)->add_events()->Swap(&e);
+  return out;
+}
+
+void merge_snapshot(w::Snapshot& into, w::Snapshot& part) {
+  for (auto& r : *part.mutable_regions())
+    into.add_regions()->Swap(&r);
+  for (auto& e : *part.mutable_events())
+    into.add_events()->Swap(&e);
+}
+
 }  // namespace uma::detail

@@ -8,6 +8,7 @@
 // byte is refused here (`error(invalid_argument)` naming the field), so that 257 cannot become
 // 1; values that fit go on to the gateway's own range checks (actors/detail/remote_checks.hpp).
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,5 +55,14 @@ void to_wire(const remote_region_info& r, wire::v1::RegionRow& out);
 [[nodiscard]] remote_region_info from_wire(const wire::v1::RegionRow& r);
 void to_wire(const remote_snapshot& s, wire::v1::Snapshot& out);
 [[nodiscard]] remote_snapshot from_wire(const wire::v1::Snapshot& s);
+
+/// A snapshot on the wire as a stream (StreamSnapshot): `full` cut into messages of at most about
+/// `max_bytes` each (one region or event larger than that goes alone). The first carries
+/// everything but the regions and events; every later one regions, then events, in order.
+[[nodiscard]] std::vector<wire::v1::Snapshot> split_snapshot(wire::v1::Snapshot full,
+                                                             std::size_t max_bytes);
+/// Appends the regions and events of `part` (a later message of the stream) to `into` (begun by
+/// its first).
+void merge_snapshot(wire::v1::Snapshot& into, wire::v1::Snapshot& part);
 
 }  // namespace uma::detail

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include <uma/actors/detail/remote_sessions.hpp>
+#include <uma/actors/wire/detail/snapshot_stream.hpp>
 #include <uma/actors/wire/detail/wire_convert.hpp>
 
 namespace uma::detail {
@@ -87,18 +88,24 @@ namespace {
             "certificate whose name the server lists as an operator's");
 }
 
+/// A stream refused before it began: finished at once with `status`.
+template <class Event>
+struct refused_stream final : grpc::ServerWriteReactor<Event> {
+  explicit refused_stream(const grpc::Status& status) { this->Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+const grpc::Status no_identity{grpc::StatusCode::UNAUTHENTICATED,
+                               "the connection names no identity"};
+
 }  // namespace
 
 grpc::ServerWriteReactor<w::SessionEvent>* wire_service::OpenSession(ctx* c,
                                                                      const w::OpenSessionRequest*) {
   auto who = identify(c);
   if (!who) {
-    struct refused final : grpc::ServerWriteReactor<w::SessionEvent> {
-      refused() { Finish({grpc::StatusCode::UNAUTHENTICATED, "the connection names no identity"}); }
-      void OnDone() override { delete this; }
-    };
     ++refused_;
-    return new refused;
+    return new refused_stream<w::SessionEvent>(no_identity);
   }
   return new session_stream(sys_, gateway_, config_.limits.call_timeout, std::move(*who),
                             sessions_);
@@ -235,6 +242,32 @@ grpc::ServerUnaryReactor* wire_service::TakeSnapshot(ctx* c, const w::SnapshotRe
       operator_only("snapshot: a snapshot shows every tenant's regions and history; it");
     forward<remote_snapshot>(call, out, snapshot_atom_v, config_.operator_secret);
   });
+}
+
+grpc::ServerWriteReactor<w::Snapshot>* wire_service::StreamSnapshot(ctx* c,
+                                                                    const w::SnapshotRequest*) {
+  auto who = identify(c);
+  if (!who) {
+    ++refused_;
+    return new refused_stream<w::Snapshot>(no_identity);
+  }
+  if (!who->is_operator) {
+    const error e(errc::invalid_argument,
+                  "snapshot: a snapshot shows every tenant's regions and history; it is the "
+                  "operator's: connect through the operator socket, or with a client certificate "
+                  "whose name the server lists as an operator's");
+    c->AddTrailingMetadata("uma-errc", std::to_string(static_cast<int>(e.code())));
+    return new refused_stream<w::Snapshot>(to_status(e));
+  }
+  if (!in_flight_.acquire(who->tenant)) {
+    ++refused_;
+    c->AddTrailingMetadata("uma-errc", std::to_string(static_cast<int>(errc::quota_exceeded)));
+    return new refused_stream<w::Snapshot>(
+        {grpc::StatusCode::RESOURCE_EXHAUSTED, "too many calls in flight; wait for replies"});
+  }
+  return new snapshot_stream(c, sys_, gateway_, config_.limits.call_timeout,
+                             config_.operator_secret,
+                             [this, tenant = who->tenant] { in_flight_.release(tenant); });
 }
 
 grpc::ServerUnaryReactor* wire_service::Restart(ctx* c, const w::RestartRequest*,

@@ -61,6 +61,8 @@ class wire_service final : public wire::v1::Remote::CallbackService {
                        wire::v1::CountReply* out) override;
   unary_reactor* TakeSnapshot(ctx* c, const wire::v1::SnapshotRequest* req,
                               wire::v1::Snapshot* out) override;
+  grpc::ServerWriteReactor<wire::v1::Snapshot>* StreamSnapshot(
+      ctx* c, const wire::v1::SnapshotRequest* req) override;
   unary_reactor* Restart(ctx* c, const wire::v1::RestartRequest* req,
                          wire::v1::CountReply* out) override;
 

@@ -1,7 +1,10 @@
 #include <uma/actors/wire/detail/wire_tls.hpp>
 
-#include <fstream>
-#include <iterator>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <memory>
 #include <vector>
 
@@ -24,17 +27,33 @@ constexpr std::size_t max_pem_bytes = 1u << 20;
   if (path.empty())
     raise(errc::invalid_argument,
           std::string("TLS needs --tls-cert, --tls-key and --tls-ca; ") + flag + " is missing");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  // Opened without waiting and checked as a regular file first: a FIFO or a device must not
+  // hang the start (or a SIGHUP's reload), where SIGTERM would then not stop it either.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0)
     raise(errc::invalid_argument, std::string(flag) + " " + path + ": cannot be read");
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } const close_at_return{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    raise(errc::invalid_argument,
+          std::string(flag) + " " + path + ": not a regular file (a FIFO or a device is refused)");
   std::string text;
   char buffer[4096];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+  while (true) {
+    const auto n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      raise(errc::invalid_argument, std::string(flag) + " " + path + ": cannot be read");
+    if (n == 0)
+      return text;
+    text.append(buffer, static_cast<std::size_t>(n));
     if (text.size() > max_pem_bytes)
       raise(errc::invalid_argument, std::string(flag) + " " + path + ": larger than 1 MiB");
   }
-  return text;
 }
 
 using bio_ptr = std::unique_ptr<BIO, decltype(&BIO_free)>;
@@ -134,12 +153,24 @@ std::string peer_common_name(SSL* ssl) {
   return n > 0 ? std::string(name, static_cast<std::size_t>(n)) : std::string{};
 }
 
+namespace {
+
+/// Refuses a CA file without a certificate, or with one outside its validity period (a client
+/// certificate it signed would fail every handshake, with nothing said at start).
+void check_every_validity(const char* flag, const std::string& path, const std::string& text) {
+  static_cast<void>(parse_certificate(flag, path, text));
+  for (const auto& cert : all_certificates(text))
+    check_validity(flag, path, cert.get());
+}
+
+}  // namespace
+
 pem_credentials load_pem_credentials(const tls_options& tls) {
   pem_credentials out{read_file("--tls-cert", tls.certificate), read_file("--tls-key", tls.key),
                       read_file("--tls-ca", tls.ca_file)};
   const auto cert = parse_certificate("--tls-cert", tls.certificate, out.certificate);
   check_validity("--tls-cert", tls.certificate, cert.get());
-  static_cast<void>(parse_certificate("--tls-ca", tls.ca_file, out.ca));
+  check_every_validity("--tls-ca", tls.ca_file, out.ca);
   auto bio = memory_bio(out.key);
   key_ptr key{PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr), &EVP_PKEY_free};
   if (!key)
