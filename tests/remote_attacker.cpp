@@ -26,7 +26,7 @@
 //                                                   served, then keeps them until killed
 //
 //   uma_remote_attacker TARGET big-table SESSIONS LEASES SECONDS   SESSIONS x LEASES leases,
-//                                                   then its own Regions from 16 threads
+//                                                   then its own Regions from 8 threads
 //   uma_remote_attacker TARGET calls SECONDS THREADS  honest GetStats calls, a connection per
 //                                                   thread: calls a second, p50 and p99
 //   uma_remote_attacker TARGET connect-flood SECONDS THREADS  raw connections made and closed
@@ -205,7 +205,7 @@ int regions_flood(int leases, int requests) {
 }
 
 /// SESSIONS sessions (over two connections) holding LEASES leases each, allocated from a thread
-/// per session; then Regions requests of its own from 16 threads for SECONDS (issue 35, finding
+/// per session; then Regions requests of its own from 8 threads for SECONDS (issue 35, finding
 /// 4: the region table amplified one tenant's load onto all). Prints "leases: N", "flooding",
 /// then how many requests were answered.
 int big_table(int sessions, int leases, int seconds) {
@@ -241,7 +241,7 @@ int big_table(int sessions, int leases, int seconds) {
   std::fflush(stdout);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   std::atomic<int> answered{0};
-  for (int t = 0; t < 16; ++t)
+  for (int t = 0; t < 8; ++t)
     threads.emplace_back([&, t] {
       auto& s = *stubs[static_cast<std::size_t>(t % 2)];
       while (std::chrono::steady_clock::now() < until) {

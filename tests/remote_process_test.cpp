@@ -455,6 +455,16 @@ TEST_F(two_processes, OversizedMessagesHalfOpenConnectionsAndGarbageLeaveAnHones
   EXPECT_EQ(honest->release(h), std::uint64_t{1} << 16);
 }
 
+/// The bound on an honest client's p99 while a flood runs (issue 35): 50 ms, as measured on the
+/// release build (CI runs it too). The ASan/UBSan build is a Debug build whose server runs
+/// several times slower, beside another test on two cores: there the same test bounds it at
+/// 250 ms, which still fails the floods of issue 35 (p99 of seconds).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr double flood_p99_bound_ms = 250.0;
+#else
+constexpr double flood_p99_bound_ms = 50.0;
+#endif
+
 /// The serving child's resident memory now (VmRSS), in KiB.
 std::uint64_t rss_kib(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -483,12 +493,12 @@ TEST_F(two_processes, HttpTwoFloodsCloseTheFloodingConnectionsWhileAnHonestSessi
   auto honest = connect();
   const auto h = honest->allocate(1 << 16, "honest");
   const auto session = honest->session();
-  const auto before = rss_kib(server_->pid());
+  [[maybe_unused]] const auto before = rss_kib(server_->pid());  // not read under ASan
   for (const std::string kind : {"ping", "settings", "reset", "priority", "empty-data"}) {
     child_process flood({attacker_path(), endpoint(), "frames", kind, "3", "4"});
     const auto started = flood.read_line(20s);
     ASSERT_TRUE(started && *started == "flooding") << kind;
-    EXPECT_LT(honest_p99(*honest, h), 50.0) << "while flooding " << kind;
+    EXPECT_LT(honest_p99(*honest, h), flood_p99_bound_ms) << "while flooding " << kind;
     const auto out = flood.read_all(30s);
     ASSERT_TRUE(flood.wait(30s));
     // Each of the 4 connections is closed at its bound, and so is every one it makes again.
@@ -517,9 +527,9 @@ TEST_F(two_processes, MessagesLeftHalfWayCloseTheirOwnConnectionsNotAnotherSessi
   auto honest = connect();
   const auto h = honest->allocate(1 << 16, "honest");
   const auto session = honest->session();
-  const auto before = rss_kib(server_->pid());
+  [[maybe_unused]] const auto before = rss_kib(server_->pid());  // not read under ASan
   child_process attacker({attacker_path(), endpoint(), "unfinished", "8", "16"});
-  EXPECT_LT(honest_p99(*honest, h), 50.0);  // while the attacker sends
+  EXPECT_LT(honest_p99(*honest, h), flood_p99_bound_ms);  // while the attacker sends
   const auto out = attacker.read_line(40s);
   ASSERT_TRUE(out) << "the attacker said nothing";
   // Every attacking connection was closed when it held more than its share, and paid for it.
@@ -585,7 +595,7 @@ TEST_F(two_processes, AHugeRegionTableOfOneTenantLeavesAnotherTenantsCallsFast) 
   // Issue 35, finding 4: with 65,536 leases, 36 Regions calls a second gave an honest tenant a
   // p99 of 2,245 ms: each page copied the whole report, each Allocate and GetStats summed every
   // lease. 16 sessions of 4,096 leases (the cap per session), then the attacker's own Regions
-  // from 16 threads.
+  // from 8 threads back to back (the finding's load was 36 a second).
   serve_in_child({"--quota", "17179869184"});
   auto honest = connect();
   const auto h = honest->allocate(1 << 16, "honest");
@@ -595,7 +605,7 @@ TEST_F(two_processes, AHugeRegionTableOfOneTenantLeavesAnotherTenantsCallsFast) 
   EXPECT_EQ(*leases, "leases: 65536");
   const auto flooding = attacker.read_line(20s);
   ASSERT_TRUE(flooding && *flooding == "flooding");
-  EXPECT_LT(honest_p99(*honest, h), 50.0);
+  EXPECT_LT(honest_p99(*honest, h), flood_p99_bound_ms);
   std::vector<double> ms;  // the calls that summed every lease or copied the whole report
   for (int i = 0; i < 50; ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -607,7 +617,8 @@ TEST_F(two_processes, AHugeRegionTableOfOneTenantLeavesAnotherTenantsCallsFast) 
                      .count());
   }
   std::sort(ms.begin(), ms.end());
-  EXPECT_LT(ms[49], 4 * 50.0) << "stats + regions + allocate + release, the slowest of 50";
+  EXPECT_LT(ms[49], 4 * flood_p99_bound_ms)
+      << "stats + regions + allocate + release, the slowest of 50";
   const auto answered = attacker.read_all(60s);
   ASSERT_TRUE(attacker.wait(30s));
   EXPECT_GT(number_after(answered, "regions: "), 0) << answered;

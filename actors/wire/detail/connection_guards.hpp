@@ -18,6 +18,7 @@
 #include <string>
 
 #include <uma/actors/wire/detail/frame_guard.hpp>
+#include <uma/actors/wire/detail/guarded_pipe.hpp>
 #include <uma/actors/wire/detail/unfinished_ledger.hpp>
 
 namespace uma::detail {
@@ -76,6 +77,15 @@ class connection_guards {
     if (log)
       log("closed a connection of " + identity + ": " + std::string(to_string(r)) +
           " past its bound (docs/distributed.md, \"Bounds\")");
+  }
+  /// Pumps `pipe`, a connection of `identity`: the flow `pump` says, a refusal of its guard
+  /// counted and logged (`closed`) when it ended so. Both fronts pump through this one place.
+  [[nodiscard]] guarded_pipe::flow pump(guarded_pipe& pipe, const std::string& identity,
+                                        const std::function<void(const std::string&)>& log) {
+    const auto flow = pipe.pump();
+    if (flow == guarded_pipe::flow::ended && pipe.refused() != guard_reason::none)
+      closed(pipe.refused(), identity, log);
+    return flow;
   }
   /// Connections closed because of `r` since start.
   [[nodiscard]] std::uint64_t closed(guard_reason r) const noexcept {

@@ -216,16 +216,11 @@ void tls_front::on_ready(const handle& c) {
 }
 
 void tls_front::pump(const handle& c) {
-  switch (c->pipe->pump()) {
-    case guarded_pipe::flow::waiting:
-      return;
-    case guarded_pipe::flow::more:
-      return again_.push_back(c);
-    case guarded_pipe::flow::ended:
-      if (c->pipe->refused() != guard_reason::none)
-        guards_.closed(c->pipe->refused(), c->identity, hooks_.log);
-      return drop(c);
-  }
+  const auto flow = guards_.pump(*c->pipe, c->identity, hooks_.log);
+  if (flow == guarded_pipe::flow::more)
+    again_.push_back(c);
+  else if (flow == guarded_pipe::flow::ended)
+    drop(c);
 }
 
 void tls_front::end_handshake(const handle& c) {

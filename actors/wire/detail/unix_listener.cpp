@@ -229,16 +229,11 @@ bool unix_listener::accept_one() {
 }
 
 void unix_listener::pump(const handle& c) {
-  switch (c->pipe->pump()) {
-    case guarded_pipe::flow::waiting:
-      return;
-    case guarded_pipe::flow::more:
-      return again_.push_back(c);
-    case guarded_pipe::flow::ended:
-      if (c->pipe->refused() != guard_reason::none)
-        guards_.closed(c->pipe->refused(), c->identity, log_);
-      return drop(c);
-  }
+  const auto flow = guards_.pump(*c->pipe, c->identity, log_);
+  if (flow == guarded_pipe::flow::more)
+    again_.push_back(c);
+  else if (flow == guarded_pipe::flow::ended)
+    drop(c);
 }
 
 void unix_listener::drop(const handle& c) {
