@@ -11,6 +11,7 @@
 #include <uma/actors/detail/error_reply.hpp>
 #include <uma/actors/detail/incarnation.hpp>
 #include <uma/actors/detail/lane_allocation.hpp>
+#include <uma/actors/detail/operations.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/sys/worker_lanes.hpp>
 
@@ -82,10 +83,12 @@ class managed_allocator final : public allocator_impl::base {
         [this](will_access_atom, const access_plan_request& r) {
           return serve(nullptr, detail::will_access_step, r);
         },
-        [this](done_with_atom, const std::vector<byte_ref>& refs) { return done_with(refs, {}); },
-        [this](done_ranges_atom, const std::vector<address_range>& r) { return done_with({}, r); },
-        [this](dead_atom, const std::vector<byte_ref>& refs) { return dead(refs, {}); },
-        [this](dead_ranges_atom, const std::vector<address_range>& r) { return dead({}, r); },
+        [this](done_with_atom, const byte_refs& refs) {
+          return plan(detail::done_with_step, refs);
+        },
+        [this](done_ranges_atom, const ranges& r) { return plan(detail::done_with_step, {}, r); },
+        [this](dead_atom, const byte_refs& refs) { return plan(detail::dead_step, refs); },
+        [this](dead_ranges_atom, const ranges& r) { return plan(detail::dead_step, {}, r); },
         [this](budget_atom, int device, std::uint64_t bytes) {
           return answer([&] { return state().residency.budget(device, bytes); });
         },
@@ -134,7 +137,7 @@ class managed_allocator final : public allocator_impl::base {
   template <class Keep, class Make, class... Args,
             class Step = std::invoke_result_t<Make&, detail::incarnation_state&, const Args&...>,
             class R = decltype(Step::summary)>
-  caf::result<R> serve(Keep keep, Make make, const Args&... args) {
+  caf::result<R> serve(const Keep& keep, Make make, const Args&... args) {
     std::optional<Step> step;
     return guarded<R>([&]() -> caf::result<R> {
       step.emplace(make(state(), args...));
@@ -143,9 +146,8 @@ class managed_allocator final : public allocator_impl::base {
         return std::move(step->summary);
       }
       auto rp = make_response_promise<R>();
-      detail::finish_fn done = [this, rp, end = std::move(step->end),
-                                undo = std::move(step->failed)](caf::message& payload,
-                                                                caf::error& err) mutable {
+      detail::finish_fn done = [this, rp, end = std::move(step->end), undo = std::move(step->undo)](
+                                   caf::message& payload, caf::error& err) mutable {
         if (!err) {
           auto value = payload.get_as<R>(0);
           end(state(), value);
@@ -157,11 +159,10 @@ class managed_allocator final : public allocator_impl::base {
         rp.deliver(std::move(err));
       };
       const auto queued = detail::failure_in([&] {
-        auto job = [b = inc_->runtime(), call = std::move(*step->call), keep = std::move(keep)] {
-          return call(*b);
-        };
-        state().jobs.post(self(), step->lane, std::move(job), step->stream, step->when, done,
-                          step->stream_ordered);
+        auto job = [b = inc_->runtime(), call = std::move(*step->call), keep] { return call(*b); };
+        const auto& to = step->route;
+        state().jobs.post(self(), to.lane, std::move(job), to.stream, to.when, done,
+                          to.stream_ordered);
       });
       if (queued) {  // the promise owns the reply now: answer through it
         caf::message none;
@@ -171,6 +172,17 @@ class managed_allocator final : public allocator_impl::base {
       }
       return rp;
     });
+  }
+
+  using byte_refs = std::vector<byte_ref>;
+  using ranges = std::vector<address_range>;
+  /// A plan that names refs or ranges (done_with, dead).
+  template <class Make, class Step = std::invoke_result_t<Make&, detail::incarnation_state&,
+                                                          std::span<const byte_ref>,
+                                                          std::span<const address_range>>>
+  caf::result<decltype(Step::summary)> plan(Make make, std::span<const byte_ref> refs,
+                                            std::span<const address_range> r = {}) {
+    return serve(nullptr, make, refs, r);
   }
 
   /// Replies once every lane has run what was queued before: a barrier across the lanes.
@@ -230,19 +242,6 @@ class managed_allocator final : public allocator_impl::base {
       rp.deliver(queued);
     }
     return rp;
-  }
-
-  // -- residency (actors/detail/residency_core.hpp): plans, budgets, the account ---------------
-  caf::result<residency_result> dead(std::span<const byte_ref> refs,
-                                     std::span<const address_range> ranges) {
-    return serve(nullptr, detail::dead_step, refs, ranges);
-  }
-  caf::result<std::uint64_t> done_with(std::span<const byte_ref> refs,
-                                       std::span<const address_range> ranges) {
-    return guarded<std::uint64_t>([&] {
-      return state().residency.done_with(detail::checked_plan(state(), refs, ranges, "done_with"),
-                                         ranges);
-    });
   }
 
   /// Runs a handler body; what it throws becomes the error reply (detail::failure_of), counted.

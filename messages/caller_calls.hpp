@@ -20,7 +20,7 @@ namespace uma {
 /// Releases queued by last drops are drained first, as the actor drains them before each
 /// request. A call that the actor's order does not allow here answers nullopt, changing nothing,
 /// and the caller sends the request instead: while a job on the same stream is unfinished on a
-/// lane (prefetch), where the actor's own retry is needed (allocate), or advice that reaches the
+/// lane (prefetch), a block or a tier (allocate), or advice that reaches the
 /// runtime. Every call waits at most
 /// until `deadline` for the lock (then `timeout`, as a message's reply
 /// would) and throws `allocator_stopped` once the incarnation has stopped. Safe from any thread.
@@ -31,9 +31,10 @@ class caller_calls {
   virtual ~caller_calls() = default;
 
   /// A region (a request the block allocator does not serve): checked and registered under the
-  /// lock, its memory taken from the incarnation's resource stack with no lock held. Declines
-  /// a request the quota or the backend refuses (the actor gives idle slabs back and retries it
-  /// behind the frees on their way) and one the `pool` policy makes a block.
+  /// lock, its memory taken from the incarnation's resource stack with no lock held. A request
+  /// the quota or the backend refuses is tried once more as the actor tries it (idle slabs given
+  /// back, then behind the frees on their way), the caller waiting for it. Declines a block (the
+  /// `pool` policy) and a tier's memory.
   [[nodiscard]] virtual std::optional<byte_ref> allocate(const allocate_request& r,
                                                          deadline until) = 0;
   /// A prefetch (after discarding the contents when `discard_first`).

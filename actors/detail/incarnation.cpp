@@ -1,58 +1,23 @@
 #include <uma/actors/detail/incarnation.hpp>
 
 #include <future>
-#include <string>
 #include <type_traits>
 
 #include <uma/actors/detail/allocator_stop.hpp>
+#include <uma/actors/detail/error_reply.hpp>
 #include <uma/actors/detail/lane_allocation.hpp>
+#include <uma/actors/detail/operations.hpp>
 #include <uma/memory/allocation_handoff.hpp>
 
 namespace uma::detail {
-
-incarnation_state::incarnation_state(const allocator_config& config, std::shared_ptr<backend> b,
-                                     const std::shared_ptr<control_block>& control,
-                                     worker_lanes& lanes)
-    : runtime(std::move(b)),
-      control(*control),
-      lanes(lanes),
-      core(config, runtime, control, lanes),
-      residency(config, runtime, core),
-      ticker(*control, core),
-      jobs(lanes, runtime) {
-  core.set_on_free([this](std::uint64_t id) { residency.forget(id); });
-}
-
-allocation_request incarnation_state::checked(const allocate_request& r) {
-  auto req = core.checked_request(r);
-  if (req.kind == memory_kind::cuda_device)
-    residency.check_reserve(req.device, req.bytes);
-  return req;
-}
-
-byte_ref incarnation_state::adopt(const allocation& memory, attach_flag attach) {
-  auto ref = core.adopt(memory, attach);
-  if (memory.kind == memory_kind::cuda_device) {
-    auto made_room = residency.reserve(ref);
-    run_evictions(made_room);
-  }
-  return ref;
-}
-
-std::uint64_t incarnation_state::make_room() {
-  const auto bytes = core.blocks()->trim();  // its slabs come back as releases
-  drain();
-  return bytes;
-}
 
 incarnation::incarnation(allocator_config config, std::shared_ptr<backend> b)
     : config_(std::move(config)),
       backend_(std::move(b)),
       control_(std::make_shared<control_block>(config_.supervision.generation, backend_)),
-      lanes_([runtime = backend_] { runtime->prepare_thread(); }) {
-  state_ = std::make_unique<incarnation_state>(config_, backend_, control_, lanes_);
-  stack_ = state_->core.resources();
-}
+      lanes_([runtime = backend_] { runtime->prepare_thread(); }),
+      state_(std::make_unique<incarnation_state>(config_, backend_, control_, lanes_)),
+      stack_(state_->core.resources()) {}
 
 incarnation::~incarnation() {
   close();
@@ -100,7 +65,7 @@ void incarnation::finished() noexcept {
 
 void incarnation::raise_after(const failure& f) {
   if (f.fatal)
-    control_->report_fatal(error(f.code, f.what));  // no lock held: the actor quits
+    control_->report_fatal(error(f.code, f.what));
   std::rethrow_exception(f.thrown);
 }
 
@@ -119,8 +84,8 @@ auto incarnation::under(deadline until, Part&& part) {
   raise_after(*failed);
 }
 
-template <class Failed>
-void incarnation::count_then_raise(const failure& f, deadline until, Failed&& undo) {
+template <class Undo>
+void incarnation::count_then_raise(const failure& f, deadline until, Undo&& undo) {
   try {
     auto g = locked(until);
     undo(*g);
@@ -131,65 +96,50 @@ void incarnation::count_then_raise(const failure& f, deadline until, Failed&& un
   raise_after(f);
 }
 
-template <class Waits, class Begin>
-auto incarnation::run_here(deadline until, Waits&& waits, Begin&& begin) {
-  using step_t = decltype(begin(std::declval<incarnation_state&>()));
+template <class Request, class Make>
+auto incarnation::run_here(deadline until, const Request& r, Make&& make) {
+  using step_t = decltype(make(std::declval<incarnation_state&>(), r));
   using reply_t = decltype(std::declval<step_t&>().summary);
   auto step = under(until, [&](incarnation_state& s) -> std::optional<step_t> {
     s.drain();  // as the actor drains before each request
-    if (waits(s))
+    if (waits_its_turn(s, r))
       return std::nullopt;
-    auto made = begin(s);
+    auto made = make(s, r);
     if (made.call)
       active_.fetch_add(1, std::memory_order_acq_rel);
     else
       made.end(s, made.summary);
     return made;
   });
-  if (!step)
-    return std::optional<reply_t>{};
-  if (!step->call)
-    return std::optional<reply_t>(std::move(step->summary));
+  if (!step || !step->call)
+    return step ? std::optional<reply_t>(std::move(step->summary)) : std::nullopt;
   std::optional<reply_t> reply;
   const auto failed = failure_in([&] {
     reply.emplace((*step->call)(*backend_));
-    if (step->when == completion::complete)
-      backend_->wait_stream(step->stream);  // what a prefetch's own lane does
+    if (step->route.when == completion::complete)
+      backend_->wait_stream(step->route.stream);  // what a prefetch's own lane does
   });
-  finished();  // before any lock: the stop holds it while it waits for the active calls
+  finished();
   if (failed)
-    count_then_raise(*failed, until, step->failed);
-  if constexpr (!std::is_same_v<std::decay_t<decltype(step->end)>, nothing_to_count>)
-    under(until, [&](incarnation_state& s) { step->end(s, *reply); });  // the counters
+    count_then_raise(*failed, until, step->undo);
+  if constexpr (!std::is_same_v<decltype(step->end), nothing_to_count>)
+    under(until, [&](incarnation_state& s) { step->end(s, *reply); });
   return reply;
 }
 
-// The caller calls: where a request must wait its turn (go as a message, behind work not done
-// yet) is said here, once per request; the rest is its operation.
-
 std::optional<op_result> incarnation::prefetch(const prefetch_request& r, bool discard_first,
                                                deadline until) {
-  return run_here(
-      until, [&](incarnation_state&) { return lanes_.stream_busy(r.stream); },
-      [&](incarnation_state& s) { return prefetch_step(s, r, discard_first); });
+  return run_here(until, r, [discard_first](incarnation_state& s, const prefetch_request& req) {
+    return prefetch_step(s, req, discard_first);
+  });
 }
 
 std::optional<op_result> incarnation::advise(const advise_request& r, deadline until) {
-  // Advice that reaches the runtime is applied by the general lane in the order the actor
-  // records it: what it knows of a region's advice is what the runtime has.
-  return run_here(
-      until,
-      [&](incarnation_state& s) {
-        s.core.check_advice(r);
-        return !s.core.changes_nothing(r);
-      },
-      [&](incarnation_state& s) { return advise_step(s, r); });
+  return run_here(until, r, advise_step);
 }
 
 range_attributes incarnation::attributes(const byte_ref& ref, deadline until) {
-  return *run_here(
-      until, [](incarnation_state&) { return false; },
-      [&](incarnation_state& s) { return attributes_step(s, ref); });
+  return *run_here(until, ref, attributes_step);
 }
 
 std::optional<allocator_stats> incarnation::stats(deadline until) {
@@ -200,11 +150,13 @@ std::optional<allocator_stats> incarnation::stats(deadline until) {
 }
 
 std::optional<byte_ref> incarnation::allocate(const allocate_request& r, deadline until) {
+  // A region's operation with its own shape: the call's result (memory) becomes the reply (a
+  // ref) under the guard. A block or a tier is the actor's.
   auto req = under(until, [&](incarnation_state& s) -> std::optional<allocation_request> {
     s.drain();  // their frees go first: the quota may need them
     auto q = s.checked(r);
     if (s.core.as_block(q) || q.kind != memory_kind::cuda_managed)
-      return std::nullopt;  // a block or a tier: the actor's
+      return std::nullopt;
     active_.fetch_add(1, std::memory_order_acq_rel);
     return q;
   });
@@ -212,7 +164,7 @@ std::optional<byte_ref> incarnation::allocate(const allocate_request& r, deadlin
     return std::nullopt;
   std::optional<allocation> memory;
   const auto refused = failure_in([&] { memory = stack_->allocate(*req); });
-  finished();  // before any lock: the stop holds it while it waits for the active calls
+  finished();
   if (refused && (refused->fatal || !retried_on_lane(refused->code)))
     count_then_raise(*refused, until, nothing_to_undo{});
   if (refused)

@@ -1,8 +1,10 @@
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include <uma/sys/detail/spin_wait.hpp>
 
@@ -34,6 +36,19 @@ class spin_mutex {
     std::uint32_t free = 0;
     return state_.compare_exchange_strong(free, 1, std::memory_order_acquire,
                                           std::memory_order_relaxed);
+  }
+  /// Takes the lock before `deadline`, or returns false. Past the spin it polls, backing off
+  /// up to 200 µs, instead of parking: a waiter with a deadline is never woken by an unlock.
+  [[nodiscard]] bool try_lock_until(std::chrono::steady_clock::time_point deadline) noexcept {
+    if (try_lock() || spin_until([this] { return try_lock(); }, spin_limit))
+      return true;
+    for (auto pause = std::chrono::microseconds(2); std::chrono::steady_clock::now() < deadline;
+         pause = std::min(pause * 2, std::chrono::microseconds(200))) {
+      std::this_thread::sleep_for(pause);
+      if (try_lock())
+        return true;
+    }
+    return false;
   }
   void unlock() noexcept {
     if (state_.exchange(0, std::memory_order_release) == 2)
