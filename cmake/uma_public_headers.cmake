@@ -14,16 +14,16 @@ set(UMA_PUBLIC_HEADERS
   actors/asio_operation.hpp
   actors/client.hpp
   actors/managed_allocator.hpp
-  actors/metrics_endpoint.hpp
-  actors/metrics_snapshot.hpp
-  actors/prometheus_text.hpp
-  actors/remote_client.hpp
-  actors/remote_gateway.hpp
-  actors/remote_tls.hpp
+  actors/metrics/metrics_endpoint.hpp
+  actors/metrics/metrics_snapshot.hpp
+  actors/metrics/prometheus_text.hpp
+  actors/remote/remote_client.hpp
+  actors/remote/remote_gateway.hpp
+  actors/remote/remote_tls.hpp
   actors/reply_value.hpp
   actors/scheduler_tuning.hpp
   actors/supervision.hpp
-  actors/wire/wire_server.hpp
+  actors/remote/wire/wire_server.hpp
   memory/advice_ops.hpp
   memory/advice_state.hpp
   memory/allocation_handoff.hpp

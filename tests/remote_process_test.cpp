@@ -44,10 +44,10 @@
 
 #include <uma/actors/allocator_supervisor.hpp>
 #include <uma/actors/client.hpp>
-#include <uma/actors/prometheus_text.hpp>
-#include <uma/actors/remote_client.hpp>
-#include <uma/actors/remote_gateway.hpp>
-#include <uma/actors/wire/wire_server.hpp>
+#include <uma/actors/metrics/prometheus_text.hpp>
+#include <uma/actors/remote/remote_client.hpp>
+#include <uma/actors/remote/remote_gateway.hpp>
+#include <uma/actors/remote/wire/wire_server.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/host_backend.hpp>
 #include "support/actor_fixture.hpp"
