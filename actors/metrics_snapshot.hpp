@@ -1,0 +1,7 @@
+#pragma once
+
+// The old path of <uma/actors/metrics/metrics_snapshot.hpp>, kept for one release (issue 38,
+// CHANGELOG.md "Deprecated"); nothing in uma includes it.
+#pragma message("deprecated header: include <uma/actors/metrics/metrics_snapshot.hpp>")
+
+#include <uma/actors/metrics/metrics_snapshot.hpp>

@@ -1,0 +1,7 @@
+#pragma once
+
+// The old path of <uma/actors/remote/remote_client.hpp>, kept for one release (issue 38,
+// CHANGELOG.md "Deprecated"); nothing in uma includes it.
+#pragma message("deprecated header: include <uma/actors/remote/remote_client.hpp>")
+
+#include <uma/actors/remote/remote_client.hpp>
