@@ -17,9 +17,11 @@ set(UMA_PUBLIC_HEADERS
   actors/metrics/metrics_endpoint.hpp
   actors/metrics/metrics_snapshot.hpp
   actors/metrics/prometheus_text.hpp
+  actors/remote/gateway_config.hpp
   actors/remote/remote_client.hpp
   actors/remote/remote_gateway.hpp
   actors/remote/remote_tls.hpp
+  actors/remote/wire/wire_config.hpp
   actors/remote/wire/wire_server.hpp
   actors/reply_value.hpp
   actors/scheduler_tuning.hpp
@@ -37,6 +39,8 @@ set(UMA_PUBLIC_HEADERS
   memory/copy_ledger.hpp
   memory/device_residency.hpp
   memory/event_history.hpp
+  memory/label_rows.hpp
+  memory/labelled_block.hpp
   memory/limit_resource.hpp
   memory/location_rules.hpp
   memory/managed_ref.hpp

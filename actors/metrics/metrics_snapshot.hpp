@@ -2,13 +2,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <uma/memory/allocator_stats.hpp>
+#include <uma/memory/label_rows.hpp>
 #include <uma/memory/region_info.hpp>
 #include <uma/messages/requests.hpp>
 #include <uma/messages/supervision_types.hpp>
@@ -34,31 +34,6 @@ struct metrics_snapshot {
   /// (docs/residency.md).
   std::optional<residency_report> residency{};
 };
-
-/// The most labels a metric family lists; the rest are summed under "(other)", so that a label
-/// per request cannot blow up a time series database.
-inline constexpr std::size_t max_metric_labels = 100;
-
-/// The rows of `by_label` in its order, each with its label set; past `max_labels` rows the rest
-/// are summed into one row labelled "(other)" with `add(other, row)`.
-template <class Row, class Key, class Add>
-[[nodiscard]] std::vector<Row> fold_labels(std::map<Key, Row>& by_label, std::size_t max_labels,
-                                           Add add) {
-  std::vector<Row> out;
-  Row other{};
-  other.label = "(other)";
-  for (auto& [label, row] : by_label) {
-    if (out.size() < max_labels) {
-      row.label = std::string(label);
-      out.push_back(std::move(row));
-    } else {
-      add(other, row);
-    }
-  }
-  if (by_label.size() > max_labels)
-    out.push_back(std::move(other));
-  return out;
-}
 
 /// Sums `regions` by label, sorted by label. Past `max_labels` distinct labels the rest are
 /// counted under the label "(other)", so a label per request cannot blow up a time series

@@ -23,7 +23,7 @@
 #include <uma/actors/remote/detail/lease_book.hpp>
 #include <uma/actors/remote/detail/lease_totals.hpp>
 #include <uma/actors/remote/detail/remote_checks.hpp>
-#include <uma/actors/remote/remote_gateway.hpp>
+#include <uma/actors/remote/gateway_config.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/messages/remote_types.hpp>
 #include <uma/messages/supervision_types.hpp>

@@ -17,7 +17,8 @@
 #include <uma/actors/remote/wire/detail/session_stream.hpp>
 #include <uma/actors/remote/wire/detail/unix_listener.hpp>
 #include <uma/actors/remote/wire/detail/wire_call.hpp>
-#include <uma/actors/remote/wire/wire_server.hpp>
+#include <uma/actors/remote/wire/wire_config.hpp>
+#include <uma/messages/remote_interface.hpp>
 
 namespace uma::detail {
 
