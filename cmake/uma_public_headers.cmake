@@ -84,6 +84,7 @@ set(UMA_PUBLIC_HEADERS
   sys/log.hpp
   sys/log_limiter.hpp
   sys/memory_kind.hpp
+  sys/renamed_field.hpp
   sys/um_counters.hpp
   sys/vocabulary.hpp
   sys/work_queue.hpp

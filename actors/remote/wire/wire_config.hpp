@@ -11,6 +11,7 @@
 
 #include <uma/actors/remote/remote_tls.hpp>
 #include <uma/messages/remote_types.hpp>
+#include <uma/sys/renamed_field.hpp>
 
 namespace uma {
 
@@ -36,8 +37,12 @@ struct wire_limits {
   /// Calls of every kind (stats and regions included) in flight on the server, and per identity.
   std::uint32_t max_in_flight = 256;
   std::uint32_t max_in_flight_per_identity = 64;
-  /// Rows of the region table in one reply.
-  std::uint32_t region_page_size = 256;
+  /// Rows of the region table in one reply (a larger page asked for is cut to this; the
+  /// gateway's own cap has the same name, `gateway_config::max_region_page`).
+  std::uint32_t max_region_page = 256;
+  /// The old name of `max_region_page`, for one release (issue 38): set `max_region_page`. A
+  /// value set here is used instead of it.
+  renamed_field<std::uint32_t> region_page_size{};
   /// A TCP connection must finish its TLS handshake within this (uma's front). A connection
   /// handed to gRPC as a socket (Unix, or TLS after the handshake) that sends nothing is closed
   /// by the idle timeout.

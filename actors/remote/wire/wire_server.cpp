@@ -49,7 +49,7 @@ void check(const wire_server_config& c) {
   const auto& l = c.limits;
   if (l.max_message_bytes < 1024 || l.max_message_bytes > (64u << 20) ||
       l.memory_bytes < (1u << 20) || l.max_streams_per_connection == 0 || l.max_in_flight == 0 ||
-      l.max_in_flight_per_identity == 0 || l.region_page_size == 0 ||
+      l.max_in_flight_per_identity == 0 || l.max_region_page == 0 ||
       l.max_connections_per_identity == 0 || l.max_connections_per_address == 0 ||
       l.max_tcp_connections == 0 || l.handshake_timeout.count() <= 0 ||
       l.max_pings_per_second == 0 || l.max_settings_per_second == 0 ||
@@ -185,6 +185,9 @@ struct wire_server::impl {
 
 wire_server::wire_server(caf::actor_system& sys, remote_allocator_actor gateway,
                          wire_server_config config) {
+  // A limit set through its old name, honoured for one release (sys/renamed_field.hpp).
+  if (const auto old = detail::set_through_old_name(config.limits.region_page_size))
+    config.limits.max_region_page = *old;
   check(config);
   // Refused before anything binds.
   auto tls_context = config.tcp ? server_context(config.tls) : nullptr;

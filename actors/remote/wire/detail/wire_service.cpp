@@ -204,7 +204,7 @@ grpc::ServerUnaryReactor* wire_service::GetStats(ctx* c, const w::StatsRequest*,
 grpc::ServerUnaryReactor* wire_service::Regions(ctx* c, const w::RegionsPageRequest* req,
                                                 w::RegionsPage* out) {
   return unary(c, [&](wire_call& call) {
-    const std::uint32_t cap = config_.limits.region_page_size;
+    const std::uint32_t cap = config_.limits.max_region_page;
     const region_page page{req->start(),
                            req->page_size() == 0 ? cap : std::min(req->page_size(), cap)};
     auto fill = [out, start = page.start](remote_region_page& p) {
