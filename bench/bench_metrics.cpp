@@ -17,7 +17,7 @@
 #include <caf/actor_system.hpp>
 
 #include <uma/actors/client.hpp>
-#include <uma/actors/metrics_endpoint.hpp>
+#include <uma/actors/metrics/metrics_endpoint.hpp>
 #include <uma/messages/register_types.hpp>
 #include "bench/bench_report.hpp"
 #include "tests/support/http_client.hpp"

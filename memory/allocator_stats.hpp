@@ -29,8 +29,10 @@ struct allocator_stats {
   std::uint64_t advice_elided = 0;     ///< advice calls skipped because they changed nothing
   std::uint64_t ranges_coalesced = 0;  ///< ranges merged into a neighbour before the backend
   std::uint64_t reserved_bytes = 0;    ///< bytes held under the quota (slabs, direct regions)
-  std::uint64_t live_leases = 0;       ///< block leases granted and not yet given back
-  std::uint64_t leased_bytes = 0;      ///< bytes of those leases (counted in live_bytes too)
+  /// The block allocator's slabs held, and their bytes (counted in live_bytes too). Not leases
+  /// (docs/design.md, "Glossary"): the names are the C ABI's, kept for its struct.
+  std::uint64_t live_leases = 0;
+  std::uint64_t leased_bytes = 0;
   // The residency account and the migration ledger (docs/residency.md), all devices summed.
   std::uint64_t resident_bytes = 0;             ///< placed on devices by plans (replicas too)
   std::uint64_t residency_to_device_bytes = 0;  ///< moved host -> device by plans

@@ -408,4 +408,24 @@ void block_allocator::close() noexcept {
   detail::let_go_all(*registry_, shards_.get());
 }
 
+namespace detail {
+
+// A block's way back to its allocator (declared beside the slab and the control block, which
+// call it): the return path is the block allocator's.
+
+void return_block(region* r) noexcept {
+  r->parent->owner().put_back(r->parent->of(r));
+}
+
+void block_dropped(region* r) noexcept {
+  // Advice the allocator applied must not reach the block's next user: the actor resets it and
+  // gives the block back. Once the allocator is stopping nothing is queued and the block goes
+  // straight back (its memory goes with its slab).
+  if (r->needs_reset.load(std::memory_order_acquire) && r->control->enqueue_release(r->id))
+    return;
+  return_block(r);
+}
+
+}  // namespace detail
+
 }  // namespace uma

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <uma/memory/labelled_block.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/memory/memory_resource.hpp>
 
@@ -46,16 +47,6 @@ struct block_stats {
   std::uint64_t events_recorded = 0;
   std::uint64_t slabs = 0;       ///< slabs held
   std::uint64_t slab_bytes = 0;  ///< their bytes (the allocator counts them as live bytes)
-};
-
-/// A block handed out with a label (`block_allocator::allocate_labelled`), as the allocator's
-/// report and snapshot show it while it is out.
-struct labelled_block {
-  std::uint64_t id = 0;     ///< the block's id (the id space of regions)
-  std::uint64_t bytes = 0;  ///< bytes asked for
-  std::string label{};
-  std::int64_t refs = 0;  ///< handles alive now (0: its last drop is on its way back)
-  std::chrono::steady_clock::time_point created{};  ///< when it was handed out
 };
 
 /// What `release_raw` found.

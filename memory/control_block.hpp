@@ -209,7 +209,7 @@ inline void adopt_first_ref(region* r) noexcept {
 
 /// Drops a user count. The last one hands a live region back to its actor; if the table let go
 /// already (the allocator stopped), it deletes the record. A block goes back to its block
-/// allocator (`block_dropped`, defined in memory/detail/slab.cpp).
+/// allocator (`block_dropped`, defined in memory/block_allocator.cpp).
 void drop_ref(region* r) noexcept;
 
 /// The last drop of a block (defined with the slab).

@@ -13,10 +13,10 @@
 
 namespace uma {
 
-/// The interface of a serving node's gateway (actors/remote_gateway.hpp), inside the node: the
-/// gRPC wire server (actors/wire/) turns each call from another process into one of these
-/// requests. Every argument and reply is plain data: regions are named by `region_handle` (id +
-/// generation), never by pointer or `ManagedRef`. See docs/distributed.md for the wire.
+/// The interface of a serving node's gateway (actors/remote/remote_gateway.hpp), inside the node:
+/// the gRPC wire server (actors/remote/wire/) turns each call from another process into one of
+/// these requests. Every argument and reply is plain data: regions are named by `region_handle` (id
+/// + generation), never by pointer or `ManagedRef`. See docs/distributed.md for the wire.
 ///
 /// Memory allocated remotely is held by a *lease* of a session on the serving node. A session
 /// is opened with the handle of an actor of the peer's own node (a remote peer may not name the

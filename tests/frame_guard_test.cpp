@@ -1,6 +1,6 @@
-// The HTTP/2 frame guard of the wire's front (actors/wire/detail/frame_guard.hpp): what it lets
-// a peer send, and the unfinished message bytes it counts per connection and identity (issue 35,
-// findings 1 and 2). The floods through real sockets are in remote_process_test.cpp.
+// The HTTP/2 frame guard of the wire's front (actors/remote/wire/detail/frame_guard.hpp): what it
+// lets a peer send, and the unfinished message bytes it counts per connection and identity (issue
+// 35, findings 1 and 2). The floods through real sockets are in remote_process_test.cpp.
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include <uma/actors/wire/detail/frame_guard.hpp>
-#include <uma/actors/wire/detail/unfinished_ledger.hpp>
+#include <uma/actors/remote/wire/detail/frame_guard.hpp>
+#include <uma/actors/remote/wire/detail/unfinished_ledger.hpp>
 
 namespace {
 

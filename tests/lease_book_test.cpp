@@ -1,4 +1,4 @@
-// The remote gateway's lease book (actors/detail/lease_book.hpp) on its own: a session's
+// The remote gateway's lease book (actors/remote/detail/lease_book.hpp) on its own: a session's
 // leased regions, their bytes and charges, and their release. The gateway's own tests
 // (remote_gateway_test.cpp) drive it through sessions; these name each rule directly, with
 // regions of a host-backend allocator.
@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include <uma/actors/detail/lease_book.hpp>
-#include <uma/actors/detail/lease_totals.hpp>
+#include <uma/actors/remote/detail/lease_book.hpp>
+#include <uma/actors/remote/detail/lease_totals.hpp>
 
 #include "support/actor_fixture.hpp"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include <uma/actors/allocator_supervisor.hpp>
-#include <uma/actors/metrics_endpoint.hpp>
+#include <uma/actors/metrics/metrics_endpoint.hpp>
 #include "support/actor_fixture.hpp"
 #include "support/http_client.hpp"
 #include "tools/snapshot_json.hpp"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <uma/actors/prometheus_text.hpp>
+#include <uma/actors/metrics/prometheus_text.hpp>
 #include <uma/memory/migration_ledger.hpp>
 #include <uma/memory/residency_account.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>

@@ -16,7 +16,7 @@
 
 #include <boost/json/parse.hpp>
 
-#include <uma/actors/metrics_endpoint.hpp>
+#include <uma/actors/metrics/metrics_endpoint.hpp>
 #include "support/actor_fixture.hpp"
 #include "support/child_process.hpp"
 #include "support/http_client.hpp"

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include <uma/actors/remote_client.hpp>
+#include <uma/actors/remote/remote_client.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "advise")) {

@@ -14,9 +14,9 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
-#include <uma/actors/detail/remote_checks.hpp>
-#include <uma/actors/detail/remote_sessions.hpp>
-#include <uma/actors/remote_gateway.hpp>
+#include <uma/actors/remote/detail/remote_checks.hpp>
+#include <uma/actors/remote/detail/remote_sessions.hpp>
+#include <uma/actors/remote/remote_gateway.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include "support/actor_fixture.hpp"
 #include "support/gateway_request.hpp"

@@ -44,10 +44,10 @@
 
 #include <uma/actors/allocator_supervisor.hpp>
 #include <uma/actors/client.hpp>
-#include <uma/actors/prometheus_text.hpp>
-#include <uma/actors/remote_client.hpp>
-#include <uma/actors/remote_gateway.hpp>
-#include <uma/actors/wire/wire_server.hpp>
+#include <uma/actors/metrics/prometheus_text.hpp>
+#include <uma/actors/remote/remote_client.hpp>
+#include <uma/actors/remote/remote_gateway.hpp>
+#include <uma/actors/remote/wire/wire_server.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/host_backend.hpp>
 #include "support/actor_fixture.hpp"
@@ -1324,6 +1324,24 @@ TEST_F(two_processes, TheOperatorSocketMustDifferFromTheTenantsSocket) {
   const auto status = same.wait(20s);
   ASSERT_TRUE(status);
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2);
+}
+
+TEST_F(two_processes, TheRegionPageCapSetThroughItsOldNameStillCapsPages) {
+  // wire_limits::region_page_size is max_region_page's old name, honoured for one release: a
+  // cap of 0 alone is refused, so a server that starts took the old name's 2 instead.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const wire_limits renamed{.max_region_page = 0, .region_page_size = 2};
+#pragma GCC diagnostic pop
+  UMA_EXPECT_ERROR(wire_server(sys_, remote_allocator_actor{},
+                               wire_server_config{.socket_path = private_file("zero.sock"),
+                                                  .limits = {.max_region_page = 0}}),
+                   errc::invalid_argument, "a limit is zero");
+  serve_here(renamed);
+  auto tenant = connect();
+  for (int i = 0; i < 5; ++i)
+    (void)tenant->allocate(4096, "paged");
+  EXPECT_EQ(tenant->regions().size(), 5u);  // three pages of at most 2 rows
 }
 
 TEST_F(two_processes, UmaServeStopsOnSigtermAndAfterFor) {

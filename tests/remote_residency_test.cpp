@@ -11,7 +11,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
-#include <uma/actors/remote_gateway.hpp>
+#include <uma/actors/remote/remote_gateway.hpp>
 #include "support/actor_fixture.hpp"
 #include "support/gateway_request.hpp"
 

@@ -13,8 +13,8 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/message.hpp>
 
-#include <uma/actors/detail/remote_checks.hpp>
-#include <uma/actors/remote_gateway.hpp>
+#include <uma/actors/remote/detail/remote_checks.hpp>
+#include <uma/actors/remote/remote_gateway.hpp>
 #include <uma/messages/error_category.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/messages/remote_interface.hpp>

@@ -19,7 +19,7 @@
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 
-#include <uma/actors/prometheus_text.hpp>
+#include <uma/actors/metrics/prometheus_text.hpp>
 #include <uma/memory/stats_fields.hpp>
 #include <uma/messages/inspect.hpp>
 #include "tools/stats_format.hpp"

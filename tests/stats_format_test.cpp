@@ -4,7 +4,7 @@
 
 #include <boost/json/parse.hpp>
 
-#include <uma/actors/prometheus_text.hpp>
+#include <uma/actors/metrics/prometheus_text.hpp>
 #include "tools/stats_format.hpp"
 
 namespace uma::cli {

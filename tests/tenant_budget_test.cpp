@@ -12,7 +12,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
-#include <uma/actors/prometheus_text.hpp>
+#include <uma/actors/metrics/prometheus_text.hpp>
 #include <uma/memory/residency_account.hpp>
 #include <uma/sys/error.hpp>
 #include "support/actor_fixture.hpp"

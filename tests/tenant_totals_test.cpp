@@ -1,7 +1,8 @@
-// The gateway's per-tenant lease totals (actors/detail/tenant_totals.hpp) and what reads them:
-// admission against the tenant quota and the stats' lease counts (actors/detail/remote_sessions).
-// Issue 35, finding 4: both summed every lease of every session on each call; they read totals
-// kept as leases come and go, so a request visits no lease whatever the table holds.
+// The gateway's per-tenant lease totals (actors/remote/detail/tenant_totals.hpp) and what reads
+// them: admission against the tenant quota and the stats' lease counts
+// (actors/remote/detail/remote_sessions). Issue 35, finding 4: both summed every lease of every
+// session on each call; they read totals kept as leases come and go, so a request visits no lease
+// whatever the table holds.
 
 #include <gtest/gtest.h>
 
@@ -11,8 +12,8 @@
 
 #include <caf/event_based_actor.hpp>
 
-#include <uma/actors/detail/remote_sessions.hpp>
-#include <uma/actors/detail/tenant_totals.hpp>
+#include <uma/actors/remote/detail/remote_sessions.hpp>
+#include <uma/actors/remote/detail/tenant_totals.hpp>
 
 #include "support/actor_fixture.hpp"
 

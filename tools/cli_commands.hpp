@@ -8,7 +8,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include <uma/actors/remote_client.hpp>
+#include <uma/actors/remote/remote_client.hpp>
 #include <uma/actors/scheduler_tuning.hpp>
 #include <uma/messages/register_types.hpp>
 #include "tools/cli_options.hpp"

@@ -8,8 +8,8 @@
 #include <array>
 #include <charconv>
 
-#include <uma/actors/detail/remote_checks.hpp>
-#include <uma/actors/remote_gateway.hpp>
+#include <uma/actors/remote/detail/remote_checks.hpp>
+#include <uma/actors/remote/remote_gateway.hpp>
 #include <uma/sys/error.hpp>
 
 namespace uma::cli {

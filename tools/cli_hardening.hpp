@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <uma/actors/remote_tls.hpp>
+#include <uma/actors/remote/remote_tls.hpp>
 #include <uma/memory/allocator_stats.hpp>
 #include "tools/cli_options.hpp"
 

@@ -8,8 +8,8 @@
 #include <boost/json/object.hpp>
 #include <caf/actor_system.hpp>
 
-#include <uma/actors/detail/remote_checks.hpp>
-#include <uma/actors/remote_client.hpp>
+#include <uma/actors/remote/detail/remote_checks.hpp>
+#include <uma/actors/remote/remote_client.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/cli_hardening.hpp"
 #include "tools/json_print.hpp"

@@ -16,9 +16,9 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
-#include <uma/actors/metrics_endpoint.hpp>
-#include <uma/actors/remote_gateway.hpp>
-#include <uma/actors/wire/wire_server.hpp>
+#include <uma/actors/metrics/metrics_endpoint.hpp>
+#include <uma/actors/remote/remote_gateway.hpp>
+#include <uma/actors/remote/wire/wire_server.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include <uma/sys/log_limiter.hpp>
 #include "tools/cli_commands.hpp"

@@ -12,7 +12,7 @@
 #include <caf/actor_system.hpp>
 
 #include <uma/actors/client.hpp>
-#include <uma/actors/remote_client.hpp>
+#include <uma/actors/remote/remote_client.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/cli_hardening.hpp"
 #include "tools/json_print.hpp"

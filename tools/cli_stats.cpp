@@ -6,8 +6,8 @@
 #include <caf/actor_system.hpp>
 
 #include <uma/actors/client.hpp>
-#include <uma/actors/prometheus_text.hpp>
-#include <uma/actors/remote_client.hpp>
+#include <uma/actors/metrics/prometheus_text.hpp>
+#include <uma/actors/remote/remote_client.hpp>
 #include "tools/cli_commands.hpp"
 #include "tools/cli_hardening.hpp"
 #include "tools/stats_format.hpp"

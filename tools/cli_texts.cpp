@@ -78,7 +78,7 @@ connection is a tenant's or a file cannot be written.
      "                 [--inject-fault SPEC]...",
      R"(
 Other processes (`uma stats|regions|snapshot|restart --connect`, uma::remote_client, any gRPC
-client of actors/wire/remote.proto) allocate, prefetch, advise, discard and release regions by
+client of actors/remote/wire/remote.proto) allocate, prefetch, advise, discard and release regions by
 id; a client's regions are leases of its session, released when it says so or when its
 connection drops. A client is known by its connection: its uid on the socket (mode 0600 by
 default), the operator on the operator socket, its certificate over TCP (mutual TLS only).

@@ -267,8 +267,8 @@ INCLUDES = """#include <algorithm>
 #include <uma/actors/asio_bridge.hpp>
 #include <uma/actors/client.hpp>
 #include <uma/actors/managed_allocator.hpp>
-#include <uma/actors/metrics_endpoint.hpp>
-#include <uma/actors/remote_client.hpp>
+#include <uma/actors/metrics/metrics_endpoint.hpp>
+#include <uma/actors/remote/remote_client.hpp>
 #include <uma/actors/scheduler_tuning.hpp>
 #include <uma/memory/copy.hpp>
 #include <uma/messages/register_types.hpp>

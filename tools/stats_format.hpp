@@ -1,8 +1,8 @@
 #pragma once
 
 // Machine-readable renderings of an allocator's counters for the tool: JSON through Boost.JSON
-// (the Prometheus text is the library's: <uma/actors/prometheus_text.hpp>). CAF-free, so tests
-// and exporters can use them on any `allocator_stats` value.
+// (the Prometheus text is the library's: <uma/actors/metrics/prometheus_text.hpp>). CAF-free, so
+// tests and exporters can use them on any `allocator_stats` value.
 
 #include <cstdint>
 #include <string>

@@ -9,9 +9,9 @@
 #include <utility>
 
 #include <uma/actors/detail/request_checks.hpp>
-#include <uma/actors/metrics_snapshot.hpp>
 #include <uma/memory/advice_ops.hpp>
 #include <uma/memory/detail/round_up.hpp>
+#include <uma/memory/label_rows.hpp>
 #include <uma/sys/detail/format.hpp>
 #include <uma/sys/log.hpp>
 

@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include <uma/memory/block_allocator.hpp>
 #include <uma/memory/event_history.hpp>
+#include <uma/memory/labelled_block.hpp>
 #include <uma/sys/detail/spin_mutex.hpp>
 
 namespace uma::detail {

@@ -2,8 +2,6 @@
 
 #include <string>
 
-#include <uma/memory/block_allocator.hpp>
-
 namespace uma::detail {
 
 slab::slab(std::shared_ptr<block_allocator> owner, region* home, std::uint64_t first_id,
@@ -72,19 +70,6 @@ block* slab::block_holding(const void* p, std::size_t bytes) noexcept {
   if (off >= this->bytes() || bytes > block_bytes_ - off % block_bytes_)
     return nullptr;
   return &blocks_[off / block_bytes_];
-}
-
-void return_block(region* r) noexcept {
-  r->parent->owner().put_back(r->parent->of(r));
-}
-
-void block_dropped(region* r) noexcept {
-  // Advice the allocator applied must not reach the block's next user: the actor resets it and
-  // gives the block back. Once the allocator is stopping nothing is queued and the block goes
-  // straight back (its memory goes with its slab).
-  if (r->needs_reset.load(std::memory_order_acquire) && r->control->enqueue_release(r->id))
-    return;
-  return_block(r);
 }
 
 }  // namespace uma::detail

@@ -1,9 +1,9 @@
 // libFuzzer target for what a client puts on the gRPC wire, and what a server sends back
 // (docs/reliability.md, "Fuzzing"): the first byte picks one of the messages of
-// actors/wire/remote.proto, the rest is parsed by protobuf and converted by the wire's own code
-// (actors/wire/detail/wire_convert.hpp: enum-like fields above 255 refused) into uma's values,
-// which then go through the gateway's checks (actors/detail/remote_checks.hpp; for a snapshot,
-// what a server sends, the client's), and
+// actors/remote/wire/remote.proto, the rest is parsed by protobuf and converted by the wire's own
+// code (actors/remote/wire/detail/wire_convert.hpp: enum-like fields above 255 refused) into uma's
+// values, which then go through the gateway's checks (actors/remote/detail/remote_checks.hpp; for a
+// snapshot, what a server sends, the client's), and
 //   * a value the checks accept has every enum in range and a label under the cap;
 //   * a converted value converts back to the wire and again to an equal value.
 // A first byte of 10 gives the rest to the HTTP/2 frame guards of the wire's front instead
@@ -20,8 +20,8 @@
 #include <google/protobuf/stubs/logging.h>
 #include <remote.pb.h>
 
-#include <uma/actors/detail/remote_checks.hpp>
-#include <uma/actors/wire/detail/wire_convert.hpp>
+#include <uma/actors/remote/detail/remote_checks.hpp>
+#include <uma/actors/remote/wire/detail/wire_convert.hpp>
 #include <uma/memory/allocator_snapshot.hpp>
 #include <uma/memory/event_history.hpp>
 #include <uma/sys/error.hpp>

@@ -1,10 +1,10 @@
 // The HTTP/2 part of uma_wire_fuzz (its first byte 10): the bytes that reach the wire's front
 // before gRPC, read by the frame guards of three connections (two of one identity, one of
-// another) that share one ledger of unfinished message bytes (actors/wire/detail/frame_guard.hpp).
-// The input is a sequence of chunks, each a header byte (bit 7: gRPC's bytes to the peer rather
-// than the peer's; bits 0-1: the connection; bits 2-6: tenths of a second that pass first), a
-// length byte and that many bytes. Bounds are small so that the fuzzer reaches them. After every
-// chunk:
+// another) that share one ledger of unfinished message bytes
+// (actors/remote/wire/detail/frame_guard.hpp). The input is a sequence of chunks, each a header
+// byte (bit 7: gRPC's bytes to the peer rather than the peer's; bits 0-1: the connection; bits 2-6:
+// tenths of a second that pass first), a length byte and that many bytes. Bounds are small so that
+// the fuzzer reaches them. After every chunk:
 //   * the ledger holds exactly what the connections hold, per identity and in all;
 //   * no connection holds more than its bound, no identity or total more than twice its own;
 //   * a connection refused stays refused, for the same reason;
@@ -20,8 +20,8 @@
 #include <string>
 #include <string_view>
 
-#include <uma/actors/wire/detail/frame_guard.hpp>
-#include <uma/actors/wire/detail/unfinished_ledger.hpp>
+#include <uma/actors/remote/wire/detail/frame_guard.hpp>
+#include <uma/actors/remote/wire/detail/unfinished_ledger.hpp>
 
 namespace {
 
