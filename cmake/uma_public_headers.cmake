@@ -37,6 +37,7 @@ set(UMA_PUBLIC_HEADERS
   memory/copy_ledger.hpp
   memory/device_residency.hpp
   memory/event_history.hpp
+  memory/hook.hpp
   memory/limit_resource.hpp
   memory/location_rules.hpp
   memory/managed_ref.hpp
@@ -64,6 +65,7 @@ set(UMA_PUBLIC_HEADERS
   messages/inspect.hpp
   messages/interface.hpp
   messages/memory_requests.hpp
+  messages/names.hpp
   messages/register_types.hpp
   messages/remote_interface.hpp
   messages/remote_types.hpp

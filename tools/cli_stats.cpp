@@ -5,6 +5,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/client.hpp>
 #include <uma/actors/prometheus_text.hpp>
 #include <uma/actors/remote_client.hpp>

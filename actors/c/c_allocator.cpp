@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/scheduler_tuning.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/detail/format.hpp>
