@@ -106,6 +106,8 @@ client::client(caf::actor_system& sys, allocator_supervisor_actor supervisor)
   state_->target = caf::actor_cast<caf::strong_actor_ptr>(state_->allocator);
 }
 
+client::client(caf::actor_system& sys) : client(sys, allocator_config{}) {}
+
 client::client(caf::actor_system& sys, allocator_config config)
     : state_(std::make_unique<state>(sys)) {
   state_->owns = true;

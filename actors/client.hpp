@@ -11,8 +11,6 @@
 
 #include <caf/fwd.hpp>
 
-#include <uma/actors/allocator_config.hpp>
-#include <uma/actors/supervision.hpp>
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/block_allocator.hpp>
 #include <uma/memory/managed_ref.hpp>
@@ -21,14 +19,18 @@
 #include <uma/messages/handles.hpp>
 #include <uma/messages/memory_requests.hpp>
 
-// This header includes what its declarations need and no more: spawn_allocator is in
-// <uma/actors/managed_allocator.hpp>, spawn_supervisor and query_supervision in
-// <uma/actors/allocator_supervisor.hpp>, the typed interface (requests to handle()) in
-// <uma/messages/interface.hpp>, the residency requests and replies in
+// This header includes what its declarations need and no more: the configs are in
+// <uma/actors/allocator_config.hpp> (allocator_config) and <uma/actors/supervision.hpp>
+// (supervisor_config), spawn_allocator is in <uma/actors/managed_allocator.hpp>, spawn_supervisor
+// and query_supervision in <uma/actors/allocator_supervisor.hpp>, the typed interface (requests to
+// handle()) in <uma/messages/interface.hpp>, the residency requests and replies in
 // <uma/messages/requests.hpp>, snapshots in <uma/memory/allocator_snapshot.hpp>, the region
 // report in <uma/memory/region_info.hpp>.
 
 namespace uma {
+
+struct allocator_config;   // <uma/actors/allocator_config.hpp>
+struct supervisor_config;  // <uma/actors/supervision.hpp>
 
 /// Options of one allocation through the facade.
 struct allocate_options {
@@ -85,8 +87,10 @@ class client {
   client(caf::actor_system& sys, managed_allocator_actor allocator);
   /// Talks to an existing supervisor (`supervisor()` hands it out); does not stop it.
   client(caf::actor_system& sys, allocator_supervisor_actor supervisor);
+  /// Spawns an allocator with the default config and stops it when the client is destroyed.
+  explicit client(caf::actor_system& sys);
   /// Spawns an allocator with `config` and stops it when the client is destroyed.
-  explicit client(caf::actor_system& sys, allocator_config config = {});
+  client(caf::actor_system& sys, allocator_config config);
   /// Spawns a supervisor with `config` (which restarts the allocator per its decision table)
   /// and stops it when the client is destroyed. `config.allocator.supervision.on_stop` still runs.
   client(caf::actor_system& sys, supervisor_config config);

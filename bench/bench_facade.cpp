@@ -25,6 +25,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/client.hpp>
 #include <uma/actors/scheduler_tuning.hpp>
 #include <uma/messages/register_types.hpp>

@@ -17,6 +17,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/client.hpp>
 #include <uma/memory/event_history.hpp>
 #include <uma/messages/register_types.hpp>

@@ -16,6 +16,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/client.hpp>
 #include <uma/actors/metrics/metrics_endpoint.hpp>
 #include <uma/messages/register_types.hpp>

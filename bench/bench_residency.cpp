@@ -34,6 +34,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/access_sequence.hpp>
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/client.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/cuda_backend.hpp>

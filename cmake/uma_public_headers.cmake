@@ -39,6 +39,7 @@ set(UMA_PUBLIC_HEADERS
   memory/copy_ledger.hpp
   memory/device_residency.hpp
   memory/event_history.hpp
+  memory/hook.hpp
   memory/label_rows.hpp
   memory/labelled_block.hpp
   memory/limit_resource.hpp
@@ -68,6 +69,7 @@ set(UMA_PUBLIC_HEADERS
   messages/inspect.hpp
   messages/interface.hpp
   messages/memory_requests.hpp
+  messages/names.hpp
   messages/register_types.hpp
   messages/remote_interface.hpp
   messages/remote_types.hpp

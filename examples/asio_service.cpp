@@ -33,6 +33,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/asio_bridge.hpp>
 #include <uma/messages/register_types.hpp>
 

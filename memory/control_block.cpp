@@ -21,7 +21,7 @@ void control_block::release_pin() noexcept {
 }
 
 bool control_block::enqueue_release(std::uint64_t region_id) noexcept {
-  std::function<void()> wake;
+  hook<> wake;
   try {
     std::lock_guard lock(mutex_);
     if (!alive())
@@ -45,19 +45,19 @@ void control_block::enqueue_slab(region* home, std::uint32_t blocks) {
 }
 
 void control_block::wake() noexcept {
-  std::function<void()> wake;
+  hook<> wake;
   try {
     std::lock_guard lock(mutex_);
     if (alive() && has_releases_.load(std::memory_order_relaxed))
       wake = due_wake();
   } catch (...) {
-    return;  // out of memory copying the waker: the actor drains at its next message
+    return;  // the lock failed (std::system_error): the actor drains at its next message
   }
   if (wake)
     wake();
 }
 
-std::function<void()> control_block::due_wake() {
+hook<> control_block::due_wake() {
   if (wake_pending_ || tick_armed_ || !waker_)
     return {};
   wake_pending_ = true;
@@ -84,19 +84,19 @@ bool control_block::disarm_tick() {
   return true;
 }
 
-void control_block::set_waker(std::function<void()> waker) {
+void control_block::set_waker(hook<> waker) {
   std::lock_guard lock(mutex_);
   waker_ = std::move(waker);
 }
 
-void control_block::set_on_fatal(std::function<void(errc, const std::string&)> on_fatal) {
+void control_block::set_on_fatal(hook<errc, const std::string&> on_fatal) {
   std::lock_guard lock(mutex_);
   on_fatal_ = std::move(on_fatal);
 }
 
 void control_block::report_fatal(const error& e) noexcept {
   try {
-    std::function<void(errc, const std::string&)> on_fatal;
+    hook<errc, const std::string&> on_fatal;
     {
       std::lock_guard lock(mutex_);
       on_fatal = on_fatal_;
@@ -104,7 +104,7 @@ void control_block::report_fatal(const error& e) noexcept {
     if (on_fatal)
       on_fatal(e.code(), e.what());  // outside the lock: a message to the actor
   } catch (...) {
-    // Host memory ran out copying the hook or the text: the caller still gets the error.
+    // Host memory ran out for the text (or the lock failed): the caller still gets the error.
   }
 }
 
@@ -118,8 +118,8 @@ bool control_block::wait_for_pins(std::chrono::milliseconds timeout) {
 }
 
 void control_block::finish_stop(stop_report report) {
-  std::function<void()> old_waker;  // destroyed outside the lock
-  std::function<void(errc, const std::string&)> old_on_fatal;
+  hook<> old_waker;  // destroyed outside the lock
+  hook<errc, const std::string&> old_on_fatal;
   {
     std::lock_guard lock(mutex_);
     report_ = std::move(report);
@@ -127,9 +127,9 @@ void control_block::finish_stop(stop_report report) {
     slabs_.clear();
     has_releases_.store(false, std::memory_order_release);
     old_waker = std::move(waker_);
-    waker_ = nullptr;
+    waker_ = {};
     old_on_fatal = std::move(on_fatal_);
-    on_fatal_ = nullptr;
+    on_fatal_ = {};
   }
   state_.store(static_cast<int>(allocator_state::stopped), std::memory_order_seq_cst);
 }

@@ -9,7 +9,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include <uma/memory/copy_ledger.hpp>
+#include <uma/memory/hook.hpp>
 #include <uma/memory/stop_report.hpp>
 #include <uma/sys/backend.hpp>
 #include <uma/sys/error.hpp>
@@ -80,10 +80,10 @@ class control_block {
   /// Takes every queued slab and release (the allocator's drain, under its incarnation's lock).
   [[nodiscard]] release_batch take_releases();
   /// How to wake the actor (a message to it); cleared at stop so nothing keeps the actor alive.
-  void set_waker(std::function<void()> waker);
+  void set_waker(hook<> waker);
   /// How a fatal error raised off the actor's thread ends the incarnation (a message that makes
   /// the actor quit with it); cleared at stop, as the waker.
-  void set_on_fatal(std::function<void(errc, const std::string&)> on_fatal);
+  void set_on_fatal(hook<errc, const std::string&> on_fatal);
   /// A backend call on a caller's thread or a lane failed in a way that ends the incarnation
   /// (`is_fatal`): the actor is told, whichever path made the call (docs/reliability.md).
   void report_fatal(const error& e) noexcept;
@@ -141,12 +141,12 @@ class control_block {
   std::atomic<bool> has_releases_{false};
   bool wake_pending_ = false;
   bool tick_armed_ = false;
-  std::function<void()> waker_;
-  std::function<void(errc, const std::string&)> on_fatal_;
+  hook<> waker_;
+  hook<errc, const std::string&> on_fatal_;
   std::optional<stop_report> report_;
 
   /// The waker to call once `mutex_` is released, if a wake-up is due (`mutex_` held).
-  [[nodiscard]] std::function<void()> due_wake();
+  [[nodiscard]] hook<> due_wake();
 };
 
 /// One managed allocation. `refs` counts the user handles (ManagedRef copies, pins); `owners`

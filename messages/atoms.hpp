@@ -1,11 +1,13 @@
 #pragma once
 
-// uma's message vocabulary: the atoms and the type ids of every message type, local and remote,
-// in one CAF type-id block (one block: the ids are consecutive). The types are only declared
-// here; their definitions are where each role needs them: the allocator's interface
-// (messages/interface.hpp), the remote one (messages/remote_interface.hpp), supervision
-// (messages/supervision_types.hpp). So that a header naming a handle (messages/handles.hpp,
-// <uma/actors/client.hpp>) pulls in none of them.
+// uma's message vocabulary: the atoms (with their values, `allocate_atom_v`) and the type ids
+// of every message type, local and remote, in one CAF type-id block (one block: the ids are
+// consecutive). The types are only declared (messages/names.hpp, which also names the atoms a
+// handle needs without CAF's atom header); their definitions are where each role needs them:
+// the allocator's interface (messages/interface.hpp), the remote one
+// (messages/remote_interface.hpp), supervision (messages/supervision_types.hpp). So that a
+// header naming a handle (messages/handles.hpp, <uma/actors/client.hpp>) pulls in none of them,
+// nor this header.
 
 #include <cstddef>
 #include <cstdint>
@@ -14,52 +16,14 @@
 #include <vector>
 
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
 #include <caf/type_id.hpp>
 
-namespace uma {
+#include <uma/messages/names.hpp>
 
-// sys/ and memory/
-enum class memory_kind : std::uint8_t;
-struct location;
-struct range_attributes;
-struct allocator_stats;
-struct region_info;
-struct allocator_snapshot;
-class allocation_handoff;
-class block_allocator;
-template <class T>
-class ManagedRef;
-using byte_ref = ManagedRef<std::byte>;
-using block_allocator_ref = std::shared_ptr<block_allocator>;
-// messages/requests.hpp, messages/caller_calls.hpp
-struct allocate_request;
-struct prefetch_request;
-struct discard_request;
-struct advise_request;
-struct op_result;
-struct access_plan_request;
-struct residency_result;
-struct residency_report;
-struct address_range;
-class caller_calls;
-using caller_calls_ref = std::shared_ptr<caller_calls>;
-// messages/supervision_types.hpp
-struct supervision_stats;
-struct restart_event;
-// messages/remote_types.hpp
-struct region_handle;
-struct remote_allocate_request;
-struct remote_prefetch_request;
-struct remote_discard_request;
-struct remote_advise_request;
-struct remote_op_result;
-struct remote_attributes;
-struct remote_stats;
-struct remote_region_info;
-struct remote_snapshot;
-struct remote_access_plan;
-
-}  // namespace uma
+// names.hpp computes atom values as caf::atom does (and each CAF_ADD_ATOM below that redeclares
+// one of its atoms checks the text): the two encodings agree.
+static_assert(uma::detail::atom_of("allocate") == caf::atom("allocate"));
 
 // uma's message vocabulary. Atom texts are CAF 0.17 atoms (at most 10 characters).
 CAF_BEGIN_TYPE_ID_BLOCK(uma, caf::first_custom_type_id)

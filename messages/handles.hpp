@@ -2,9 +2,10 @@
 
 // The names of uma's typed handles: each request signature, and the allocator's and the
 // supervisor's interfaces as the typed actors a client holds. Naming a handle needs no message
-// type's definition (messages/atoms.hpp declares them) and not CAF's typed_actor (declared in
-// <caf/fwd.hpp>): a header that only passes handles on includes this one. Code that sends
-// requests includes messages/interface.hpp, which defines the types and the roles' slices.
+// type's definition and no atom's value (messages/names.hpp declares them), not CAF's
+// typed_actor (declared in <caf/fwd.hpp>) and no type id: a header that only passes handles on
+// includes this one. Code that sends requests includes messages/interface.hpp, which defines
+// the types and the roles' slices (and includes messages/atoms.hpp: the atoms' values).
 
 #include <cstdint>
 #include <string>
@@ -13,7 +14,7 @@
 #include <caf/fwd.hpp>
 #include <caf/replies_to.hpp>
 
-#include <uma/messages/atoms.hpp>
+#include <uma/messages/names.hpp>
 
 namespace uma {
 

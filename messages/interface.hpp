@@ -14,6 +14,7 @@
 #include <uma/memory/block_allocator.hpp>
 #include <uma/memory/managed_ref.hpp>
 #include <uma/memory/region_info.hpp>
+#include <uma/messages/atoms.hpp>
 #include <uma/messages/caller_calls.hpp>
 #include <uma/messages/handles.hpp>
 #include <uma/messages/inspect.hpp>

@@ -9,7 +9,7 @@
 
 int main(void) {
   setenv("UMA_BACKEND", "host", 1);
-  setenv("UMA_CACHE_MAX_BYTES", "1048576", 1);
+  setenv("UMA_MAX_BLOCK_BYTES", "1048576", 1);
   void* kept = uma_torch_malloc(1 << 20, 0, NULL);
   void* large = uma_torch_malloc(8 << 20, 0, NULL); /* past the cache's 1 MiB: a region */
   void* freed = uma_torch_malloc(4096, 0, NULL);

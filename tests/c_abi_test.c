@@ -31,12 +31,12 @@ static int failures = 0;
     }                                                                                          \
   } while (0)
 
-static uma_allocator* make_host(uint64_t quota, uint64_t cache_max) {
+static uma_allocator* make_host(uint64_t quota, uint64_t max_block) {
   uma_config c;
   uma_config_init(&c);
   c.backend = UMA_BACKEND_HOST;
   c.quota_bytes = quota;
-  c.cache_max_bytes = cache_max;
+  c.max_block_bytes = max_block;
   uma_allocator* a = NULL;
   CHECK_STATUS(uma_create(&c, &a), UMA_OK);
   return a;
@@ -324,7 +324,7 @@ static void test_free_on_another_device_and_too_many_threads(void) {
   uma_config_init(&c);
   c.backend = UMA_BACKEND_HOST;
   c.host_devices = 2;
-  c.cache_max_bytes = 1u << 20;
+  c.max_block_bytes = 1u << 20;
   uma_allocator* a = NULL;
   CHECK_STATUS(uma_create(&c, &a), UMA_OK);
   void* cached = NULL;
@@ -373,8 +373,32 @@ static void test_a_block_past_a_gibibyte_is_cached_too(void) {
   CHECK_STATUS(uma_destroy(a), UMA_OK);
 }
 
+/* issue 38: cache_max_bytes is max_block_bytes's old name, kept one release as the same field
+ * (a union): writing either sets the block limit. */
+static void test_the_old_name_of_max_block_bytes_is_the_same_field(void) {
+  uma_config c;
+  uma_config_init(&c);
+  c.backend = UMA_BACKEND_HOST;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  c.cache_max_bytes = 1u << 20;
+#pragma GCC diagnostic pop
+  CHECK(c.max_block_bytes == 1u << 20);
+  uma_allocator* a = NULL;
+  CHECK_STATUS(uma_create(&c, &a), UMA_OK);
+  void* small = NULL;
+  void* large = NULL;
+  CHECK_STATUS(uma_malloc(a, 4096, 0, NULL, &small), UMA_OK);
+  CHECK_STATUS(uma_malloc(a, 2u << 20, 0, NULL, &large), UMA_OK); /* past the limit: a region */
+  CHECK(stats_of(a).cache_blocks_in_use == 1);
+  CHECK_STATUS(uma_free(a, small, 4096, 0, NULL), UMA_OK);
+  CHECK_STATUS(uma_free(a, large, 2u << 20, 0, NULL), UMA_OK);
+  CHECK_STATUS(uma_destroy(a), UMA_OK);
+}
+
 int main(void) {
   test_null_and_bad_arguments();
+  test_the_old_name_of_max_block_bytes_is_the_same_field();
   test_free_on_another_device_and_too_many_threads();
   test_pointers_the_allocator_did_not_hand_out();
   test_sizes_past_the_quota();

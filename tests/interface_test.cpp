@@ -13,6 +13,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/client.hpp>
 #include <uma/messages/interface.hpp>
 #include <uma/messages/register_types.hpp>

@@ -11,6 +11,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/client.hpp>
 #include <uma/actors/remote/remote_client.hpp>
 #include "tools/cli_commands.hpp"

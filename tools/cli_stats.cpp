@@ -5,6 +5,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/client.hpp>
 #include <uma/actors/metrics/prometheus_text.hpp>
 #include <uma/actors/remote/remote_client.hpp>

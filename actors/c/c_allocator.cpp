@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/scheduler_tuning.hpp>
 #include <uma/messages/register_types.hpp>
 #include <uma/sys/detail/format.hpp>
@@ -40,7 +41,7 @@ uma::allocator_config allocator_config_of(const uma_config& c,
   // buffers come back every step (GPT-2's fp32 logits at 8192 tokens, 1.65 GB), and a region of
   // their own each time cost a cudaMallocManaged, first-touch faults on the device and a
   // cudaFree that synchronizes (H200: offload_bench steps of 282-316 ms against 33 native).
-  out.memory.max_pooled_block = c.cache_max_bytes != 0 ? c.cache_max_bytes : std::size_t{1} << 40;
+  out.memory.max_pooled_block = c.max_block_bytes != 0 ? c.max_block_bytes : std::size_t{1} << 40;
   // Its own thread: a miss or a range operation is answered without waiting for a scheduler
   // worker to wake up.
   out.supervision.detached = true;

@@ -59,8 +59,12 @@ void config_from_environment(uma_config& config) {
                          "UMA_DRIVER_COUNTERS=" + std::to_string(on) + " is not 0 or 1");
     config.driver_counters = static_cast<std::uint32_t>(on);
   }
-  if (const char* v = env("UMA_CACHE_MAX_BYTES"))
-    config.cache_max_bytes = number("UMA_CACHE_MAX_BYTES", v);
+  // UMA_CACHE_MAX_BYTES is UMA_MAX_BLOCK_BYTES's name before issue 38, read for one more release
+  // when the new one is not set.
+  if (const char* v = env("UMA_MAX_BLOCK_BYTES"))
+    config.max_block_bytes = number("UMA_MAX_BLOCK_BYTES", v);
+  else if (const char* old = env("UMA_CACHE_MAX_BYTES"))
+    config.max_block_bytes = number("UMA_CACHE_MAX_BYTES", old);
   if (const char* v = env("UMA_SCHEDULER_THREADS")) {
     const auto n = number("UMA_SCHEDULER_THREADS", v);
     if (n > max_scheduler_threads)
@@ -85,10 +89,10 @@ void validate(const uma_config& config) {
     throw status_error(UMA_ERR_INVALID_ARGUMENT,
                        "uma_config: policy " + std::to_string(policy) +
                            " is not UMA_POLICY_DIRECT or UMA_POLICY_POOL");
-  if (config.cache_max_bytes > (std::uint64_t{1} << 40))
+  if (config.max_block_bytes > (std::uint64_t{1} << 40))
     throw status_error(
         UMA_ERR_INVALID_ARGUMENT,
-        "uma_config: cache_max_bytes " + std::to_string(config.cache_max_bytes) + " is over 1 TiB");
+        "uma_config: max_block_bytes " + std::to_string(config.max_block_bytes) + " is over 1 TiB");
   if (config.scheduler_threads > max_scheduler_threads)
     throw status_error(UMA_ERR_INVALID_ARGUMENT,
                        "uma_config: scheduler_threads " + std::to_string(config.scheduler_threads) +

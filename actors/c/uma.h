@@ -36,6 +36,13 @@ extern "C" {
  * legacy default stream. On the host backend any value is a stream token. */
 typedef struct CUstream_st* uma_stream;
 
+/* Marks a name kept one release for what it was renamed to: the compiler says what to write. */
+#if defined(__GNUC__) || defined(__clang__)
+#define UMA_C_DEPRECATED(message) __attribute__((deprecated(message)))
+#else
+#define UMA_C_DEPRECATED(message)
+#endif
+
 /* The device id meaning the host (cudaCpuDeviceId). */
 #define UMA_DEVICE_HOST (-1)
 
@@ -68,7 +75,7 @@ typedef enum uma_backend_choice {
 
 typedef enum uma_policy {
   UMA_POLICY_DIRECT = 0, /* a request the allocator serves is its own backend allocation */
-  UMA_POLICY_POOL = 1    /* so is one above cache_max_bytes; smaller ones reaching the allocator
+  UMA_POLICY_POOL = 1    /* so is one above max_block_bytes; smaller ones reaching the allocator
                             are blocks of the block allocator (uma_malloc's are under both) */
 } uma_policy;
 
@@ -90,8 +97,14 @@ typedef struct uma_config {
   uma_policy policy;
   uint64_t quota_bytes;         /* 0: the backend's default */
   uint64_t device_budget_bytes; /* residency budget of every device (CUDA); 0: none */
-  uint64_t cache_max_bytes;     /* largest request the block allocator serves; 0: default */
-  uint32_t scheduler_threads;   /* CAF scheduler threads, at most 256; 0: uma's default */
+  /* The largest request the block allocator serves; 0: default. cache_max_bytes is its name
+   * before issue 38, one field with it (a union: either name reads and writes the same
+   * bytes), deprecated: it goes in the next release. */
+  union {
+    uint64_t max_block_bytes;
+    uint64_t cache_max_bytes UMA_C_DEPRECATED("uma_config.cache_max_bytes is max_block_bytes");
+  };
+  uint32_t scheduler_threads; /* CAF scheduler threads, at most 256; 0: uma's default */
   /* Added with the host backend's emulated devices (struct_size tells whether a caller has
    * them; docs/c_abi.md): */
   uint32_t host_devices;      /* devices the host backend emulates, 0 to 64; init: 1 */

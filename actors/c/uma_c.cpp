@@ -37,7 +37,7 @@ uma_config config_of(const uma_config* in) {
 
 bool same(const uma_config& a, const uma_config& b) noexcept {
   return a.backend == b.backend && a.policy == b.policy && a.quota_bytes == b.quota_bytes &&
-         a.device_budget_bytes == b.device_budget_bytes && a.cache_max_bytes == b.cache_max_bytes &&
+         a.device_budget_bytes == b.device_budget_bytes && a.max_block_bytes == b.max_block_bytes &&
          a.scheduler_threads == b.scheduler_threads && a.host_devices == b.host_devices &&
          a.host_device_bytes == b.host_device_bytes && a.driver_counters == b.driver_counters;
 }

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <numeric>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/client.hpp>
 #include <uma/messages/register_types.hpp>
 

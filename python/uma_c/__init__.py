@@ -8,14 +8,16 @@
 
 __version__ = "0.1.0"
 
-from .allocator import CONFIG_FIELDS, Allocator, library, make_config
+from .allocator import (CONFIG_FIELDS, DEPRECATED_CONFIG_FIELDS, Allocator, config_options,
+                        library, make_config)
 from .binding import (ABI_VERSION, ACCESS_MODES, ADVICE, DEVICE_HOST, PLAN_RESULT_FIELDS,
                       RESIDENCY_POLICIES, STATS_FIELDS, STATUS, STATUS_NAMES,
                       STOP_REPORT_FIELDS, TIER_STATS_FIELDS, LibraryNotFound, find_library)
 from .errors import UmaError, UmaMemoryError
 from .plans import Sequence
 
-__all__ = ["ABI_VERSION", "ACCESS_MODES", "ADVICE", "Allocator", "CONFIG_FIELDS", "DEVICE_HOST",
-           "LibraryNotFound", "PLAN_RESULT_FIELDS", "RESIDENCY_POLICIES", "STATS_FIELDS",
-           "STATUS", "STATUS_NAMES", "STOP_REPORT_FIELDS", "Sequence", "TIER_STATS_FIELDS",
-           "UmaError", "UmaMemoryError", "find_library", "library", "make_config"]
+__all__ = ["ABI_VERSION", "ACCESS_MODES", "ADVICE", "Allocator", "CONFIG_FIELDS",
+           "DEPRECATED_CONFIG_FIELDS", "DEVICE_HOST", "LibraryNotFound", "PLAN_RESULT_FIELDS",
+           "RESIDENCY_POLICIES", "STATS_FIELDS", "STATUS", "STATUS_NAMES", "STOP_REPORT_FIELDS",
+           "Sequence", "TIER_STATS_FIELDS", "UmaError", "UmaMemoryError", "config_options",
+           "find_library", "library", "make_config"]

@@ -2,6 +2,7 @@
 
 import ctypes
 import threading
+import warnings
 
 from . import binding
 from .errors import check_status as _check
@@ -13,10 +14,12 @@ _libraries = {}
 _libraries_lock = threading.Lock()
 
 # Keyword arguments of make_config and the uma_config field each one sets.
-CONFIG_FIELDS = ("backend", "policy", "quota_bytes", "device_budget_bytes", "cache_max_bytes",
+CONFIG_FIELDS = ("backend", "policy", "quota_bytes", "device_budget_bytes", "max_block_bytes",
                  "scheduler_threads", "host_devices", "host_device_bytes", "driver_counters")
+# Old keywords, accepted for one release with a DeprecationWarning: the field each one now is.
+DEPRECATED_CONFIG_FIELDS = {"cache_max_bytes": "max_block_bytes"}
 _UINT_LIMITS = {"quota_bytes": 2**64 - 1, "device_budget_bytes": 2**64 - 1,
-                "cache_max_bytes": 2**64 - 1, "scheduler_threads": 2**32 - 1,
+                "max_block_bytes": 2**64 - 1, "scheduler_threads": 2**32 - 1,
                 "host_devices": 2**32 - 1, "host_device_bytes": 2**64 - 1, "driver_counters": 1}
 
 
@@ -45,9 +48,27 @@ def _uint_value(field, value):
     return value
 
 
+def config_options(options, stacklevel=3):
+    """`options` (a dict of config keywords) with each deprecated keyword under its new name,
+    warning once per keyword (DeprecationWarning); TypeError when both names are given. The
+    entry points that keep the options (uma_torch.install, uma_cupy.install) call it first."""
+    renamed = dict(options)
+    for old, new in DEPRECATED_CONFIG_FIELDS.items():
+        if old not in renamed:
+            continue
+        if new in renamed:
+            raise TypeError(f"uma: {old} is the old name of {new}; give {new} only")
+        warnings.warn(f"uma: the config option {old} is {new} (the old name goes in the next "
+                      "release)", DeprecationWarning, stacklevel=stacklevel)
+        renamed[new] = renamed.pop(old)
+    return renamed
+
+
 def make_config(lib, **options):
     """A uma_config: the C defaults (uma_config_init), then each option given and not None.
-    Unknown options and bad values raise before anything is created."""
+    Unknown options and bad values raise before anything is created; a deprecated keyword
+    (DEPRECATED_CONFIG_FIELDS) is taken under its new name with a DeprecationWarning."""
+    options = config_options(options)
     unknown = sorted(set(options) - set(CONFIG_FIELDS))
     if unknown:
         raise TypeError(f"uma: unknown config option(s) {', '.join(unknown)}; "

@@ -6,6 +6,7 @@ Only this module knows the C layout: the structs, the enums and each function's 
 import ctypes
 import ctypes.util
 import os
+import warnings
 
 ABI_VERSION = 1
 DEVICE_HOST = -1
@@ -61,12 +62,25 @@ class Config(ctypes.Structure):
         ("policy", ctypes.c_int),
         ("quota_bytes", ctypes.c_uint64),
         ("device_budget_bytes", ctypes.c_uint64),
-        ("cache_max_bytes", ctypes.c_uint64),
+        ("max_block_bytes", ctypes.c_uint64),
         ("scheduler_threads", ctypes.c_uint32),
         ("host_devices", ctypes.c_uint32),
         ("host_device_bytes", ctypes.c_uint64),
         ("driver_counters", ctypes.c_uint32),
     ]
+
+    @property
+    def cache_max_bytes(self):
+        """Deprecated (one release): max_block_bytes, the field's name since issue 38."""
+        warnings.warn("uma_config.cache_max_bytes is max_block_bytes", DeprecationWarning,
+                      stacklevel=2)
+        return self.max_block_bytes
+
+    @cache_max_bytes.setter
+    def cache_max_bytes(self, value):
+        warnings.warn("uma_config.cache_max_bytes is max_block_bytes", DeprecationWarning,
+                      stacklevel=2)
+        self.max_block_bytes = value
 
 
 class Stats(ctypes.Structure):

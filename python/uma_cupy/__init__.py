@@ -89,7 +89,7 @@ def install(library=None, pool=True, **options):
     UmaError, TypeError or ValueError; nothing is changed then."""
     if not isinstance(pool, bool):
         raise TypeError(f"uma_cupy.install: pool must be True or False, not {pool!r}")
-    options = dict(options)
+    options = uma_c.config_options(options)  # deprecated keywords under their new names
     with _lock:
         if _state:
             if options != _state["options"] or pool != (_state["pool"] is not None):

@@ -81,11 +81,13 @@ def _refuse_if_cuda_initialised(torch):
 def install(library=None, **options):
     """Makes uma PyTorch's CUDA allocator for this process. `options` configure uma's default
     allocator (uma_c.CONFIG_FIELDS: backend, policy, quota_bytes, device_budget_bytes,
-    cache_max_bytes, scheduler_threads, host_devices, host_device_bytes, driver_counters); none given: its
-    defaults and the UMA_* environment.
+    max_block_bytes, scheduler_threads, host_devices, host_device_bytes, driver_counters; the
+    old cache_max_bytes is max_block_bytes, with a DeprecationWarning, for one release); none
+    given: its defaults and the UMA_* environment.
     Returns the uma_c.Allocator. A second call with the same options returns it again.
     Raises InstallError (nothing changed), uma_c.LibraryNotFound, UmaError, TypeError or
     ValueError for a bad option."""
+    options = uma_c.config_options(options)  # deprecated keywords under their new names
     with _lock:
         if _state:
             if options != _state["options"] or (library is not None

@@ -136,6 +136,7 @@ def pool(device=None, budget_bytes=None, quota_bytes=None, label="uma", library=
     live as long as the process (at most 16 pools). Raises PoolError, TypeError, ValueError or
     UmaError; nothing is changed then."""
     import torch
+    options = uma_c.config_options(options)  # deprecated keywords under their new names
     mem_pool_class = _mem_pool_class(torch)
     if not isinstance(label, str) or not label:
         raise TypeError("uma_torch.pool: label must be a non-empty str")

@@ -36,6 +36,52 @@ class BindingLayoutTest(unittest.TestCase):
             self.assertEqual(set(allocator.stats()), set(uma_c.STATS_FIELDS))
 
 
+class DeprecatedConfigNameTest(unittest.TestCase):
+    """uma_config.cache_max_bytes is max_block_bytes (issue 38): the old name is taken for one
+    release, with a DeprecationWarning."""
+
+    def test_the_old_keyword_sets_max_block_bytes_and_warns(self):
+        _, lib = uma_c.library(library_path())
+        with self.assertWarnsRegex(DeprecationWarning, "cache_max_bytes is max_block_bytes"):
+            config = uma_c.make_config(lib, cache_max_bytes=MiB)
+        self.assertEqual(config.max_block_bytes, MiB)
+
+    def test_both_names_at_once_are_refused(self):
+        _, lib = uma_c.library(library_path())
+        with self.assertRaisesRegex(TypeError, "give max_block_bytes only"):
+            uma_c.make_config(lib, cache_max_bytes=MiB, max_block_bytes=MiB)
+
+    def blocks_in_use_after_a_small_and_a_large_malloc(self, environment):
+        """In a fresh process whose default allocator reads `environment`: the block allocator's
+        blocks in use after a 4 KiB and a 2 MiB uma_malloc."""
+        result, _ = run_fresh(f"""
+            import json, os, uma_c
+            os.environ.update({environment!r})
+            a = uma_c.Allocator.default({library_path()!r})
+            small, large = a.malloc(4096), a.malloc(2 << 20)
+            print(json.dumps(dict(blocks=a.stats()["cache_blocks_in_use"])))
+            """)
+        return result["blocks"]
+
+    def test_the_old_environment_variable_still_sets_the_block_limit(self):
+        base = {"UMA_BACKEND": "host"}
+        self.assertEqual(self.blocks_in_use_after_a_small_and_a_large_malloc(
+            dict(base, UMA_CACHE_MAX_BYTES=str(MiB))), 1, "2 MiB is past the 1 MiB limit")
+        self.assertEqual(self.blocks_in_use_after_a_small_and_a_large_malloc(
+            dict(base, UMA_MAX_BLOCK_BYTES=str(MiB))), 1, "the new name")
+        self.assertEqual(self.blocks_in_use_after_a_small_and_a_large_malloc(
+            dict(base, UMA_MAX_BLOCK_BYTES=str(4 * MiB), UMA_CACHE_MAX_BYTES=str(MiB))), 2,
+            "the new name wins over the old")
+
+    def test_the_struct_field_answers_to_its_old_name_with_a_warning(self):
+        config = uma_c.binding.Config()
+        with self.assertWarns(DeprecationWarning):
+            config.cache_max_bytes = 2 * MiB
+        self.assertEqual(config.max_block_bytes, 2 * MiB)
+        with self.assertWarns(DeprecationWarning):
+            self.assertEqual(config.cache_max_bytes, 2 * MiB)
+
+
 class MallocFreeTest(unittest.TestCase):
     def test_blocks_from_several_threads_are_counted_and_all_come_back(self):
         threads, per_thread = 8, 64
