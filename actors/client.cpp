@@ -8,8 +8,8 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
-#include <uma/actors/detail/call_channel.hpp>
 #include <uma/actors/detail/lane_allocation.hpp>
+#include <uma/actors/detail/request_channel.hpp>
 #include <uma/actors/managed_allocator.hpp>
 #include <uma/actors/reply_value.hpp>
 #include <uma/messages/interface.hpp>
@@ -51,11 +51,11 @@ struct held_incarnations {
 
 struct client::state {
   explicit state(caf::actor_system& s)
-      : sys(s), channel(std::make_shared<detail::call_channel>(s)) {}
+      : sys(s), channel(std::make_shared<detail::request_channel>(s)) {}
 
   caf::actor_system& sys;
   /// Shared with pending plans, which may outlive the client.
-  std::shared_ptr<detail::call_channel> channel;
+  std::shared_ptr<detail::request_channel> channel;
   std::shared_ptr<stop_slot> slot = std::make_shared<stop_slot>();
   std::optional<allocator_supervisor_actor> supervisor;
   managed_allocator_actor allocator;  ///< null after stop(); what handle() shows
@@ -73,7 +73,7 @@ struct client::state {
 /// Owns the ticket: only one state names it, so that the forget in its destructor is the plan's
 /// end and never a copy's (a copied state forgot the ticket of a plan still awaited).
 struct pending_plan::state {
-  state(std::shared_ptr<detail::call_channel> c, detail::call_channel::ticket t,
+  state(std::shared_ptr<detail::request_channel> c, detail::request_channel::ticket t,
         std::chrono::steady_clock::time_point d) noexcept
       : channel(std::move(c)), ticket(std::move(t)), deadline(d) {}
   state(const state&) = delete;
@@ -81,8 +81,8 @@ struct pending_plan::state {
   /// A plan nobody waits for any more: its reply, if it comes, is dropped.
   ~state() { channel->forget(ticket); }
 
-  std::shared_ptr<detail::call_channel> channel;
-  detail::call_channel::ticket ticket;
+  std::shared_ptr<detail::request_channel> channel;
+  detail::request_channel::ticket ticket;
   std::chrono::steady_clock::time_point deadline;
 };
 

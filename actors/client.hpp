@@ -67,7 +67,7 @@ class pending_plan {
 
  private:
   friend class client;
-  /// The plan's ticket in the client's call channel (defined in client.cpp, so that this header
+  /// The plan's ticket in the client's request channel (defined in client.cpp, so that this header
   /// does not name the channel's internals).
   struct state;
   explicit pending_plan(std::unique_ptr<state> s) noexcept;
@@ -270,7 +270,7 @@ class client {
   /// What the client holds behind this header (actors/client.cpp): the handles, the call
   /// channel, the stop's report, what it was handed of each incarnation.
   struct state;
-  /// Sends the request made of `xs` through the call channel, waits at most the timeout and
+  /// Sends the request made of `xs` through the request channel, waits at most the timeout and
   /// returns the reply; its error thrown as uma::error.
   template <class R, class... Ts>
   R send_request(Ts&&... xs);

@@ -349,8 +349,12 @@ block_stats block_allocator::stats() const {
   {
     const auto lock = registry_->lock();
     out.slabs = registry_->count();
-    out.slab_bytes = registry_->bytes();
+    out.slabs_held_bytes = registry_->bytes();
   }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  out.slab_bytes = out.slabs_held_bytes;  // the deprecated name, one more release
+#pragma GCC diagnostic pop
   for (std::size_t i = 0; i < detail::block_shards; ++i) {
     const auto& sh = shards_[i];
     std::lock_guard lock(sh.mutex);

@@ -88,9 +88,9 @@ TEST_F(block_allocator_race, EightThreadsShareOneAllocatorAndNoBlockIsHandedOutT
   const auto c = cache->stats();
   EXPECT_EQ(c.blocks_in_use, 0u);
   EXPECT_GE(c.slabs, 1u);
-  EXPECT_EQ(c.free_bytes, c.slab_bytes);
+  EXPECT_EQ(c.free_bytes, c.slabs_held_bytes);
   EXPECT_EQ(uma_->stats().allocations, c.slabs);  // the slabs; no block reached the stack
-  EXPECT_EQ(cache->trim(), c.slab_bytes);
+  EXPECT_EQ(cache->trim(), c.slabs_held_bytes);
   const auto s = uma_->flush();
   EXPECT_EQ(s.live_leases, 0u);
   EXPECT_EQ(s.live_regions, 0u);

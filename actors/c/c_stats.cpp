@@ -127,6 +127,8 @@ std::string uma_allocator::stats_json() {
                   {"cross_stream_reuses", c.cross_stream_reuses},
                   {"events_recorded", c.events_recorded},
                   {"slabs", c.slabs},
-                  {"slab_bytes", c.slab_bytes}};
+                  {"slabs_held_bytes", c.slabs_held_bytes},
+                  // slabs_held_bytes under its name before issue 38, one more release
+                  {"slab_bytes", c.slabs_held_bytes}};
   return boost::json::serialize(out);
 }

@@ -1,4 +1,4 @@
-#include <uma/actors/detail/call_channel.hpp>
+#include <uma/actors/detail/request_channel.hpp>
 
 #include <caf/actor_cast.hpp>
 #include <caf/actor_companion.hpp>
@@ -9,7 +9,7 @@
 
 namespace uma::detail {
 
-std::shared_ptr<reply_slot> call_channel::table::take(std::uint64_t id, bool by_sink) {
+std::shared_ptr<reply_slot> request_channel::table::take(std::uint64_t id, bool by_sink) {
   std::lock_guard lock(mutex);
   auto it = slots.find(id);
   if (it == slots.end() || (it->second.ahead && !by_sink))
@@ -23,7 +23,7 @@ std::shared_ptr<reply_slot> call_channel::table::take(std::uint64_t id, bool by_
   return slot;
 }
 
-call_channel::call_channel(caf::actor_system& sys) : unit_(inline_unit::of(sys)) {
+request_channel::request_channel(caf::actor_system& sys) : unit_(inline_unit::of(sys)) {
   auto sink = sys.spawn<caf::actor_companion, caf::hidden>();
   auto* companion = static_cast<caf::actor_companion*>(caf::actor_cast<caf::abstract_actor*>(sink));
   // Runs on the replying thread (an actor's, a lane's, or this caller's own through the inline
@@ -37,7 +37,7 @@ call_channel::call_channel(caf::actor_system& sys) : unit_(inline_unit::of(sys))
   sink_ = caf::actor_cast<caf::strong_actor_ptr>(std::move(sink));
 }
 
-call_channel::~call_channel() {
+request_channel::~request_channel() {
   auto* companion =
       static_cast<caf::actor_companion*>(caf::actor_cast<caf::abstract_actor*>(sink_));
   // Late replies are dropped from now on; the sink goes away with its last reference (a reply
@@ -45,8 +45,8 @@ call_channel::~call_channel() {
   companion->on_enqueue({});
 }
 
-call_channel::ticket call_channel::send(const caf::strong_actor_ptr& dest, caf::message content,
-                                        bool ahead) {
+request_channel::ticket request_channel::send(const caf::strong_actor_ptr& dest,
+                                              caf::message content, bool ahead) {
   const auto mid = caf::make_message_id(++next_id_);
   ticket t{mid.request_id().integer_value(), std::make_shared<reply_slot>()};
   {
@@ -67,7 +67,8 @@ call_channel::ticket call_channel::send(const caf::strong_actor_ptr& dest, caf::
   return t;
 }
 
-caf::message call_channel::await(const ticket& t, std::chrono::steady_clock::time_point deadline) {
+caf::message request_channel::await(const ticket& t,
+                                    std::chrono::steady_clock::time_point deadline) {
   if (t.slot->wait_until(deadline))
     return std::move(t.slot->reply());
   if (!table_->take(t.id, false) && t.slot->claimed()) {
@@ -78,11 +79,11 @@ caf::message call_channel::await(const ticket& t, std::chrono::steady_clock::tim
   return caf::make_message(caf::make_error(caf::sec::request_timeout));
 }
 
-void call_channel::forget(const ticket& t) {
+void request_channel::forget(const ticket& t) {
   (void)table_->take(t.id, false);
 }
 
-std::size_t call_channel::in_flight() const {
+std::size_t request_channel::in_flight() const {
   std::lock_guard lock(table_->mutex);
   return table_->slots.size();
 }

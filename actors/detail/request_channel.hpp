@@ -22,9 +22,9 @@ class inline_unit;
 /// The blocking facades' way to an actor (docs/design.md "Blocking callers"): a request is sent
 /// from the calling thread through its inline execution unit (the actor it makes ready runs
 /// right there, not after a worker's wake-up), and the reply goes to a sink whose enqueue fills
-/// the call's reply slot on the replying thread (no mailbox, no wake-up when the caller spins).
-/// Safe from many threads at once; one channel per facade object, shared with its pending calls.
-class call_channel {
+/// the request's reply slot on the replying thread (no mailbox, no wake-up when the caller spins).
+/// Safe from many threads at once; one channel per facade object, shared with its pending plans.
+class request_channel {
  public:
   /// One request in flight: its id in the sink's table and its slot.
   struct ticket {
@@ -33,11 +33,11 @@ class call_channel {
   };
 
   /// Spawns the reply sink (hidden: it does not keep the actor system waiting).
-  explicit call_channel(caf::actor_system& sys);
-  call_channel(const call_channel&) = delete;
-  call_channel& operator=(const call_channel&) = delete;
+  explicit request_channel(caf::actor_system& sys);
+  request_channel(const request_channel&) = delete;
+  request_channel& operator=(const request_channel&) = delete;
   /// Detaches the sink from the table; replies still on the way are dropped.
-  ~call_channel();
+  ~request_channel();
 
   /// Sends `content` to `dest` as a request. A dead `dest` bounces the request: the slot gets
   /// `sec::request_receiver_down`. A request sent `ahead` (a plan the caller collects later)
@@ -48,7 +48,7 @@ class call_channel {
   /// (`sec::request_timeout` past the deadline; the ticket is forgotten and a late reply
   /// dropped).
   [[nodiscard]] caf::message await(const ticket& t, std::chrono::steady_clock::time_point deadline);
-  /// Forgets a ticket whose reply nobody will read (a dropped pending call).
+  /// Forgets a ticket whose reply nobody will read (a dropped pending plan).
   void forget(const ticket& t);
   /// send, then await at most `timeout`.
   [[nodiscard]] caf::message request(const caf::strong_actor_ptr& dest, caf::message content,
@@ -56,7 +56,7 @@ class call_channel {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     return await(send(dest, std::move(content)), deadline);
   }
-  /// Requests waiting for their reply (0 once every call returned or timed out).
+  /// Requests waiting for their reply (0 once every request returned or timed out).
   [[nodiscard]] std::size_t in_flight() const;
   /// Requests sent ahead whose reply has not come yet (dropped and timed-out ones included):
   /// while there is one, what the caller asks next must reach the actor behind it.
@@ -66,7 +66,7 @@ class call_channel {
 
  private:
   /// Shared with the sink's handler, which may run after the channel is gone. Its lock spins
-  /// before it parks: every call of every thread sharing the facade takes it twice (a slot in,
+  /// before it parks: every request of every thread sharing the facade takes it twice (a slot in,
   /// a slot out, each tens of nanoseconds), and a parked caller costs up to ~75 µs to wake.
   struct table {
     struct entry {

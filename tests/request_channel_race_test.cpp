@@ -1,4 +1,4 @@
-// The blocking facades' call channel (actors/detail/call_channel.hpp) under concurrency: many
+// The blocking facades' request channel (actors/detail/request_channel.hpp) under concurrency: many
 // threads sharing one client, a stop while calls are in flight (bare allocator and supervisor),
 // timeouts whose replies come later (no slot kept, the late reply dropped), and a dead receiver.
 // Bounded in calls; every wait has a deadline; no sleeps.
@@ -15,7 +15,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <uma/actors/allocator_supervisor.hpp>
-#include <uma/actors/detail/call_channel.hpp>
+#include <uma/actors/detail/request_channel.hpp>
 #include "support/reliability_fixture.hpp"
 
 namespace uma {
@@ -26,7 +26,7 @@ using test::reliability_fixture;
 
 constexpr int threads = 8;
 
-struct call_channel_race : reliability_fixture {};
+struct request_channel_race : reliability_fixture {};
 
 /// Holds each int request until a "go" message, then answers all held ones (x + 1); "go"
 /// answers with how many it released. Any other request is held for good (never answered).
@@ -64,7 +64,7 @@ int released(caf::actor_system& sys, const caf::actor& gate) {
   return n;
 }
 
-TEST_F(call_channel_race, many_threads_share_one_client) {
+TEST_F(request_channel_race, many_threads_share_one_client) {
   client c(sys_, allocator_config{});
   auto shared = c.allocate<std::byte>(4096);
   const auto before = c.flush().live_regions;
@@ -118,18 +118,18 @@ void stop_while_in_flight(client& c) {
   EXPECT_EQ(other.load(), 0);
 }
 
-TEST_F(call_channel_race, stop_while_calls_are_in_flight) {
+TEST_F(request_channel_race, stop_while_calls_are_in_flight) {
   client c(sys_, allocator_config{});
   stop_while_in_flight(c);
 }
 
-TEST_F(call_channel_race, stop_while_calls_are_in_flight_through_a_supervisor) {
+TEST_F(request_channel_race, stop_while_calls_are_in_flight_through_a_supervisor) {
   client c(sys_, supervisor_config{});
   stop_while_in_flight(c);
 }
 
-TEST_F(call_channel_race, a_timed_out_call_keeps_no_slot_and_drops_its_late_reply) {
-  detail::call_channel channel(sys_);
+TEST_F(request_channel_race, a_timed_out_call_keeps_no_slot_and_drops_its_late_reply) {
+  detail::request_channel channel(sys_);
   const auto gate = sys_.spawn(gate_actor, 0);
   const auto dest = caf::actor_cast<caf::strong_actor_ptr>(gate);
   std::atomic<int> timeouts{0}, answers{0};
@@ -160,8 +160,8 @@ TEST_F(call_channel_race, a_timed_out_call_keeps_no_slot_and_drops_its_late_repl
   caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
 }
 
-TEST_F(call_channel_race, a_forgotten_call_keeps_no_slot) {
-  detail::call_channel channel(sys_);
+TEST_F(request_channel_race, a_forgotten_call_keeps_no_slot) {
+  detail::request_channel channel(sys_);
   const auto gate = sys_.spawn(gate_actor, 0);
   const auto t = channel.send(caf::actor_cast<caf::strong_actor_ptr>(gate), caf::make_message(1));
   EXPECT_EQ(channel.in_flight(), 1u);
@@ -172,7 +172,7 @@ TEST_F(call_channel_race, a_forgotten_call_keeps_no_slot) {
   caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
 }
 
-TEST_F(call_channel_race, a_dead_receiver_answers_allocator_stopped) {
+TEST_F(request_channel_race, a_dead_receiver_answers_allocator_stopped) {
   client c(sys_, allocator_config{});
   const auto handle = c.handle();
   (void)c.stop();
@@ -185,7 +185,7 @@ TEST_F(call_channel_race, a_dead_receiver_answers_allocator_stopped) {
   }
 }
 
-TEST_F(call_channel_race, a_client_timeout_is_a_timeout) {
+TEST_F(request_channel_race, a_client_timeout_is_a_timeout) {
   client c(sys_, allocator_config{});
   const auto gate = sys_.spawn(gate_actor, 0);
   // A client whose "allocator" never answers in time: the gate holds every request.
