@@ -56,7 +56,7 @@ class managed_allocator final : public allocator_impl::base {
           return serve(r.refs, detail::advise_step, r);
         },
         [this](attributes_atom, const byte_ref& ref) {
-          return serve(ref, detail::attributes_step, ref);
+          return serve({&ref, 1}, detail::attributes_step, ref);
         },
         [this](stats_atom) { return fresh().stats(); },
         [this](memory_kind_atom, std::uintptr_t address) {
@@ -67,11 +67,11 @@ class managed_allocator final : public allocator_impl::base {
           return answer([&] { return state().core.can_access(loc, ref); });
         },
         [this](regions_atom) -> std::vector<region_info> { return fresh().core.report(); },
-        [this](snapshot_atom) { return serve(nullptr, detail::snapshot_step); },
+        [this](snapshot_atom) { return serve({}, detail::snapshot_step); },
         [this](flush_atom) -> caf::result<allocator_stats> { return flush(); },
         [this](wake_atom) { drain(); },
         [this](release_tick_atom) { on_release_tick(); },
-        [this](trim_atom) { return serve(nullptr, detail::trim_step); },
+        [this](trim_atom) { return serve({}, detail::trim_step); },
         [this](blocks_atom) { return state().core.blocks(); },
         [this](calls_atom) { return caller_calls_ref(inc_); },
         [this](fault_atom, caf::error& err) { quit(std::move(err)); },
@@ -81,7 +81,7 @@ class managed_allocator final : public allocator_impl::base {
         [this](job_done_atom, std::uint64_t ticket, caf::message& payload, caf::error& err,
                bool fatal) { job_done(ticket, payload, err, fatal); },
         [this](will_access_atom, const access_plan_request& r) {
-          return serve(nullptr, detail::will_access_step, r);
+          return serve({}, detail::will_access_step, r);
         },
         [this](done_with_atom, const byte_refs& refs) {
           return plan(detail::done_with_step, refs);
@@ -95,7 +95,7 @@ class managed_allocator final : public allocator_impl::base {
         [this](tenant_budget_atom, const std::string& tenant, int device, std::uint64_t bytes) {
           return answer([&] { return state().residency.tenant_budget(tenant, device, bytes); });
         },
-        [this](residency_atom) { return serve(nullptr, detail::residency_step); },
+        [this](residency_atom) { return serve({}, detail::residency_step); },
     };
   }
 
@@ -134,10 +134,10 @@ class managed_allocator final : public allocator_impl::base {
   /// call on a lane with `keep` (the request's refs) alive until it returned; the reply comes
   /// from here once the call returned (`enqueued`) or its stream reached it (`complete`), after
   /// `end` (or `failed`) ran under the guard.
-  template <class Keep, class Make, class... Args,
+  template <class Make, class... Args,
             class Step = std::invoke_result_t<Make&, detail::incarnation_state&, const Args&...>,
             class R = decltype(Step::summary)>
-  caf::result<R> serve(const Keep& keep, Make make, const Args&... args) {
+  caf::result<R> serve(std::span<const byte_ref> keep, Make make, const Args&... args) {
     std::optional<Step> step;
     return guarded<R>([&]() -> caf::result<R> {
       step.emplace(make(state(), args...));
@@ -159,7 +159,8 @@ class managed_allocator final : public allocator_impl::base {
         rp.deliver(std::move(err));
       };
       const auto queued = detail::failure_in([&] {
-        auto job = [b = inc_->runtime(), call = std::move(*step->call), keep] { return call(*b); };
+        auto job = [b = inc_->runtime(), call = std::move(*step->call),
+                    refs = std::vector<byte_ref>(keep.begin(), keep.end())] { return call(*b); };
         const auto& to = step->route;
         state().jobs.post(self(), to.lane, std::move(job), to.stream, to.when, done,
                           to.stream_ordered);
@@ -182,7 +183,7 @@ class managed_allocator final : public allocator_impl::base {
                                                           std::span<const address_range>>>
   caf::result<decltype(Step::summary)> plan(Make make, std::span<const byte_ref> refs,
                                             std::span<const address_range> r = {}) {
-    return serve(nullptr, make, refs, r);
+    return serve({}, make, refs, r);
   }
 
   /// Replies once every lane has run what was queued before: a barrier across the lanes.
