@@ -29,6 +29,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <uma/actors/allocator_config.hpp>
 #include <uma/actors/client.hpp>
 #include <uma/memory/region_info.hpp>
 #include <uma/messages/error_category.hpp>
