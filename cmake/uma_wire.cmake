@@ -8,17 +8,23 @@ find_program(UMA_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 
 set(UMA_WIRE_GEN "${PROJECT_BINARY_DIR}/wire_gen")
 file(MAKE_DIRECTORY "${UMA_WIRE_GEN}")
-set(UMA_WIRE_PROTO "${PROJECT_SOURCE_DIR}/actors/remote/wire/remote.proto")
-set(UMA_WIRE_OUT "${UMA_WIRE_GEN}/remote.pb.cc" "${UMA_WIRE_GEN}/remote.pb.h"
-                 "${UMA_WIRE_GEN}/remote.grpc.pb.cc" "${UMA_WIRE_GEN}/remote.grpc.pb.h")
-add_custom_command(
-  OUTPUT ${UMA_WIRE_OUT}
-  COMMAND protobuf::protoc --proto_path=${PROJECT_SOURCE_DIR}/actors/remote/wire
-          --cpp_out=${UMA_WIRE_GEN} --grpc_out=${UMA_WIRE_GEN}
-          --plugin=protoc-gen-grpc=${UMA_GRPC_CPP_PLUGIN} ${UMA_WIRE_PROTO}
-  DEPENDS ${UMA_WIRE_PROTO}
-  COMMENT "uma: generating the wire's protobuf and gRPC code (actors/remote/wire/remote.proto)"
-  VERBATIM)
+set(UMA_WIRE_OUT)
+# remote.proto: the remote interface; arbiter.proto: the node's arbiter (one file per service, so
+# that a change to one regenerates and rebuilds only what includes it).
+foreach(proto remote arbiter)
+  set(out "${UMA_WIRE_GEN}/${proto}.pb.cc" "${UMA_WIRE_GEN}/${proto}.pb.h"
+          "${UMA_WIRE_GEN}/${proto}.grpc.pb.cc" "${UMA_WIRE_GEN}/${proto}.grpc.pb.h")
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND protobuf::protoc --proto_path=${PROJECT_SOURCE_DIR}/actors/remote/wire
+            --cpp_out=${UMA_WIRE_GEN} --grpc_out=${UMA_WIRE_GEN}
+            --plugin=protoc-gen-grpc=${UMA_GRPC_CPP_PLUGIN}
+            ${PROJECT_SOURCE_DIR}/actors/remote/wire/${proto}.proto
+    DEPENDS ${PROJECT_SOURCE_DIR}/actors/remote/wire/${proto}.proto
+    COMMENT "uma: generating the wire's protobuf and gRPC code (actors/remote/wire/${proto}.proto)"
+    VERBATIM)
+  list(APPEND UMA_WIRE_OUT ${out})
+endforeach()
 
 # The generated code: a library of its own, built without uma's warning flags (it is protoc's
 # code, not uma's). Included as <remote.pb.h> / <remote.grpc.pb.h> by actors/remote/wire/ only.

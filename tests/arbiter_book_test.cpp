@@ -188,6 +188,31 @@ TEST_F(ArbiterBook, AnIdleMemberLendsAndIsReclaimedWhenBusy) {
   EXPECT_EQ(sent[0].budget_bytes, 576 * MiB);
 }
 
+TEST_F(ArbiterBook, TheOperatorRaisingAPriorityLiftsTheMembersThereAtOnce) {
+  a_ = book_.join("uid 1", "a", {claim(GiB)}, t0);
+  static_cast<void>(grants());
+  b_ = book_.join("uid 2", "b", {claim(GiB)}, t0);
+  const auto shrink = grants();
+  ASSERT_EQ(shrink.size(), 2u);  // b's first grant (0 bytes), a's shrink to half
+  ASSERT_TRUE(shrink[1].shrink);
+  book_.evicted(a_, "uid 1", 0, shrink[1].sequence, 512 * MiB, t0);
+  static_cast<void>(grants());
+  ASSERT_EQ(row(b_).granted_bytes, 512 * MiB);
+  // The operator gives b's tenant priority 3: b's want is met first, a shrinks to what is left.
+  book_.set_policy("uid 2/b", 0, arbiter_policy{0, 3, 1}, t0 + 1s);
+  EXPECT_EQ(row(b_).claim.priority, 3u);
+  auto sent = grants();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].member, a_);
+  EXPECT_TRUE(sent[0].shrink);
+  EXPECT_EQ(sent[0].budget_bytes, 0u);
+  book_.evicted(a_, "uid 1", 0, sent[0].sequence, 0, t0 + 2s);
+  sent = grants();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].member, b_);
+  EXPECT_EQ(sent[0].budget_bytes, GiB);
+}
+
 TEST_F(ArbiterBook, RefusedCallsChangeNothing) {
   book_.set_policy("uid 1/a", 0, arbiter_policy{64 * MiB, 2, 4}, t0);
   two_members_contend();

@@ -2,13 +2,6 @@
 
 #include <uma/actors/remote/remote_client.hpp>
 
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <charconv>
-#include <cstring>
 #include <future>
 #include <thread>
 
@@ -16,96 +9,13 @@
 
 #include <remote.grpc.pb.h>
 
+#include <uma/actors/remote/detail/remote_channel.hpp>
 #include <uma/actors/remote/detail/remote_checks.hpp>
 #include <uma/actors/remote/wire/detail/wire_convert.hpp>
-#include <uma/actors/remote/wire/detail/wire_tls.hpp>
 
 namespace uma {
 
 namespace w = wire::v1;
-
-namespace {
-
-[[noreturn]] void connect_failed(const std::string& address, const std::string& why) {
-  raise(errc::backend_error, "cannot reach the uma server at " + address + ": " + why);
-}
-
-/// The uma error a failed call stands for: the server's own (its code in "uma-errc"), or what
-/// the transport says about the server.
-[[noreturn]] void throw_status(const grpc::ClientContext& ctx, const grpc::Status& s,
-                               const std::string& address, std::chrono::milliseconds timeout) {
-  const auto& trailers = ctx.GetServerTrailingMetadata();
-  if (auto it = trailers.find("uma-errc"); it != trailers.end()) {
-    int code = 0;
-    const auto text = it->second;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), code);
-    if (ec == std::errc{} && end == text.data() + text.size() && code >= 1 &&
-        code < static_cast<int>(errc_slots))
-      throw error(static_cast<errc>(code), s.error_message());
-  }
-  switch (s.error_code()) {
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      raise(errc::timeout, "no reply from the uma server at " + address + " within " +
-                               std::to_string(timeout.count()) + " ms");
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::CANCELLED:
-      raise(errc::allocator_stopped,
-            "the uma server at " + address + " went down (" + s.error_message() + ")");
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      raise(errc::quota_exceeded, "the uma server at " + address + ": " + s.error_message());
-    default:
-      raise(errc::backend_error, "the uma server at " + address + " failed the call (" +
-                                     std::to_string(s.error_code()) + ": " + s.error_message() +
-                                     ")");
-  }
-}
-
-/// True when `address` is a Unix socket a server listens on whose backlog is full (or that takes
-/// a connection now): a connection that failed there may be tried again. False for TCP, and when
-/// nothing listens there.
-[[nodiscard]] bool busy_unix_server(const std::string& address) {
-  if (!address.starts_with("unix:"))
-    return false;
-  const auto path = address.substr(5);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path)
-    return false;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (probe < 0)
-    return false;
-  const bool busy = ::connect(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 ||
-                    errno == EAGAIN;
-  ::close(probe);
-  return busy;
-}
-
-[[nodiscard]] std::shared_ptr<grpc::Channel> open_channel(const std::string& target,
-                                                          const remote_client_options& o) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 << 20);
-  if (target.starts_with("unix:")) {
-    // A server whose backlog another uid's connect flood keeps full refuses a connection now
-    // and takes the next: try again soon (gRPC's default waits a second first).
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-    return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-  }
-  if (!o.tls.enabled())
-    raise(errc::invalid_argument,
-          "remote_client: " + target +
-              " is a TCP address, which the server serves over mutual TLS only: give "
-              "--tls-cert, --tls-key and --tls-ca (or connect to its unix: socket)");
-  const auto pem = detail::load_pem_credentials(o.tls);
-  if (!o.tls_server_name.empty())
-    args.SetSslTargetNameOverride(o.tls_server_name);
-  return grpc::CreateCustomChannel(target, grpc::SslCredentials({pem.ca, pem.key, pem.certificate}),
-                                   args);
-}
-
-}  // namespace
 
 struct remote_client::impl {
   std::shared_ptr<grpc::Channel> channel;
@@ -122,7 +32,7 @@ struct remote_client::impl {
     Rep rep;
     const auto status = ((*stub).*method)(&ctx, req, &rep);
     if (!status.ok())
-      throw_status(ctx, status, address, timeout);
+      detail::throw_status(ctx, status, address, timeout);
     return rep;
   }
 
@@ -153,26 +63,8 @@ struct remote_client::impl {
     }
     const auto status = reader->Finish();
     if (!status.ok())
-      throw_status(ctx, status, address, timeout);
+      detail::throw_status(ctx, status, address, timeout);
     return all;
-  }
-
-  /// Waits (bounded) for the channel to connect; fails at the first failed attempt (nothing
-  /// listens, the connection is refused, the TLS handshake fails) rather than retrying.
-  void await_ready(const std::string& address, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::system_clock::now() + timeout;
-    auto state = channel->GetState(true);
-    while (state != GRPC_CHANNEL_READY) {
-      if (state == GRPC_CHANNEL_SHUTDOWN ||
-          (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !busy_unix_server(address)))
-        connect_failed(address,
-                       "the connection failed (nothing listens there, it was refused, "
-                       "or the TLS handshake failed)");
-      if (!channel->WaitForStateChange(state, deadline))
-        connect_failed(address,
-                       "nothing answered within " + std::to_string(timeout.count()) + " ms");
-      state = channel->GetState(true);
-    }
   }
 
   /// Opens the session's stream and reads its first event (the key) within `timeout`: the read
@@ -184,14 +76,15 @@ struct remote_client::impl {
     if (read.wait_for(timeout) != std::future_status::ready) {
       session_ctx.TryCancel();
       read.wait();
-      connect_failed(address, "no session within " + std::to_string(timeout.count()) + " ms");
+      detail::connect_failed(address,
+                             "no session within " + std::to_string(timeout.count()) + " ms");
     }
     if (!read.get()) {
       const auto status = session->Finish();
       try {
-        throw_status(session_ctx, status, address, timeout);
+        detail::throw_status(session_ctx, status, address, timeout);
       } catch (const error& e) {
-        connect_failed(address, std::string("cannot open a session: ") + e.what());
+        detail::connect_failed(address, std::string("cannot open a session: ") + e.what());
       }
     }
     return detail::from_wire(first.key());
@@ -208,9 +101,9 @@ struct remote_client::impl {
 
 remote_client::remote_client(std::string target, remote_client_options options)
     : address_(target), timeout_(options.timeout), impl_(std::make_unique<impl>()) {
-  impl_->channel = open_channel(target, options);
+  impl_->channel = detail::open_channel(target, options);
   impl_->stub = w::Remote::NewStub(impl_->channel);
-  impl_->await_ready(address_, timeout_);
+  detail::await_ready(*impl_->channel, address_, timeout_);
   session_ = impl_->open(address_, timeout_);
 }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include <uma/sys/renamed_field.hpp>
 
 namespace uma {
+
+class arbiter;
 
 /// The bounds of a wire server (docs/distributed.md "Bounds"). Every one is on by default.
 struct wire_limits {
@@ -107,6 +110,9 @@ struct wire_server_config {
   /// the process.
   operator_key operator_secret{};
   wire_limits limits{};
+  /// The node's arbiter (actors/remote/arbiter/arbiter.hpp), served as uma.wire.v1.Arbiter on
+  /// the same listeners; null: the node has none (its calls answer UNIMPLEMENTED).
+  std::shared_ptr<uma::arbiter> arbiter{};
   /// Connection refusals and listener events; may be called from gRPC's threads.
   std::function<void(const std::string&)> log{};
 };

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include <uma/actors/remote/arbiter/detail/arbiter_service.hpp>
 #include <uma/actors/remote/detail/remote_checks.hpp>
 #include <uma/actors/remote/wire/detail/connection_guards.hpp>
 #include <uma/actors/remote/wire/detail/tls_front.hpp>
@@ -114,6 +115,7 @@ struct wire_server::impl {
   log_limiter peer_log;  // refusals and closures of connections
   detail::connection_guards guards;
   detail::wire_service service;
+  std::unique_ptr<detail::arbiter_service> arbiter;
   grpc::ResourceQuota quota{"uma wire"};
   std::unique_ptr<grpc::Server> server;
   std::atomic<std::uint64_t> refused_connections{0};
@@ -131,6 +133,10 @@ struct wire_server::impl {
     grpc::ServerBuilder builder;
     apply_limits(builder, quota, config.limits);
     builder.RegisterService(&service);
+    if (config.arbiter) {
+      arbiter = std::make_unique<detail::arbiter_service>(config.arbiter, table);
+      builder.RegisterService(arbiter.get());
+    }
     server = builder.BuildAndStart();
     if (!server)
       raise(errc::backend_error, "wire server: gRPC could not start a server");

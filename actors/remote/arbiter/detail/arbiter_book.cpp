@@ -278,7 +278,8 @@ void arbiter_book::set_policy(const std::string& tenant, int device, arbiter_pol
     raise(errc::invalid_argument,
           what + " is given a minimum of " + to_string(policy.min_bytes) + " bytes on device " +
               to_string(device) + ", above its total of " + to_string(total->second) + " bytes");
-  // Capping only lowers the members' minimums: those admitted still fit.
+  // The operator's word on priority and weight is final for the members there now; a minimum is
+  // only capped (one a member did not ask for is not imposed), so those admitted still fit.
   policies_[{tenant, device}] = policy;
   for (auto& [id, m] : members_) {
     const auto it = m.shares.find(device);
@@ -286,8 +287,8 @@ void arbiter_book::set_policy(const std::string& tenant, int device, arbiter_pol
       continue;
     auto& c = it->second.claim;
     c.min_bytes = std::min(c.min_bytes, policy.min_bytes);
-    c.priority = std::min(c.priority, policy.priority);
-    c.weight = std::min(c.weight, policy.weight);
+    c.priority = policy.priority;
+    c.weight = policy.weight;
   }
   const auto why = "policy of '" + tenant + "' on device " + to_string(device) + ": minimum " +
                    to_string(policy.min_bytes) + " bytes, priority " + to_string(policy.priority) +

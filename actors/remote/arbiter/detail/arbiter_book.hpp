@@ -60,8 +60,9 @@ class arbiter_book {
                std::uint64_t sequence, std::uint64_t resident, time_point now);
   /// Member `member` is gone (its connection ended): its bytes are free at once.
   void leave(std::uint64_t member, const std::string& why, time_point now);
-  /// The operator's policy for tenant `tenant` ("<identity>/<name>") on `device`; members of it
-  /// are capped to it from now on (a lowered minimum or priority applies at once).
+  /// The operator's policy for tenant `tenant` ("<identity>/<name>") on `device`: the most a
+  /// member of it may ask at join. Members there now take its priority and weight (the
+  /// operator's word is final) and have their minimums capped to it, at once.
   void set_policy(const std::string& tenant, int device, arbiter_policy policy, time_point now);
   /// The operator changes a device's total. Refused (quota_exceeded, nothing changed) below the
   /// members' minimums together; a lower total shrinks members as any decision does.

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <utility>
 
@@ -243,6 +244,16 @@ void unix_listener::drop(const handle& c) {
   by_fd_.erase(c->pipe->inner());
   c->pipe.reset();  // closes both sockets; epoll forgets them with the close
   table_.remove(c->theirs, c->inode);
+}
+
+std::optional<peer_identity> identify_peer(const peer_table& table, const std::string& peer) {
+  if (!peer.starts_with("fd:"))
+    return std::nullopt;
+  int fd = -1;
+  const auto [end, ec] = std::from_chars(peer.data() + 3, peer.data() + peer.size(), fd);
+  if (ec != std::errc{} || end != peer.data() + peer.size())
+    return std::nullopt;
+  return table.find(fd);
 }
 
 }  // namespace uma::detail

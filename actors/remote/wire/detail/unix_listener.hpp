@@ -55,9 +55,15 @@ class peer_table {
     peer_identity who;
     std::optional<uid_t> uid;
   };
+
   mutable std::mutex mutex_;
   std::map<int, entry> entries_;
 };
+
+/// The identity of the connection gRPC names `peer` ("fd:N": every connection gRPC serves was
+/// handed to it as a socket by uma), from `table`; nullopt when the table names none.
+[[nodiscard]] std::optional<peer_identity> identify_peer(const peer_table& table,
+                                                         const std::string& peer);
 
 /// One listening Unix socket and its thread, which accepts the connections and moves their
 /// bytes.

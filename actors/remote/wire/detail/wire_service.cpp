@@ -1,7 +1,6 @@
 #include <uma/actors/remote/wire/detail/wire_service.hpp>
 
 #include <algorithm>
-#include <charconv>
 
 #include <uma/actors/remote/detail/remote_sessions.hpp>
 #include <uma/actors/remote/wire/detail/snapshot_stream.hpp>
@@ -20,16 +19,7 @@ wire_service::wire_service(caf::actor_system& sys, remote_allocator_actor gatewa
       in_flight_(config.limits.max_in_flight, config.limits.max_in_flight_per_identity) {}
 
 std::optional<peer_identity> wire_service::identify(ctx* c) const {
-  // Every connection gRPC serves was handed to it as a socket by uma (a Unix-socket one, or a
-  // TLS one after uma's front ended its handshake): its peer is "fd:N".
-  const auto peer = c->peer();
-  if (!peer.starts_with("fd:"))
-    return std::nullopt;
-  int fd = -1;
-  const auto [end, ec] = std::from_chars(peer.data() + 3, peer.data() + peer.size(), fd);
-  if (ec != std::errc{} || end != peer.data() + peer.size())
-    return std::nullopt;
-  return table_.find(fd);
+  return identify_peer(table_, c->peer());
 }
 
 template <class Body>
