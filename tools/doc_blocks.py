@@ -268,6 +268,7 @@ INCLUDES = """#include <algorithm>
 #include <uma/actors/client.hpp>
 #include <uma/actors/managed_allocator.hpp>
 #include <uma/actors/metrics/metrics_endpoint.hpp>
+#include <uma/actors/remote/arbiter/arbiter_member.hpp>
 #include <uma/actors/remote/remote_client.hpp>
 #include <uma/actors/scheduler_tuning.hpp>
 #include <uma/memory/copy.hpp>
@@ -486,7 +487,7 @@ def run_transcript(block, scratch, env):
 # (`{socket}`; the operator socket is beside it, "{socket}.operator") and a metrics endpoint on
 # port 0 (a free one; the server prints what it got).
 SERVE_ARGS = ["serve", "--socket", "{socket}", "--backend", "host", "--quota", "1073741824",
-              "--metrics", "127.0.0.1:0"]
+              "--metrics", "127.0.0.1:0", "--arbiter-total", "0:4000000000"]
 SERVE_DEADLINE_S = 60
 # A Unix socket's path must fit sockaddr_un.sun_path (108 bytes with its terminating zero).
 SOCKET_PATH_MAX = 107

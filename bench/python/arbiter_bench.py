@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+"""One GPU, many processes under one `uma serve` with an arbiter (issue 37; docs/distributed.md
+"One GPU, many processes"): an inference process (a GPT-2-shaped transformer from its config,
+decoding at a fixed batch) with priority, and a training process (a GPT-2-shaped model with
+AdamW) that wants more than the rest of the budget. Both run under uma_torch.install() and join
+the node's arbiter; the budgets emulate a smaller device (the sum of managed allocations stays
+far below the card's free memory, ../shared/GPU.md).
+
+Rows: each alone with the whole budget; both at once with static halves; both under the
+arbiter, where the training process asks for 20 GB more mid-run and the inference process is
+SIGKILLed mid-run; and a move: the trainer holds the budget, the inference process joins with
+priority and the trainer must evict (contents kept) before the bytes are granted.
+
+    UMA_LIBRARY=.../libuma_c.so python3 bench/python/arbiter_bench.py --uma-bin .../uma \
+        [--total-gb 24] [--seconds 20] [--json out.json]
+
+Prints each row's throughputs, the ratios against the isolated rows of the same run, the moves'
+times against the target (B / 45 GB/s + 50 ms), the regrant time after the kill and whether any
+process ran out of memory; the arbiter's report (its ledger) is appended to the JSON.
+"""
+
+import argparse
+import json
+import os
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+GB = 10**9
+
+
+# -- the worker processes -----------------------------------------------------------------------
+
+def emit(**fields):
+    fields["t"] = time.time()
+    print(json.dumps(fields), flush=True)
+
+
+def join(args, name, min_bytes, wanted):
+    import uma_torch
+    member = uma_torch.join_arbiter(args.target, name, device=0, min_bytes=min_bytes,
+                                    wanted_bytes=wanted, priority=args.priority)
+    emit(event="joined", budget=member.budget(0))
+    return member
+
+
+def watch(member, last):
+    """Emits the budget when it changed since `last`; returns the budget now."""
+    now = member.budget(0)
+    if now != last:
+        emit(event="budget", budget=now)
+    return now
+
+
+def infer_worker(args):
+    import torch
+    import uma_torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    uma_torch.install()
+    member = join(args, "infer", args.min_bytes, args.wanted_bytes)
+    config = GPT2Config(n_layer=args.layers, n_embd=args.width, n_head=args.width // 128,
+                        n_positions=4096, vocab_size=32000)
+    model = GPT2LMHeadModel(config).half().cuda().eval()
+    tokens = torch.randint(0, 32000, (args.batch, 1), device="cuda")
+    emit(event="ready")
+    budget, past, start = member.budget(0), None, time.time()
+    with torch.no_grad():
+        while time.time() - start < args.seconds:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(16):
+                out = model(input_ids=tokens, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                tokens = out.logits[:, -1:].argmax(-1)
+                if past[0][0].shape[2] >= 1024:
+                    past = None
+            torch.cuda.synchronize()
+            emit(event="step", tokens=16 * args.batch, ms=(time.perf_counter() - t0) * 1e3)
+            budget = watch(member, budget)
+    emit(event="done", spilled=uma_torch.spilled_bytes())
+
+
+def train_worker(args):
+    import torch
+    import uma_torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    uma_torch.install()
+    member = join(args, "train", args.min_bytes, args.wanted_bytes)
+    config = GPT2Config(n_layer=args.layers, n_embd=args.width, n_head=args.width // 128,
+                        n_positions=1024, vocab_size=32000)
+    model = GPT2LMHeadModel(config).cuda().train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    data = torch.randint(0, 32000, (args.batch, 512), device="cuda")
+    emit(event="ready")
+    budget, start, asked = member.budget(0), time.time(), False
+    while time.time() - start < args.seconds:
+        if args.ask_more_after and not asked and time.time() - start >= args.ask_more_after:
+            member.want(args.wanted_bytes + args.ask_more_bytes, device=0)
+            emit(event="asked", wanted=args.wanted_bytes + args.ask_more_bytes)
+            asked = True
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = model(input_ids=data, labels=data).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        emit(event="step", ms=(time.perf_counter() - t0) * 1e3, loss=float(loss))
+        budget = watch(member, budget)
+    emit(event="done", spilled=uma_torch.spilled_bytes())
+
+
+def worker_main(args):
+    try:
+        (infer_worker if args.worker == "infer" else train_worker)(args)
+    except Exception as error:  # an out-of-memory error is a result, not a crash of the bench
+        emit(event="error", error=f"{type(error).__name__}: {str(error).splitlines()[0][:300]}",
+             oom="out of memory" in str(error).lower())
+        sys.exit(1)
+
+
+# -- the orchestration ---------------------------------------------------------------------------
+
+class Node:
+    """`uma serve` with an arbiter on a private socket."""
+
+    def __init__(self, uma_bin, folder, total, policies, deadline_ms=20000):
+        self.socket = os.path.join(folder, "uma.sock")
+        argv = [uma_bin, "serve", "--socket", self.socket, "--arbiter-total", f"0:{total}",
+                "--arbiter-deadline", str(deadline_ms)]
+        for p in policies:
+            argv += ["--arbiter-policy", p]
+        self.log = open(os.path.join(folder, "serve.log"), "a")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        first = self.proc.stdout.readline()
+        if "listening" not in first:
+            raise SystemExit(f"uma serve did not start: {first!r} (see {self.log.name})")
+        self.target = "unix:" + self.socket
+        self.uma_bin = uma_bin
+
+    def report(self):
+        done = subprocess.run([self.uma_bin, "budgets", "--connect", self.target + ".operator",
+                               "--json"], capture_output=True, text=True, timeout=30)
+        return json.loads(done.stdout) if done.returncode == 0 else {"error": done.stderr}
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+class Worker:
+    def __init__(self, args, node, kind, min_bytes, wanted, priority, seconds, extra=()):
+        shape = args.infer_shape if kind == "infer" else args.train_shape
+        layers, width, batch = (int(x) for x in shape.split("x"))
+        argv = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--target",
+                node.target, "--min-bytes", str(min_bytes), "--wanted-bytes", str(wanted),
+                "--priority", str(priority), "--seconds", str(seconds), "--layers", str(layers),
+                "--width", str(width), "--batch", str(batch), *extra]
+        self.kind = kind
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.events = []
+
+    def poll(self, timeout=0.05):
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        while ready:
+            line = self.proc.stdout.readline()
+            if not line:
+                return
+            try:
+                self.events.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0)
+
+    def seen(self, event):
+        return any(e["event"] == event for e in self.events)
+
+    def wait_for(self, event, timeout=300):
+        end = time.time() + timeout
+        while time.time() < end and not self.seen(event) and self.proc.poll() is None:
+            self.poll(0.1)
+        self.poll(0)
+        return self.seen(event)
+
+    def finish(self, timeout=600):
+        end = time.time() + timeout
+        while self.proc.poll() is None and time.time() < end:
+            self.poll(0.2)
+        self.poll(0)
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def throughput(self, since=None, until=None):
+        steps = [e for e in self.events if e["event"] == "step" and
+                 (since is None or e["t"] >= since) and (until is None or e["t"] <= until)]
+        steps = steps[2:] if since is None else steps  # the first steps warm up
+        if not steps:
+            return None
+        if self.kind == "infer":
+            return statistics.median(s["tokens"] / s["ms"] * 1e3 for s in steps)
+        return statistics.median(1e3 / s["ms"] for s in steps)
+
+    def oom(self):
+        return any(e["event"] == "error" and e.get("oom") for e in self.events)
+
+    def errors(self):
+        return [e["error"] for e in self.events if e["event"] == "error"]
+
+
+def run_until_done(*workers):
+    while any(w.proc.poll() is None for w in workers):
+        for w in workers:
+            w.poll(0.05)
+    for w in workers:
+        w.finish()
+
+
+def budget_times(worker):
+    return [(e["t"], e["budget"]) for e in worker.events if e["event"] in ("joined", "budget")]
+
+
+def decisions(report):
+    return report.get("decisions", []) if isinstance(report, dict) else []
+
+
+def row_alone(args, folder, kind):
+    node = Node(args.uma_bin, folder, args.total, [f"uid {os.getuid()}/infer:0:0:10:1"])
+    try:
+        w = Worker(args, node, kind, 0, args.total, 10 if kind == "infer" else 0, args.seconds)
+        run_until_done(w)
+        return {"row": f"{kind} alone", "throughput": w.throughput(), "oom": w.oom(),
+                "errors": w.errors(), "report": node.report()}
+    finally:
+        node.stop()
+
+
+def overlap(a, b):
+    """The window in which both workers ran their steps."""
+    ready = max(next(e["t"] for e in w.events if e["event"] == "ready") for w in (a, b))
+    done = min(next((e["t"] for e in w.events if e["event"] in ("done", "error")), time.time())
+               for w in (a, b))
+    return ready + 2, done
+
+
+def row_static(args, folder):
+    half = args.total // 2
+    uid = os.getuid()
+    node = Node(args.uma_bin, folder, args.total,
+                [f"uid {uid}/infer:0:{half}:0:1", f"uid {uid}/train:0:{half}:0:1"])
+    try:
+        infer = Worker(args, node, "infer", half, half, 0, args.seconds + 20)
+        infer.wait_for("ready")
+        train = Worker(args, node, "train", half, half, 0, args.seconds)
+        run_until_done(infer, train)
+        since, until = overlap(infer, train)
+        return {"row": "static halves", "infer": infer.throughput(since, until),
+                "train": train.throughput(since, until), "oom": infer.oom() or train.oom(),
+                "errors": infer.errors() + train.errors(), "report": node.report()}
+    finally:
+        node.stop()
+
+
+def row_arbiter(args, folder):
+    uid = os.getuid()
+    node = Node(args.uma_bin, folder, args.total, [f"uid {uid}/infer:0:{args.infer_need}:10:1"])
+    try:
+        infer = Worker(args, node, "infer", args.infer_need, args.infer_need, 10, 3 * args.seconds)
+        infer.wait_for("ready")
+        train = Worker(args, node, "train", 0, args.total, 0, 2 * args.seconds,
+                       ["--ask-more-after", str(args.seconds / 2), "--ask-more-bytes",
+                        str(args.ask_more)])
+        train.wait_for("ready")
+        start = time.time()
+        while time.time() - start < args.seconds:
+            infer.poll(0.1)
+            train.poll(0.0)
+        before = node.report()
+        killed = time.time()
+        infer.proc.send_signal(signal.SIGKILL)
+        budget_before = max(b for t, b in budget_times(train) if t <= killed) \
+            if budget_times(train) else 0
+        run_until_done(infer, train)
+        regrant = next((t - killed for t, b in budget_times(train)
+                        if t > killed and b > budget_before), None)
+        infer_budgets = [b for t, b in budget_times(infer)]
+        return {"row": "arbiter: infer priority, train wants more (+20 GB mid-run), infer killed",
+                "infer": infer.throughput(start, killed),
+                "train_beside_infer": train.throughput(start, killed),
+                "train_after_kill": train.throughput(killed + 1, None),
+                "regrant_s": regrant, "train_budget_before_kill": budget_before,
+                "infer_budgets": infer_budgets, "oom": train.oom(),
+                "errors": train.errors(), "report_before_kill": before,
+                "report": node.report()}
+    finally:
+        node.stop()
+
+
+def row_move(args, folder):
+    uid = os.getuid()
+    node = Node(args.uma_bin, folder, args.total, [f"uid {uid}/infer:0:{args.infer_need}:10:1"])
+    try:
+        train = Worker(args, node, "train", 0, args.total, 0, 3 * args.seconds)
+        train.wait_for("ready")
+        t_end = time.time() + args.seconds / 2
+        while time.time() < t_end:
+            train.poll(0.1)
+        infer = Worker(args, node, "infer", args.infer_need, args.infer_need, 10, args.seconds)
+        run_until_done(infer, train)
+        report = node.report()
+        return {"row": "move: the trainer holds the budget, infer joins with priority",
+                "decisions": decisions(report), "report": report,
+                "infer": infer.throughput(), "oom": train.oom() or infer.oom(),
+                "errors": train.errors() + infer.errors()}
+    finally:
+        node.stop()
+
+
+def arguments():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--worker", choices=("infer", "train"))
+    p.add_argument("--target")
+    p.add_argument("--min-bytes", type=int, default=0)
+    p.add_argument("--wanted-bytes", type=int, default=0)
+    p.add_argument("--priority", type=int, default=0)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--width", type=int)
+    p.add_argument("--batch", type=int)
+    p.add_argument("--ask-more-after", type=float, default=0)
+    p.add_argument("--ask-more-bytes", type=int, default=0)
+    p.add_argument("--uma-bin")
+    p.add_argument("--total-gb", type=float, default=24)
+    p.add_argument("--infer-need-gb", type=float, default=6)
+    p.add_argument("--ask-more-gb", type=float, default=20)
+    p.add_argument("--infer-shape", default="24x2048x32", help="LAYERSxWIDTHxBATCH")
+    p.add_argument("--train-shape", default="24x2048x4", help="LAYERSxWIDTHxBATCH")
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--rows", default="alone,static,arbiter,move")
+    p.add_argument("--json")
+    args = p.parse_args()
+    args.total = int(args.total_gb * GB)
+    args.infer_need = int(args.infer_need_gb * GB)
+    args.ask_more = int(args.ask_more_gb * GB)
+    return args
+
+
+def summarize(rows):
+    alone = {r["row"].split()[0]: r["throughput"] for r in rows if r["row"].endswith("alone")}
+    for r in rows:
+        line = {k: v for k, v in r.items() if not k.startswith("report") and k != "decisions"}
+        for kind in ("infer", "train"):
+            if isinstance(r.get(kind), (int, float)) and alone.get(kind):
+                line[f"{kind}_vs_alone"] = round(r[kind] / alone[kind], 3)
+        print(json.dumps(line), flush=True)
+
+
+def main():
+    args = arguments()
+    if args.worker:
+        return worker_main(args)
+    if not args.uma_bin:
+        raise SystemExit("arbiter_bench: --uma-bin names the uma executable")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="uma-arbiter-bench-") as folder:
+        wanted = args.rows.split(",")
+        if "alone" in wanted:
+            rows += [row_alone(args, folder, "infer"), row_alone(args, folder, "train")]
+        if "static" in wanted:
+            rows.append(row_static(args, folder))
+        if "arbiter" in wanted:
+            rows.append(row_arbiter(args, folder))
+        if "move" in wanted:
+            rows.append(row_move(args, folder))
+        summarize(rows)
+        with open(os.path.join(folder, "serve.log")) as log:
+            serve_log = log.read()[-20000:]
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"rows": rows, "serve_log": serve_log}, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
