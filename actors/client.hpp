@@ -239,8 +239,10 @@ class client {
   std::uint64_t done_with(std::vector<address_range> ranges);
   /// dead by address range.
   residency_result dead(std::vector<address_range> ranges);
-  /// The budget of `device` in force; non-zero `set_bytes` sets it first. Through a supervisor
-  /// it outlives restarts.
+  /// The budget of `device` in force; non-zero `set_bytes` sets it first. One lowered below what
+  /// is resident evicts the least recently used extents no plan holds down to it (contents
+  /// kept) before this returns; held extents stay, even above it (docs/residency.md). Through a
+  /// supervisor it outlives restarts.
   std::uint64_t device_budget(int device, std::uint64_t set_bytes = 0);
   /// Sets `tenant`'s budget on `device` (docs/residency.md "Tenants"): 0 removes it, else at
   /// most the device's memory. Returns the budget now in force. Through a supervisor it

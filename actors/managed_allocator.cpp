@@ -90,7 +90,7 @@ class managed_allocator final : public allocator_impl::base {
         [this](dead_atom, const byte_refs& refs) { return plan(detail::dead_step, refs); },
         [this](dead_ranges_atom, const ranges& r) { return plan(detail::dead_step, {}, r); },
         [this](budget_atom, int device, std::uint64_t bytes) {
-          return answer([&] { return state().residency.budget(device, bytes); });
+          return serve({}, detail::budget_step, device, bytes);
         },
         [this](tenant_budget_atom, const std::string& tenant, int device, std::uint64_t bytes) {
           return answer([&] { return state().residency.tenant_budget(tenant, device, bytes); });

@@ -4,9 +4,9 @@
 #include <new>
 #include <optional>
 #include <string>
-#include <unordered_set>
 #include <utility>
 
+#include <uma/memory/detail/residency_room.hpp>
 #include <uma/sys/error.hpp>
 
 namespace uma {
@@ -213,77 +213,61 @@ residency_account::decision residency_account::decide(std::span<const planned_re
   return out;
 }
 
-template <class Pick>
-std::vector<std::uint64_t> residency_account::evictable(const decision& plan, int device,
-                                                        Pick pick) const {
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> lru;  // (last use, id)
+detail::residency_room residency_account::room_on(int device, const decision* plan) const {
+  std::vector<detail::resident_region> on;
   for (const auto& [id, e] : entries_)
-    if (e.device == device && e.holds == 0 && !plan.next.contains(id) && pick(id, e))
-      lru.emplace_back(e.last_use, id);
-  std::sort(lru.begin(), lru.end());  // least recently used first
-  std::vector<std::uint64_t> out;
-  out.reserve(lru.size());
-  for (const auto& [use, id] : lru)
-    out.push_back(id);
-  return out;
+    if (e.device == device)
+      on.push_back({id, e.bytes, e.last_use, e.holds > 0,
+                    plan != nullptr && plan->next.contains(id), e.tenant});
+  return detail::residency_room(std::move(on));
 }
 
-template <class InScope>
-void residency_account::make_room(const decision& plan, int device, const room& r, InScope in_scope,
-                                  std::vector<std::uint64_t>& out) const {
-  std::size_t kept = r.staying;  // resident bytes in scope that cannot go: held, or in this plan
-  for (const auto& [id, e] : entries_)
-    if (e.device == device && e.holds > 0 && in_scope(e) && !plan.next.contains(id))
-      kept += e.bytes;
-  if (r.needed > r.budget || kept > r.budget - r.needed)
-    raise(errc::quota_exceeded, "will_access: the plan needs " + std::to_string(r.needed) +
-                                    " more bytes" + r.scope + " " + std::to_string(r.budget) +
-                                    " bytes with " + std::to_string(kept) +
-                                    " held by plans or by this one");
-  std::size_t resident = r.resident;
-  const std::unordered_set<std::uint64_t> chosen(out.begin(), out.end());  // by another scope
-  for (const auto id : evictable(plan, device, [&](std::uint64_t id, const entry&e) {
-         return in_scope(e) && !chosen.contains(id);
-       })) {
-    if (resident + r.needed <= r.budget)
-      break;
-    out.push_back(id);
-    resident -= entries_.at(id).bytes;
-  }
-}
-
-void residency_account::tenant_victims(const decision& plan, int device,
-                                       std::vector<std::uint64_t>& out) const {
+std::vector<detail::budget_scope> residency_account::budgets_of(const decision& plan,
+                                                                int device) const {
   std::map<std::string_view, std::pair<std::size_t, std::size_t>> parts;  // needed, staying
   for (const auto& [id, e] : plan.next)
     if (!e.tenant.empty() && places_on_device(e.effective))
       (e.device == device ? parts[e.tenant].second : parts[e.tenant].first) += e.bytes;
+  std::vector<detail::budget_scope> out;
   for (const auto& [tenant, part] : parts) {
     const auto t = tenants_.get(tenant, device);
-    if (t.budget == 0)
-      continue;
-    const auto scope = " of tenant '" + std::string(tenant) + "' on device " +
-                       std::to_string(device) + ", whose budget for it is";
-    make_room(
-        plan, device, {t.budget, t.resident, part.first, part.second, scope},
-        [tenant = tenant](const entry& e) { return e.tenant == tenant; }, out);
+    if (t.budget != 0)
+      out.push_back({t.budget, t.resident, part.first, part.second,
+                     " of tenant '" + std::string(tenant) + "' on device " +
+                         std::to_string(device) + ", whose budget for it is",
+                     tenant});
   }
+  const auto& d = devices_[static_cast<std::size_t>(device)];
+  if (d.budget != 0)  // last: it counts what the tenants' budgets evict already
+    out.push_back({d.budget, d.resident, plan.needed, plan.staying,
+                   " on device " + std::to_string(device) + ", whose budget is", std::nullopt});
+  return out;
 }
 
 std::vector<std::uint64_t> residency_account::victims(const decision& plan, int device) const {
   std::vector<std::uint64_t> out;
-  tenant_victims(plan, device, out);
-  const auto& d = devices_[static_cast<std::size_t>(device)];
-  if (d.budget == 0)
-    return out;
-  std::size_t resident = d.resident;  // less what the tenants' budgets evict already
-  for (const auto id : out)
-    resident -= entries_.at(id).bytes;
-  const auto scope = " on device " + std::to_string(device) + ", whose budget is";
-  make_room(
-      plan, device, {d.budget, resident, plan.needed, plan.staying, scope},
-      [](const entry&) { return true; }, out);
+  const auto budgets = budgets_of(plan, device);
+  if (budgets.empty())
+    return out;  // nothing to fit: no region is looked at
+  const auto room = room_on(device, &plan);
+  for (const auto& b : budgets)
+    room.make_room(b, out);
   return out;
+}
+
+residency_plan residency_account::shrink_to_budget(int device) {
+  check_device(device, "shrink_to_budget");
+  const auto& d = devices_[static_cast<std::size_t>(device)];
+  residency_plan plan;
+  if (d.budget == 0 || d.resident <= d.budget)
+    return plan;  // a budget raised, set again or never passed: nothing moves
+  std::vector<std::uint64_t> out;
+  const detail::budget_scope lowered{d.budget, d.resident, 0, 0, {}, std::nullopt};  // no plan
+  room_on(device, nullptr).evict_down(lowered, out);
+  plan.evictions.reserve(out.size());  // from here on nothing throws
+  for (const auto id : out)
+    plan.evictions.push_back(evict(id, entries_.at(id)));
+  return plan;
 }
 
 void residency_account::apply(std::uint64_t id, entry& e, int device, access_mode mode,

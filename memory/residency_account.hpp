@@ -22,6 +22,11 @@
 
 namespace uma {
 
+namespace detail {
+class residency_room;  // memory/detail/residency_room.hpp: the choice of victims
+struct budget_scope;
+}  // namespace detail
+
 /// Not thread-safe: one owner (the residency actor) calls it. Every call validates all of its
 /// input before it changes anything; a refusal throws uma::error (invalid_argument, or
 /// quota_exceeded for a plan the budget cannot hold) naming what was wrong.
@@ -35,13 +40,19 @@ class residency_account {
   void set_namer(std::function<std::string(std::uint64_t)> namer) { namer_ = std::move(namer); }
 
   [[nodiscard]] int device_count() const noexcept { return static_cast<int>(devices_.size()); }
-  /// Sets device `device`'s budget: 1 byte up to its memory. Lowering it below what is resident
-  /// evicts nothing at once; the next plan on the device evicts down to it.
+  /// Sets device `device`'s budget: 1 byte up to its memory. It moves nothing: shrink_to_budget
+  /// evicts down to a budget lowered below what is resident (as the next plan would).
   void set_budget(int device, std::size_t bytes);
+  /// The evictions that bring device `device`'s resident bytes within its budget, made now in
+  /// the account: the least recently used regions no plan holds first, each moved as a plan's
+  /// eviction would move it (its contents kept) and counted in its ledger. Held regions stay: if
+  /// they alone pass the budget, `resident` stays above it until they are done with and the next
+  /// plan evicts down to it. An empty plan when the device has no budget or is within it.
+  [[nodiscard]] residency_plan shrink_to_budget(int device);
   [[nodiscard]] device_residency device(int device) const;
-  /// Sets `tenant`'s budget on `device`: 0 removes it, else at most the device's memory. Like
-  /// the device's, a lowered budget evicts nothing at once; the tenant's next plan on the device
-  /// evicts down to it (its own least recently used regions first).
+  /// Sets `tenant`'s budget on `device`: 0 removes it, else at most the device's memory. Unlike
+  /// the device's, a lowered budget has no shrink: it evicts nothing at once, the tenant's next
+  /// plan on the device evicts down to it (its own least recently used regions first).
   void set_tenant_budget(std::string_view tenant, int device, std::size_t bytes);
   /// `tenant`'s account on `device` (all 0 for a tenant never seen).
   [[nodiscard]] device_residency tenant(std::string_view tenant, int device) const;
@@ -147,27 +158,13 @@ class residency_account {
   /// The regions to evict, least recently used first, for `plan` to fit; quota_exceeded when
   /// it cannot.
   [[nodiscard]] std::vector<std::uint64_t> victims(const decision& plan, int device) const;
-  /// The victims that keep each tenant of `plan` with a budget on `device` within it (its own
-  /// least recently used regions); quota_exceeded when a tenant's budget cannot hold its part.
-  void tenant_victims(const decision& plan, int device, std::vector<std::uint64_t>& out) const;
-  /// One budget's side of a plan: its limit, the bytes resident under it now, what the plan
-  /// adds and keeps there, and how a refusal names it (" on device 0, whose budget is").
-  struct room {
-    std::size_t budget, resident, needed, staying;
-    std::string scope;
-  };
-  /// Refuses the plan (quota_exceeded) when the bytes in scope that cannot go (held by a plan
-  /// or staying in this one) leave `r.budget` no room for `r.needed`; else appends to `out` the
-  /// least recently used regions in scope that may go (not already in `out`) until it fits.
-  /// The tenants' budgets and the device's are each one such room (tenant_victims, victims).
-  template <class InScope>
-  void make_room(const decision& plan, int device, const room& r, InScope in_scope,
-                 std::vector<std::uint64_t>& out) const;
-  /// The least recently used regions on `device` no plan holds, not in `plan`, for which
-  /// `pick(id, entry)` is true.
-  template <class Pick>
-  [[nodiscard]] std::vector<std::uint64_t> evictable(const decision& plan, int device,
-                                                     Pick pick) const;
+  /// The budgets `plan` must fit on `device`, each a room of its own (detail::residency_room):
+  /// those of the plan's tenants that have one there, then the device's, if it has one.
+  [[nodiscard]] std::vector<detail::budget_scope> budgets_of(const decision& plan,
+                                                             int device) const;
+  /// The regions resident on `device`, least recently used first; those `plan` names (if any)
+  /// stay.
+  [[nodiscard]] detail::residency_room room_on(int device, const decision* plan) const;
   /// A region's bytes arrive on / leave `device` (the device's and its tenant's resident bytes).
   void arrive(const entry& e, int device) noexcept;
   void leave(const entry& e) noexcept;

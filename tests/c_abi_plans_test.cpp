@@ -167,6 +167,26 @@ TEST_F(c_plans, APlanPastTheBudgetIsRefusedWithQuotaExceeded) {
   EXPECT_EQ(uma_free(a_, p, 0, 0, nullptr), UMA_OK);
 }
 
+TEST_F(c_plans, ALoweredBudgetEvictsUnheldPagesBeforeItReturnsAndKeepsHeldOnes) {
+  void* p = block(64 * 1024);
+  uma_range unheld{p, 4 * page};
+  uma_range held{static_cast<char*>(p) + 4 * page, 4 * page};
+  ASSERT_EQ(plan(&unheld, 1), UMA_OK);
+  ASSERT_EQ(uma_done_with(a_, &unheld, 1), UMA_OK);
+  ASSERT_EQ(plan(&held, 1), UMA_OK);
+  ASSERT_EQ(uma_set_device_budget(a_, 0, 2 * page), UMA_OK) << uma_last_error();
+  auto r = report();
+  EXPECT_EQ(r.devices[0].budget_bytes, 2 * page);
+  EXPECT_EQ(r.devices[0].resident_bytes, 4 * page);  // the held pages stay, above the budget
+  EXPECT_EQ(r.devices[0].held_bytes, 4 * page);
+  EXPECT_EQ(r.evictions, 1u);
+  EXPECT_EQ(r.to_host_bytes, 4 * page);                        // contents kept
+  ASSERT_EQ(uma_set_device_budget(a_, 0, 16 * page), UMA_OK);  // raised: nothing moves
+  EXPECT_EQ(report().evictions, 1u);
+  EXPECT_EQ(uma_done_with(a_, &held, 1), UMA_OK);
+  EXPECT_EQ(uma_free(a_, p, 0, 0, nullptr), UMA_OK);
+}
+
 TEST_F(c_plans, ASequencePlansItsStepsAheadAndEndsThem) {
   void* p = block(64 * 1024);
   uma_range steps[] = {{p, 4 * page}, {static_cast<char*>(p) + 4 * page, 4 * page}};

@@ -75,6 +75,63 @@ TEST_F(residency, EvictionTakesTheLeastRecentlyUsedRegionNoPlanHolds) {
   EXPECT_LE(account_.device(0).peak, 8 * MiB);
 }
 
+TEST_F(residency, ALoweredBudgetEvictsTheLeastRecentlyUsedUnheldRegionsAsAPlanWould) {
+  (void)use(2, policy::read_mostly, access_mode::read, 2 * MiB);  // used in the order 2, 1, 3
+  (void)use(1, policy::migrate, access_mode::read, 2 * MiB);
+  (void)use(3, policy::migrate, access_mode::read, 2 * MiB);
+  done(1);
+  done(2);
+  done(3);
+  account_.set_budget(0, 3 * MiB);
+  EXPECT_EQ(account_.device(0).resident, 6 * MiB);  // setting it moves nothing
+  const auto plan = account_.shrink_to_budget(0);
+  EXPECT_TRUE(plan.placements.empty());
+  ASSERT_EQ(plan.evictions.size(), 2u);
+  EXPECT_EQ(plan.evictions[0].region, 2u);
+  EXPECT_EQ(plan.evictions[0].kind, kind::drop_copy);  // an unwritten copy: as a plan drops it
+  EXPECT_EQ(plan.evictions[1].region, 1u);
+  EXPECT_EQ(plan.evictions[1].kind, kind::to_host);  // contents kept
+  EXPECT_EQ(account_.device(0).resident, 2 * MiB);
+  EXPECT_EQ(account_.resident_on(3), 0);
+  EXPECT_EQ(account_.ledger(1)->evictions, 1u);
+  EXPECT_EQ(account_.ledger(1)->to_host_bytes, 2 * MiB);
+  EXPECT_EQ(account_.ledger(2)->dropped_bytes, 2 * MiB);
+  EXPECT_EQ(account_.totals().evictions, 2u);
+  EXPECT_TRUE(account_.shrink_to_budget(0).evictions.empty());  // within it now
+}
+
+TEST_F(residency, ALoweredBudgetKeepsHeldRegionsEvenAboveIt) {
+  (void)use(1);
+  (void)use(2);
+  done(1);  // 2 stays held
+  account_.set_budget(0, 2 * MiB);
+  const auto plan = account_.shrink_to_budget(0);
+  ASSERT_EQ(plan.evictions.size(), 1u);
+  EXPECT_EQ(plan.evictions[0].region, 1u);
+  EXPECT_EQ(account_.device(0).resident, 4 * MiB);  // above the budget: held
+  EXPECT_EQ(account_.device(0).held, 4 * MiB);
+  EXPECT_TRUE(account_.shrink_to_budget(0).evictions.empty());  // nothing more may go
+  done(2);
+  EXPECT_EQ(account_.shrink_to_budget(0).evictions.size(), 1u);  // done with: it goes now
+  EXPECT_EQ(account_.device(0).resident, 0u);
+}
+
+TEST_F(residency, ARaisedOrUnchangedBudgetMovesNothing) {
+  (void)use(1);
+  (void)use(2);
+  done(1);
+  done(2);
+  account_.set_budget(0, 8 * MiB);  // the same
+  EXPECT_TRUE(account_.shrink_to_budget(0).evictions.empty());
+  account_.set_budget(0, 16 * MiB);
+  EXPECT_TRUE(account_.shrink_to_budget(0).evictions.empty());
+  EXPECT_TRUE(account_.shrink_to_budget(1).evictions.empty());  // no budget: nothing to fit
+  EXPECT_EQ(account_.device(0).resident, 8 * MiB);
+  EXPECT_EQ(account_.totals().evictions, 0u);
+  UMA_EXPECT_ERROR((void)account_.shrink_to_budget(2), errc::invalid_argument,
+                   "device 2 does not exist");
+}
+
 TEST_F(residency, APlanTheBudgetCannotHoldIsRefusedAndChangesNothing) {
   (void)use(1);
   (void)use(2);  // both held: 8 MiB of 8

@@ -199,5 +199,77 @@ TEST_F(residency_plans, ARestartEndsEveryPlanTheBudgetOutlivesItAndOldRefsAreRef
   EXPECT_FALSE(old_ref.valid());
 }
 
+// -- a lowered budget evicts at once (docs/residency.md "Budgets") ------------------------------
+
+/// `n` regions of `bytes` on `c`'s device 0, each planned (written) and done with in turn: the
+/// first is the least recently used.
+std::vector<byte_ref> used_in_turn(client& c, std::size_t n, std::size_t bytes) {
+  std::vector<byte_ref> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(client::erase(c.allocate<std::byte>(bytes)));
+    (void)c.will_access({out.back()}, 0, access_mode::write, residency_policy::migrate);
+    (void)c.done_with({out.back()});
+  }
+  return out;
+}
+
+TEST_F(residency_plans, ALoweredBudgetEvictsTheLeastRecentlyUsedExtentsBeforeItReplies) {
+  auto b = std::make_shared<host_backend>(emulated_devices{1, 64 * MiB});
+  auto c = one_device_config();
+  c.backend.instance = b;
+  auto uma = make_client(c);
+  (void)uma->device_budget(0, 16 * MiB);
+  const auto r = used_in_turn(*uma, 3, 4 * MiB);
+  const auto prefetches = b->counters().prefetch_calls;
+  EXPECT_EQ(uma->device_budget(0, 6 * MiB), 6 * MiB);
+  // The two least recently used went back to the host, their contents with them, before the
+  // reply: the backend made both moves already.
+  EXPECT_EQ(b->counters().prefetch_calls, prefetches + 2);
+  const auto report = uma->residency();
+  EXPECT_EQ(report.devices.at(0).budget, 6 * MiB);
+  EXPECT_EQ(report.devices.at(0).resident, 4 * MiB);
+  EXPECT_EQ(report.totals.evictions, 2u);
+  EXPECT_EQ(report.totals.to_host_bytes, 8 * MiB);
+  EXPECT_EQ(uma->attributes(r[0]).last_prefetch_location, location::host());
+  EXPECT_EQ(uma->attributes(r[1]).last_prefetch_location, location::host());
+  EXPECT_EQ(uma->attributes(r[2]).last_prefetch_location, location::device(0));
+}
+
+TEST_F(residency_plans, ALoweredBudgetKeepsHeldExtentsAndStillReplies) {
+  const auto r = used_in_turn(*uma_, 1, 4 * MiB);
+  auto held = client::erase(uma_->allocate<std::byte>(4 * MiB));
+  (void)uma_->will_access({held}, 0, access_mode::write, residency_policy::migrate);
+  EXPECT_EQ(uma_->device_budget(0, 2 * MiB), 2 * MiB);
+  const auto d = uma_->residency().devices.at(0);
+  EXPECT_EQ(d.budget, 2 * MiB);
+  EXPECT_EQ(d.resident, 4 * MiB);  // above the budget: the held extent stays
+  EXPECT_EQ(d.held, 4 * MiB);
+  EXPECT_EQ(uma_->residency().totals.evictions, 1u);  // the unheld one went
+  EXPECT_EQ(uma_->done_with({held}), 1u);
+}
+
+TEST_F(residency_plans, ARaisedOrUnchangedBudgetMovesNothing) {
+  const auto r = used_in_turn(*uma_, 2, 4 * MiB);  // kept: a freed region leaves the account
+  EXPECT_EQ(uma_->device_budget(0, 16 * MiB), 16 * MiB);
+  EXPECT_EQ(uma_->device_budget(0, 32 * MiB), 32 * MiB);
+  EXPECT_EQ(uma_->device_budget(0), 32 * MiB);
+  const auto report = uma_->residency();
+  EXPECT_EQ(report.devices.at(0).resident, 8 * MiB);
+  EXPECT_EQ(report.totals.evictions, 0u);
+}
+
+TEST_F(residency_plans, ABudgetLoweredThroughTheSupervisorEvictsBeforeItsReply) {
+  supervisor_config cfg;
+  cfg.allocator = one_device_config();
+  client supervised(sys_, cfg);
+  EXPECT_EQ(supervised.device_budget(0, 16 * MiB), 16 * MiB);
+  const auto r = used_in_turn(supervised, 3, 4 * MiB);
+  EXPECT_EQ(supervised.device_budget(0, 4 * MiB), 4 * MiB);
+  const auto report = supervised.residency();
+  EXPECT_EQ(report.devices.at(0).resident, 4 * MiB);
+  EXPECT_EQ(report.totals.evictions, 2u);
+  EXPECT_EQ(report.totals.to_host_bytes, 8 * MiB);
+}
+
 }  // namespace
 }  // namespace uma

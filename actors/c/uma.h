@@ -336,8 +336,10 @@ typedef struct uma_plan_result {
   uint32_t placements, evictions;
 } uma_plan_result;
 
-/* Budget of `device`: 1 byte up to its memory. UMA_ERR_NO_DEVICE on a backend without devices
- * (or a device id it does not have). */
+/* Budget of `device`: 1 byte up to its memory. A budget below what is resident evicts the least
+ * recently used pages no plan holds down to it (contents kept) and returns once they are moved;
+ * held pages stay, even above it. UMA_ERR_NO_DEVICE on a backend without devices (or a device
+ * id it does not have). */
 UMA_C_EXPORT uma_status uma_set_device_budget(uma_allocator* a, int device, uint64_t bytes);
 /* Plans. `out` may be NULL. A range uma did not hand out: UMA_ERR_UNKNOWN_POINTER, nothing
  * changes. A plan the budget cannot hold: UMA_ERR_QUOTA_EXCEEDED, nothing changes. */

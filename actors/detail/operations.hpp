@@ -158,6 +158,22 @@ template <class Reply, class Call, class End = nothing_to_count, class Undo = no
                    completion::enqueued, false);
 }
 
+/// `budget`: device `device`'s budget set (when `bytes` is not 0). The reply, the budget in
+/// force, once the evictions down to a lowered one have completed (the call, on the host lane:
+/// its stream waited for); at once when nothing passed it. A failed eviction is logged, as a
+/// plan's is: the reply still comes.
+[[nodiscard]] inline auto budget_step(incarnation_state& s, int device, std::uint64_t bytes) {
+  auto change = s.residency.budget(device, bytes);
+  auto& work = change.work;
+  const bool has_call = static_cast<bool>(work.evict);
+  return make_step(change.budget, has_call,
+                   [evict = std::move(work.evict), budget = change.budget](backend&) {
+                     evict();
+                     return budget;
+                   },
+                   {work.evict_lane, work.stream, completion::complete, false});
+}
+
 /// `make(s)` once the driver's counters were taken in (docs/residency.md "The ledger"): their
 /// flush is the call, on the general lane (about 10 ms, never under the guard); the attribution
 /// and `make` under the guard again. No call while the driver's counters are off.

@@ -335,10 +335,14 @@ std::uint64_t residency_core::tenant_budget(const std::string& tenant, int devic
   return account_.tenant(tenant, device).budget;
 }
 
-std::uint64_t residency_core::budget(int device, std::uint64_t bytes) {
-  if (bytes != 0)
+residency_core::budget_change residency_core::budget(int device, std::uint64_t bytes) {
+  budget_change out;
+  if (bytes != 0) {
     account_.set_budget(device, bytes);
-  return account_.device(device).budget;
+    out.work = carry_out(account_.shrink_to_budget(device), {});
+  }
+  out.budget = account_.device(device).budget;
+  return out;
 }
 
 std::string residency_core::label_of(std::uint64_t id) const {

@@ -67,8 +67,15 @@ class residency_core {
                                         std::span<const address_range> ranges);
   [[nodiscard]] residency_work dead(std::span<const byte_ref> refs,
                                     std::span<const address_range> ranges, stream_view stream);
-  /// Sets device `device`'s budget when `bytes` is not 0; returns the budget in force.
-  [[nodiscard]] std::uint64_t budget(int device, std::uint64_t bytes);
+  /// A budget set: the one in force, and the evictions down to it.
+  struct budget_change {
+    std::uint64_t budget = 0;
+    residency_work work;  ///< only `evict` (none when nothing passes the budget)
+  };
+  /// Sets device `device`'s budget when `bytes` is not 0. One lowered below what is resident
+  /// evicts down to it at once (residency_account::shrink_to_budget: the least recently used
+  /// extents no plan holds, contents kept); the work carries those evictions out.
+  [[nodiscard]] budget_change budget(int device, std::uint64_t bytes);
   /// Sets `tenant`'s budget on `device` (0 removes it); returns the budget in force.
   [[nodiscard]] std::uint64_t tenant_budget(const std::string& tenant, int device,
                                             std::uint64_t bytes);
