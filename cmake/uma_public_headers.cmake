@@ -17,8 +17,13 @@ set(UMA_PUBLIC_HEADERS
   actors/metrics/metrics_endpoint.hpp
   actors/metrics/metrics_snapshot.hpp
   actors/metrics/prometheus_text.hpp
+  actors/remote/arbiter/arbiter.hpp
+  actors/remote/arbiter/arbiter_client.hpp
+  actors/remote/arbiter/arbiter_member.hpp
+  actors/remote/arbiter/arbiter_types.hpp
   actors/remote/gateway_config.hpp
   actors/remote/remote_client.hpp
+  actors/remote/remote_client_options.hpp
   actors/remote/remote_gateway.hpp
   actors/remote/remote_tls.hpp
   actors/remote/wire/wire_config.hpp

@@ -2,7 +2,8 @@
 """uma's include rules (docs/design.md, "Rules the build checks").
 
   * Features: actors/ is cut by feature. The allocator is actors/ itself with actors/detail/;
-    actors/remote/, actors/metrics/ and actors/c/ are features of their own that build on it. A
+    actors/remote/, actors/metrics/ and actors/c/ are features of their own that build on it (and
+    actors/c/ on actors/remote/ too: the C ABI joins a node's arbiter). A
     library file includes the files of its own feature, the lower layers (sys/ memory/
     messages/), and of another feature only the headers outside detail/ of one it builds on:
     nothing of the allocator includes a feature built on it, and no feature reaches into
@@ -38,7 +39,7 @@ FEATURES = {
     "actors": (),
     "actors/remote": ("actors",),
     "actors/metrics": ("actors",),
-    "actors/c": ("actors",),
+    "actors/c": ("actors", "actors/remote"),  # the C ABI joins a node's arbiter
 }
 SCANNED = LAYERS + ("tools", "tests", "examples", "bench")
 SUFFIXES = (".cpp", ".hpp", ".h", ".cc", ".cu", ".cuh")

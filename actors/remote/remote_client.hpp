@@ -6,22 +6,12 @@
 #include <string>
 #include <vector>
 
+#include <uma/actors/remote/remote_client_options.hpp>
 #include <uma/actors/remote/remote_tls.hpp>
 #include <uma/messages/remote_types.hpp>
 #include <uma/sys/error.hpp>
 
 namespace uma {
-
-/// How a `remote_client` connects.
-struct remote_client_options {
-  /// How long connecting, and then each call, may take.
-  std::chrono::milliseconds timeout = std::chrono::seconds(30);
-  /// This client's certificate, key and the CA the server's certificate must chain to: required
-  /// for a TCP target (the server speaks mutual TLS only), unused on a Unix socket.
-  tls_options tls{};
-  /// The name the server's certificate must carry; empty: the target's host.
-  std::string tls_server_name{};
-};
 
 /// A blocking client of a serving node (`uma serve`) over its gRPC wire
 /// (actors/remote/wire/remote.proto, docs/distributed.md), for tools, tests and plain threads. The

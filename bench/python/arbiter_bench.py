@@ -12,7 +12,7 @@ SIGKILLed mid-run; and a move: the trainer holds the budget, the inference proce
 priority and the trainer must evict (contents kept) before the bytes are granted.
 
     UMA_LIBRARY=.../libuma_c.so python3 bench/python/arbiter_bench.py --uma-bin .../uma \
-        [--total-gb 24] [--seconds 20] [--json out.json]
+        [--total-gb 16] [--seconds 20] [--json out.json]
 
 Prints each row's throughputs, the ratios against the isolated rows of the same run, the moves'
 times against the target (B / 45 GB/s + 50 ms), the regrant time after the kill and whether any
@@ -78,7 +78,7 @@ def infer_worker(args):
                 out = model(input_ids=tokens, past_key_values=past, use_cache=True)
                 past = out.past_key_values
                 tokens = out.logits[:, -1:].argmax(-1)
-                if past[0][0].shape[2] >= 1024:
+                if past.get_seq_length() >= 512:
                     past = None
             torch.cuda.synchronize()
             emit(event="step", tokens=16 * args.batch, ms=(time.perf_counter() - t0) * 1e3)
@@ -338,10 +338,10 @@ def arguments():
     p.add_argument("--ask-more-after", type=float, default=0)
     p.add_argument("--ask-more-bytes", type=int, default=0)
     p.add_argument("--uma-bin")
-    p.add_argument("--total-gb", type=float, default=24)
+    p.add_argument("--total-gb", type=float, default=16)
     p.add_argument("--infer-need-gb", type=float, default=6)
     p.add_argument("--ask-more-gb", type=float, default=20)
-    p.add_argument("--infer-shape", default="24x2048x32", help="LAYERSxWIDTHxBATCH")
+    p.add_argument("--infer-shape", default="24x2048x16", help="LAYERSxWIDTHxBATCH")
     p.add_argument("--train-shape", default="24x2048x4", help="LAYERSxWIDTHxBATCH")
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--rows", default="alone,static,arbiter,move")

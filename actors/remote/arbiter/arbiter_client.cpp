@@ -4,8 +4,8 @@
 
 #include <arbiter.grpc.pb.h>
 
-#include <uma/actors/remote/arbiter/detail/arbiter_convert.hpp>
 #include <uma/actors/remote/detail/remote_channel.hpp>
+#include <uma/actors/remote/wire/detail/arbiter_convert.hpp>
 
 namespace uma {
 

@@ -10,8 +10,8 @@
 #include <arbiter.grpc.pb.h>
 
 #include <uma/actors/client.hpp>
-#include <uma/actors/remote/arbiter/detail/arbiter_convert.hpp>
 #include <uma/actors/remote/detail/remote_channel.hpp>
+#include <uma/actors/remote/wire/detail/arbiter_convert.hpp>
 #include <uma/sys/log.hpp>
 
 namespace uma {

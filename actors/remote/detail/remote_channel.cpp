@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include <uma/actors/remote/wire/detail/wire_tls.hpp>
+#include <uma/sys/error.hpp>
 
 namespace uma::detail {
 

@@ -10,7 +10,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <uma/actors/remote/remote_client.hpp>
+#include <uma/actors/remote/remote_client_options.hpp>
 
 namespace uma::detail {
 

@@ -1,7 +1,7 @@
-#include <uma/actors/remote/arbiter/detail/grant_stream.hpp>
+#include <uma/actors/remote/wire/detail/grant_stream.hpp>
 
-#include <uma/actors/remote/arbiter/detail/arbiter_convert.hpp>
-#include <uma/actors/remote/arbiter/detail/arbiter_service.hpp>
+#include <uma/actors/remote/wire/detail/arbiter_convert.hpp>
+#include <uma/actors/remote/wire/detail/arbiter_service.hpp>
 #include <uma/actors/remote/wire/detail/wire_call.hpp>
 
 namespace uma::detail {

@@ -1,4 +1,4 @@
-#include <uma/actors/remote/arbiter/detail/arbiter_convert.hpp>
+#include <uma/actors/remote/wire/detail/arbiter_convert.hpp>
 
 #include <algorithm>
 
