@@ -67,8 +67,7 @@ void* allocate(std::ptrdiff_t size, int device, uma_stream stream) {
   const auto after =
       ledger.allocated(device, reinterpret_cast<std::uintptr_t>(p), static_cast<std::size_t>(size),
                        reinterpret_cast<std::uintptr_t>(stream));
-  (void)uma::c::process_torch_spill().place(a, p, static_cast<std::size_t>(size), device,
-                                            after.allocated);
+  (void)uma::c::process_torch_spill().place(a, p, static_cast<std::size_t>(size), device);
   if (after.new_peak)
     sample(*a, device);
   return p;
@@ -98,6 +97,9 @@ void uma_torch_free(void* ptr, ptrdiff_t size, int device, uma_stream stream) {
   auto* a = uma::c::framework_allocator();
   if (size < 0 || a == nullptr)
     return;
+  // Forgotten first: until uma_free returns the block is PyTorch's, so no allocation can get
+  // its address and be tracked in its place.
+  uma::c::process_torch_spill().forget(device, ptr);
   if (uma_free(a, ptr, static_cast<std::size_t>(size), device, stream) == UMA_OK) {
     uma::c::process_torch_ledger().freed(device, reinterpret_cast<std::uintptr_t>(ptr),
                                          static_cast<std::size_t>(size));
@@ -118,7 +120,8 @@ void uma_torch_set_memory_fraction(double fraction, int device) {
   const auto memory = a->backend->capabilities(device).total_memory;
   const auto budget = static_cast<std::uint64_t>(fraction * static_cast<double>(memory));
   if (budget > 0 && uma_set_device_budget(a, device, budget) == UMA_OK)
-    uma::c::process_torch_spill().set_limit(device, fraction < 1.0 ? budget : 0);
+    (void)uma::c::process_torch_spill().shrink_to(
+        a, device, fraction < 1.0 ? budget : uma::c::torch_spill::no_limit);
 }
 
 uma_status uma_torch_memory_stats_json(int device, char* buffer, size_t capacity, size_t* needed) {

@@ -77,7 +77,7 @@ torch_ledger::after_allocation torch_ledger::allocated(int device, std::uintptr_
     d.requested_bytes[p].add(static_cast<std::int64_t>(size));
   }
   try {
-    live_.insert_or_assign(ptr, live_block{device, size, stream});
+    live_.insert_or_assign(ptr, live_block{device, size, stream, next_order_++});
   } catch (...) {
     // no memory for the entry: the block is counted but left out of live_json
   }
@@ -173,6 +173,21 @@ std::string torch_ledger::live_json(int device) const {
       out.push_back(boost::json::object{
           {"address", address}, {"size", block.size}, {"stream", block.stream}});
   return boost::json::serialize(out);
+}
+
+std::vector<std::pair<std::uintptr_t, std::size_t>> torch_ledger::live_blocks(int device) const {
+  std::map<std::uint64_t, std::pair<std::uintptr_t, std::size_t>> by_order;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [address, block] : live_)
+      if (block.device == device)
+        by_order.emplace(block.order, std::pair{address, block.size});
+  }
+  std::vector<std::pair<std::uintptr_t, std::size_t>> out;
+  out.reserve(by_order.size());
+  for (const auto& [order, b] : by_order)
+    out.push_back(b);
+  return out;
 }
 
 torch_ledger& process_torch_ledger() noexcept {

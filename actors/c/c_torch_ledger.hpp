@@ -11,6 +11,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace uma::c {
 
@@ -69,6 +71,9 @@ class torch_ledger {
   [[nodiscard]] std::string json(int device) const;
   /// The blocks PyTorch holds on `device`, by address: [{"address", "size", "stream"}].
   [[nodiscard]] std::string live_json(int device) const;
+  /// The same blocks as (address, size) pairs, oldest allocation first (what the spill takes
+  /// over when its first limit is set: c_torch_spill.hpp).
+  [[nodiscard]] std::vector<std::pair<std::uintptr_t, std::size_t>> live_blocks(int device) const;
 
  private:
   [[nodiscard]] bool counted(int device) const noexcept;
@@ -80,7 +85,9 @@ class torch_ledger {
     int device;
     std::size_t size;
     std::uintptr_t stream;
+    std::uint64_t order;  // allocation order (next_order_ when it was handed out)
   };
+  std::uint64_t next_order_ = 0;
   std::map<std::uintptr_t, live_block> live_;
 };
 

@@ -251,11 +251,15 @@ UMA_C_EXPORT void uma_torch_free(void* ptr, ptrdiff_t size, int device, uma_stre
 UMA_C_EXPORT void uma_torch_empty_cache(void);
 /* PyTorch's set_per_process_memory_fraction hook: the default allocator's residency budget of
  * `device` becomes fraction x the device's memory, and so does the hooks' spill limit: a block
- * handed to PyTorch while it holds more than that on the device is placed on the host and
- * mapped for the device (read over the link) instead of refused (a fraction of 1: no limit).
- * A fraction outside (0, 1] or a device the backend lacks is ignored (PyTorch checked both). */
+ * handed to PyTorch that would take the bytes it has placed on the device past that is placed
+ * on the host and mapped for the device (read over the link) instead of refused. The limit
+ * moves at once: a lowered one spills the most recently allocated blocks on the device (moved
+ * to the host, contents kept) until they fit; a raised one brings spilled blocks back, oldest
+ * first, while they fit (a fraction of 1: no limit). A fraction outside (0, 1] or a device the
+ * backend lacks is ignored (PyTorch checked both). */
 UMA_C_EXPORT void uma_torch_set_memory_fraction(double fraction, int device);
-/* The bytes of the blocks the hooks placed on the host so far (spilled), over the process. */
+/* The bytes of the blocks the hooks placed on the host so far (spilled, every spill counted:
+ * a block spilled twice counts twice), over the process. */
 UMA_C_EXPORT uint64_t uma_torch_spilled_bytes(void);
 
 /* torch.cuda.memory_stats()'s flat keys ("allocated_bytes.all.current", ...) for the hooks'
@@ -404,6 +408,70 @@ UMA_C_EXPORT uma_status uma_tier_free(uma_allocator* a, void* ptr);
  * block, a uma_malloc block), not overlapping. bytes 0: nothing, UMA_OK. */
 UMA_C_EXPORT uma_status uma_copy(uma_allocator* a, void* dst, const void* src, size_t bytes,
                                  uma_stream stream);
+
+/* -- The node's arbiter (docs/distributed.md "One GPU, many processes"; docs/c_abi.md "The
+ * node's arbiter") ------------------------------------------------------------------------------
+ * A serving node started with `uma serve --arbiter-total DEVICE:BYTES` divides each device's
+ * bytes live among the processes that join it over its socket. A member receives its budget of
+ * each device it claimed on a thread of its own and applies it to the allocator it joined with:
+ * the grant becomes the allocator's device budget (uma_set_device_budget's path: a lowered one
+ * evicts at once, least recently used first, contents kept; 0 bytes is 1 byte) and, when that
+ * allocator is the default one PyTorch's hooks use, the hooks' spill limit of the device (a
+ * lowered one spills the most recently allocated blocks to the host at once). Only then is a
+ * lowered budget acknowledged, with the bytes still resident, so the bytes reach another process
+ * once they are off the device. A revoked member (it did not evict in time) also gets a quota of
+ * what it holds: its further allocations are refused. Additions to ABI 1. */
+
+/* What this process asks of one device. Fill with uma_arbiter_claim_init, then change fields;
+ * struct_size lets it grow (an array of claims is read with claims[0].struct_size as its
+ * stride: every element must carry the same). */
+typedef struct uma_arbiter_claim {
+  uint32_t struct_size;
+  int device;            /* init: 0 */
+  uint64_t min_bytes;    /* guaranteed while a member (init: 0) */
+  uint64_t wanted_bytes; /* what it would use, at least min_bytes (init: 0) */
+  uint32_t priority;     /* higher first (init: 0); capped by the operator's policy */
+  uint32_t weight;       /* share within a priority, 1 to 1000 (init: 1) */
+  int idle;              /* 1: lends what it holds above its minimum (init: 0) */
+} uma_arbiter_claim;
+UMA_C_EXPORT void uma_arbiter_claim_init(uma_arbiter_claim* claim);
+
+/* A membership of a node's arbiter; it lasts until uma_arbiter_leave (or this process ends).
+ * Leave before destroying the allocator it joined with. The calls below are thread-safe, except
+ * uma_arbiter_leave, which must not race them. */
+typedef struct uma_arbiter uma_arbiter;
+
+/* Joins the arbiter of the node at `target` ("unix:PATH", the node's socket) as `name`, with one
+ * claim per device (`count` of them, devices of `allocator`'s backend, each once), and applies
+ * the first budgets before it returns. The arbiter's refusals come back as their status
+ * (UMA_ERR_INVALID_ARGUMENT: a name, a claim, a minimum or priority above the operator's
+ * policy; UMA_ERR_QUOTA_EXCEEDED: the minimums do not fit); a node that cannot be reached or
+ * has no arbiter is UMA_ERR_BACKEND naming the target. *out is set only on UMA_OK. */
+UMA_C_EXPORT uma_status uma_arbiter_join(uma_allocator* allocator, const char* target,
+                                         const char* name, const uma_arbiter_claim* claims,
+                                         size_t count, uma_arbiter** out);
+/* This process wants `wanted_bytes` on `device` now (at least its minimum), or is idle there
+ * (idle != 0: it lends what it holds above its minimum). The budgets that follow arrive as they
+ * come (uma_arbiter_wait_budget). */
+UMA_C_EXPORT uma_status uma_arbiter_want(uma_arbiter* member, int device, uint64_t wanted_bytes,
+                                         int idle);
+/* The budget last applied on `device` (a device this member claimed; 0 once revoked). */
+UMA_C_EXPORT uma_status uma_arbiter_budget(const uma_arbiter* member, int device, uint64_t* out);
+/* Waits up to timeout_ms until the budget applied on `device` is within [at_least, at_most];
+ * *out (may be NULL) gets the budget when it returns. UMA_ERR_TIMEOUT when it was not within
+ * them in time; UMA_ERR_ALLOCATOR_STOPPED when the membership ended (the node went down or
+ * revoked it) before. */
+UMA_C_EXPORT uma_status uma_arbiter_wait_budget(const uma_arbiter* member, int device,
+                                                uint64_t at_least, uint64_t at_most,
+                                                uint32_t timeout_ms, uint64_t* out);
+/* The arbiter's report as this process may see it, as JSON: {"member", "revoked", "ended",
+ * "devices": [{"device", "total_bytes", "held_bytes", "members": [...]}], "decisions": [...],
+ * "members", "revocations"} (docs/c_abi.md; uma_stats_json's buffer convention). */
+UMA_C_EXPORT uma_status uma_arbiter_report_json(const uma_arbiter* member, char* buffer,
+                                                size_t capacity, size_t* needed);
+/* Leaves: the node frees this member's budgets at once; the allocator keeps the budgets last
+ * applied. NULL is a no-op. */
+UMA_C_EXPORT void uma_arbiter_leave(uma_arbiter* member);
 
 #ifdef __cplusplus
 }
