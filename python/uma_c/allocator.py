@@ -5,6 +5,7 @@ import threading
 import warnings
 
 from . import binding
+from .arbiter import ArbiterCalls
 from .errors import check_status as _check
 from .plans import PlanCalls
 from .tiers import TierCalls
@@ -118,13 +119,14 @@ def _advice(advice):
     return _enum_value("advice", advice, binding.ADVICE)
 
 
-class Allocator(PlanCalls, TierCalls, TorchCalls):
+class Allocator(PlanCalls, TierCalls, TorchCalls, ArbiterCalls):
     """One uma allocator (`uma_allocator*`). Made by create() (its own, destroyed by close())
     or default() (the process-wide one PyTorch's hooks use, never destroyed from Python).
     Every method raises UmaError (UmaMemoryError for memory statuses) on a failing status.
     The residency plans (set_device_budget, will_access, done_with, dead, sequence, residency)
     come from uma_c.plans.PlanCalls; the host tier, device memory and copies (host_alloc,
-    device_alloc, tier_free, copy, has_tiers) from uma_c.tiers.TierCalls."""
+    device_alloc, tier_free, copy, has_tiers) from uma_c.tiers.TierCalls; join_arbiter (a
+    membership of the node's arbiter) from uma_c.arbiter.ArbiterCalls."""
 
     def __init__(self, lib, handle, path, owned):
         self._lib = lib
@@ -281,6 +283,7 @@ class Allocator(PlanCalls, TierCalls, TorchCalls):
             raise ValueError("uma: the process-wide default allocator is not closed from Python")
         if self._handle is None:
             return None
+        self._leave_arbiters()  # their budgets apply to this allocator: they go first
         handle, self._handle = self._handle, None
         self._devices.clear()
         report = binding.StopReport()

@@ -217,6 +217,20 @@ class ResidencyReport(ctypes.Structure):
     ]
 
 
+class ArbiterClaim(ctypes.Structure):
+    """struct uma_arbiter_claim (uma_arbiter_claim_init sets the defaults)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("device", ctypes.c_int),
+        ("min_bytes", ctypes.c_uint64),
+        ("wanted_bytes", ctypes.c_uint64),
+        ("priority", ctypes.c_uint32),
+        ("weight", ctypes.c_uint32),
+        ("idle", ctypes.c_int),
+    ]
+
+
 # Members kept for the struct's layout only: the pool policy's own slabs are gone (its small
 # requests are blocks of the block allocator, counted by live_leases), so they read 0 and the
 # JSON has no such key.
@@ -310,6 +324,23 @@ TORCH_PROTOTYPES = {
 }
 
 
+# Joining the node's arbiter (additions to ABI v1), declared where the library has them;
+# calling one it lacks raises UMA_ERR_NOT_SUPPORTED (see uma_c.arbiter.arbiter_function).
+ARBITER_PROTOTYPES = {
+    "uma_arbiter_claim_init": (None, [ctypes.POINTER(ArbiterClaim)]),
+    "uma_arbiter_join": (_st, [_vp, ctypes.c_char_p, ctypes.c_char_p,
+                               ctypes.POINTER(ArbiterClaim), ctypes.c_size_t,
+                               ctypes.POINTER(_vp)]),
+    "uma_arbiter_want": (_st, [_vp, ctypes.c_int, ctypes.c_uint64, ctypes.c_int]),
+    "uma_arbiter_budget": (_st, [_vp, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]),
+    "uma_arbiter_wait_budget": (_st, [_vp, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
+                                      ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64)]),
+    "uma_arbiter_report_json": (_st, [_vp, ctypes.c_char_p, ctypes.c_size_t,
+                                      ctypes.POINTER(ctypes.c_size_t)]),
+    "uma_arbiter_leave": (None, [_vp]),
+}
+
+
 class LibraryNotFound(OSError):
     """libuma_c.so could not be found or loaded; the message lists where uma looked."""
 
@@ -369,7 +400,7 @@ def load(path):
         raise LibraryNotFound(f"uma: {path} lacks {', '.join(missing)}: not a uma C ABI "
                               f"v{ABI_VERSION} library")
     optional = list(PLAN_PROTOTYPES.items()) + list(TIER_PROTOTYPES.items()) + \
-        list(TORCH_PROTOTYPES.items())
+        list(TORCH_PROTOTYPES.items()) + list(ARBITER_PROTOTYPES.items())
     for name, (restype, argtypes) in list(PROTOTYPES.items()) + optional:
         if name in PROTOTYPES or hasattr(lib, name):
             function = getattr(lib, name)
@@ -393,3 +424,8 @@ def has_torch_tools(lib):
     """Whether the loaded library has PyTorch's memory tools and pools (TORCH_PROTOTYPES;
     issue 36)."""
     return all(hasattr(lib, name) for name in TORCH_PROTOTYPES)
+
+
+def has_arbiter(lib):
+    """Whether the loaded library can join a node's arbiter (ARBITER_PROTOTYPES)."""
+    return all(hasattr(lib, name) for name in ARBITER_PROTOTYPES)

@@ -21,10 +21,17 @@ class UmaMemoryError(UmaError, MemoryError):
     """Out of memory or over the quota: a UmaError that `except MemoryError` also catches."""
 
 
+class UmaTimeoutError(UmaError, TimeoutError):
+    """UMA_ERR_TIMEOUT: a UmaError that `except TimeoutError` also catches (e.g.
+    ArbiterMember.wait_budget)."""
+
+
 def error_for(function, status, message):
-    """The exception for a failed call (UmaMemoryError for the two memory statuses)."""
+    """The exception for a failed call (UmaMemoryError for the two memory statuses,
+    UmaTimeoutError for UMA_ERR_TIMEOUT)."""
     name = binding.STATUS_NAMES.get(status, "")
-    kind = UmaMemoryError if name in _MEMORY_STATUSES else UmaError
+    kind = UmaMemoryError if name in _MEMORY_STATUSES else \
+        UmaTimeoutError if name == "UMA_ERR_TIMEOUT" else UmaError
     return kind(function, status, message)
 
 

@@ -9,6 +9,7 @@
         train(model, optimizer)
     with uma_torch.offload(model, budget_bytes=2 << 30), torch.no_grad():  # inference: layers
         model.generate(tokens)                                             # beyond it stream
+    member = uma_torch.join_arbiter("unix:/run/uma/uma.sock", "train", wanted_bytes=60 << 30)
 
 install() loads libuma_c.so (UMA_LIBRARY, else beside the package or on LD_LIBRARY_PATH),
 configures uma's process-wide default allocator and hands PyTorch the library's
@@ -23,6 +24,7 @@ import uma_c
 from uma_c.adapter import allocator_functions
 from uma_c import DEVICE_HOST, UmaError, UmaMemoryError
 
+from .arbiter import join_arbiter
 from .backward_step import StepInBackwardError
 from .memory import (dump_snapshot, max_memory_allocated, max_memory_reserved, memory_allocated,
                      memory_reserved, memory_snapshot, memory_stats, record_memory_history,
@@ -35,9 +37,10 @@ __version__ = uma_c.__version__  # one version for uma's packages (CHANGELOG.md)
 
 __all__ = ["InstallError", "Offload", "OffloadError", "Pool", "PoolError", "StepInBackwardError",
            "StreamedInference", "StreamingError", "UmaError", "UmaMemoryError", "advise",
-           "allocator", "discard", "dump_snapshot", "install", "is_installed", "library_path",
-           "max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved",
-           "memory_snapshot", "memory_stats", "offload", "pool", "pool_of", "pools", "prefetch",
+           "allocator", "discard", "dump_snapshot", "install", "is_installed", "join_arbiter",
+           "library_path", "max_memory_allocated", "max_memory_reserved", "memory_allocated",
+           "memory_reserved", "memory_snapshot", "memory_stats", "offload", "pool", "pool_of",
+           "pools", "prefetch",
            "quota", "record_memory_history", "reset_accumulated_memory_stats",
            "reset_peak_memory_stats", "residency", "set_quota", "spilled_bytes", "stats",
            "stats_json", "trim"]
