@@ -12,6 +12,7 @@
 #include <uma/memory/allocator_stats.hpp>
 #include <uma/memory/resource_stack_config.hpp>
 #include <uma/memory/stop_report.hpp>
+#include <uma/memory/vocabulary.hpp>
 #include <uma/sys/backend.hpp>
 
 namespace uma {
@@ -49,6 +50,10 @@ struct residency_budgets {
   std::vector<std::pair<int, std::uint64_t>> device_budgets{};
   /// Tenant budgets (docs/residency.md "Tenants"): (tenant, device, bytes).
   std::vector<std::tuple<std::string, int, std::uint64_t>> tenant_budgets{};
+  /// What a plan these budgets cannot hold gets (docs/residency.md "Overflow"): `refuse`
+  /// (quota_exceeded), or `map`: what fits is placed and the rest mapped remotely for the
+  /// device. A value that does not exist is refused at start (invalid_argument).
+  budget_overflow overflow = budget_overflow::refuse;
 };
 
 /// How one incarnation lives among its predecessors and successors: its number, how it stops,

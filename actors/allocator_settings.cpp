@@ -56,6 +56,7 @@ void allocator_settings::check(const std::vector<std::size_t>& device_memory) co
     probe.set_budget(device, bytes);
   for (const auto& [tenant, device, bytes] : residency.tenant_budgets)
     probe.set_tenant_budget(tenant, device, bytes);
+  probe.set_overflow(residency.overflow);
 }
 
 }  // namespace uma

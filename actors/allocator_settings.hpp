@@ -40,7 +40,7 @@ struct allocator_settings {
                          const std::vector<std::size_t>& device_memory);
 
   /// Throws `uma::error` (invalid_argument) when a backend whose devices have `device_memory`
-  /// bytes would refuse one of these budgets.
+  /// bytes would refuse one of these budgets, or the overflow mode does not exist.
   void check(const std::vector<std::size_t>& device_memory) const;
 };
 

@@ -49,6 +49,14 @@ void residency_account::set_budget(int device, std::size_t bytes) {
   d.budget = bytes;
 }
 
+void residency_account::set_overflow(budget_overflow mode) {
+  if (mode != budget_overflow::refuse && mode != budget_overflow::map)
+    raise(errc::invalid_argument, "overflow: budget_overflow " +
+                                      std::to_string(static_cast<int>(mode)) +
+                                      " does not exist (refuse or map)");
+  overflow_ = mode;
+}
+
 void residency_account::set_tenant_budget(std::string_view tenant, int device, std::size_t bytes) {
   check_device(device, "tenant_budget");
   tenants_.set(tenant, device, bytes);
@@ -194,21 +202,20 @@ residency_account::decision residency_account::decide(std::span<const planned_re
                                         " is held by a plan on device " + std::to_string(e.device) +
                                         " (done_with it first)");
     e.requested = r.policy;
+    e.overflowed = false;  // victims decides it again, for this plan
     // A cycle larger than the budget (the caller's sequence says so): what is not resident and
     // does not fit without evicting part of the cycle is read across the link instead.
     const bool overflows = budget != 0 && r.cycle.bytes > budget && e.device != device &&
                            cycle_kept(r.cycle) + out.needed + e.bytes > budget;
     e.effective = choose(e, mode, overflows);
-    if (places_on_device(e.effective)) {
-      if (e.device == device)
-        out.staying += e.bytes;
-      else if (e.bytes > SIZE_MAX - out.needed)
+    if (places_on_device(e.effective) && e.device != device) {
+      if (e.bytes > SIZE_MAX - out.needed)
         raise(errc::invalid_argument, "will_access: the plan's bytes overflow");
-      else
-        out.needed += e.bytes;
+      out.needed += e.bytes;
     }
     if (!out.next.emplace(r.id, std::move(e)).second)
       raise(errc::invalid_argument, "will_access: " + name_of(r.id) + " is named twice");
+    out.order.push_back(r.id);
   }
   return out;
 }
@@ -222,37 +229,26 @@ detail::residency_room residency_account::room_on(int device, const decision* pl
   return detail::residency_room(std::move(on));
 }
 
-std::vector<detail::budget_scope> residency_account::budgets_of(const decision& plan,
-                                                                int device) const {
-  std::map<std::string_view, std::pair<std::size_t, std::size_t>> parts;  // needed, staying
-  for (const auto& [id, e] : plan.next)
-    if (!e.tenant.empty() && places_on_device(e.effective))
-      (e.device == device ? parts[e.tenant].second : parts[e.tenant].first) += e.bytes;
-  std::vector<detail::budget_scope> out;
-  for (const auto& [tenant, part] : parts) {
-    const auto t = tenants_.get(tenant, device);
-    if (t.budget != 0)
-      out.push_back({t.budget, t.resident, part.first, part.second,
-                     " of tenant '" + std::string(tenant) + "' on device " +
-                         std::to_string(device) + ", whose budget for it is",
-                     tenant});
+std::vector<std::uint64_t> residency_account::victims(decision& plan, int device,
+                                                      bool may_map) const {
+  std::vector<detail::plan_part> parts;
+  parts.reserve(plan.order.size());
+  for (const auto id : plan.order) {
+    const auto& e = plan.next.at(id);
+    parts.push_back({id, e.bytes, e.tenant, places_on_device(e.effective), e.device == device});
   }
-  const auto& d = devices_[static_cast<std::size_t>(device)];
-  if (d.budget != 0)  // last: it counts what the tenants' budgets evict already
-    out.push_back({d.budget, d.resident, plan.needed, plan.staying,
-                   " on device " + std::to_string(device) + ", whose budget is", std::nullopt});
-  return out;
-}
-
-std::vector<std::uint64_t> residency_account::victims(const decision& plan, int device) const {
-  std::vector<std::uint64_t> out;
-  const auto budgets = budgets_of(plan, device);
+  auto budgets =
+      detail::plan_budgets(parts, tenants_, devices_[static_cast<std::size_t>(device)], device);
   if (budgets.empty())
-    return out;  // nothing to fit: no region is looked at
-  const auto room = room_on(device, &plan);
-  for (const auto& b : budgets)
-    room.make_room(b, out);
-  return out;
+    return {};  // nothing to fit: no region is looked at
+  auto fit = room_on(device, &plan)
+                 .fit(parts, std::move(budgets), may_map ? overflow_ : budget_overflow::refuse);
+  for (const auto id : fit.mapped) {
+    auto& e = plan.next.at(id);
+    e.effective = residency_policy::remote_map;  // apply maps it as that policy would
+    e.overflowed = true;
+  }
+  return std::move(fit.victims);
 }
 
 residency_plan residency_account::shrink_to_budget(int device) {
@@ -286,8 +282,11 @@ void residency_account::apply(std::uint64_t id, entry& e, int device, access_mod
     e.mapped = device;
     e.host_preferred = true;
   }
-  e.streamed =
-      e.requested == residency_policy::automatic && e.effective == residency_policy::remote_map;
+  // Mapped for want of room is not streamed: a later plan with room places it.
+  e.streamed = e.requested == residency_policy::automatic &&
+               e.effective == residency_policy::remote_map && !e.overflowed;
+  if (e.overflowed)
+    plan.overflow_bytes += e.bytes;
   ++e.holds;
   e.last_use = clock_;
   e.evicted_unused = false;
@@ -297,10 +296,10 @@ void residency_account::apply(std::uint64_t id, entry& e, int device, access_mod
 
 template <class Enter>
 residency_plan residency_account::admit(std::span<const planned_region> regions, int device,
-                                        access_mode mode, Enter enter) {
+                                        access_mode mode, bool may_map, Enter enter) {
   // Validation, decisions and victims on copies: nothing changes before the plan is known to fit.
   auto decided = decide(regions, device, mode);
-  const auto evicted = victims(decided, device);
+  const auto evicted = victims(decided, device, may_map);
   residency_plan plan;
   plan.evictions.reserve(evicted.size() + regions.size());
   plan.placements.reserve(regions.size());
@@ -330,7 +329,7 @@ residency_plan residency_account::will_access(std::span<const planned_region> re
     raise(errc::invalid_argument, "will_access: an access mode that is neither read nor write");
   if (regions.empty())
     raise(errc::invalid_argument, "will_access: a plan names no region");
-  return admit(regions, device, mode, [&](std::uint64_t id, entry& e, residency_plan& plan) {
+  return admit(regions, device, mode, true, [&](std::uint64_t id, entry& e, residency_plan& plan) {
     apply(id, e, device, mode, plan);
   });
 }
@@ -338,7 +337,8 @@ residency_plan residency_account::will_access(std::span<const planned_region> re
 void residency_account::check_reserve(int device, std::size_t bytes) const {
   check_device(device, "reserve");
   const planned_region fresh{.id = 0, .bytes = bytes, .policy = residency_policy::migrate};
-  static_cast<void>(victims(decide({&fresh, 1}, device, access_mode::write), device));
+  auto plan = decide({&fresh, 1}, device, access_mode::write);
+  static_cast<void>(victims(plan, device, false));  // device memory is never mapped instead
 }
 
 residency_plan residency_account::reserve(std::span<const planned_region> regions, int device) {
@@ -351,12 +351,13 @@ residency_plan residency_account::reserve(std::span<const planned_region> region
       raise(errc::invalid_argument, "reserve: " + name_of(r.id) + " is in the account already");
     r.policy = residency_policy::migrate;
   }
-  return admit(placed, device, access_mode::write, [&](std::uint64_t, entry& e, residency_plan&) {
-    arrive(e, device);  // not place(): nothing moves, and the ledger counts no move
-    e.device = device;
-    e.holds = 1;  // held for its whole life, never evicted: forget() ends it
-    e.last_use = clock_;
-  });
+  return admit(placed, device, access_mode::write, false,
+               [&](std::uint64_t, entry& e, residency_plan&) {
+                 arrive(e, device);  // not place(): nothing moves, and the ledger counts no move
+                 e.device = device;
+                 e.holds = 1;  // held for its whole life, never evicted: forget() ends it
+                 e.last_use = clock_;
+               });
 }
 
 void residency_account::done_with(std::span<const std::uint64_t> ids) {

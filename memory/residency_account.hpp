@@ -24,12 +24,12 @@ namespace uma {
 
 namespace detail {
 class residency_room;  // memory/detail/residency_room.hpp: the choice of victims
-struct budget_scope;
 }  // namespace detail
 
 /// Not thread-safe: one owner (the residency actor) calls it. Every call validates all of its
 /// input before it changes anything; a refusal throws uma::error (invalid_argument, or
-/// quota_exceeded for a plan the budget cannot hold) naming what was wrong.
+/// quota_exceeded for a plan the budget cannot hold, unless overflow is budget_overflow::map)
+/// naming what was wrong.
 class residency_account {
  public:
   /// `device_memory[d]`: the bytes of device d.
@@ -50,6 +50,10 @@ class residency_account {
   /// plan evicts down to it. An empty plan when the device has no budget or is within it.
   [[nodiscard]] residency_plan shrink_to_budget(int device);
   [[nodiscard]] device_residency device(int device) const;
+  /// What a plan the budgets cannot hold gets (budget_overflow::refuse until set): see
+  /// will_access. invalid_argument naming the value when it does not exist (nothing changes).
+  void set_overflow(budget_overflow mode);
+  [[nodiscard]] budget_overflow overflow() const noexcept { return overflow_; }
   /// Sets `tenant`'s budget on `device`: 0 removes it, else at most the device's memory. Unlike
   /// the device's, a lowered budget has no shrink: it evicts nothing at once, the tenant's next
   /// plan on the device evicts down to it (its own least recently used regions first).
@@ -77,6 +81,13 @@ class residency_account {
   /// unless a later plan names another (not empty): the moves counted so far stay with the old
   /// label, the next ones count for the new (an extent of a slab whose slot was handed out
   /// again under another label; docs/residency.md "Labels").
+  /// A plan its budgets (the device's, its tenants') cannot hold even after those evictions is
+  /// refused with quota_exceeded under budget_overflow::refuse. Under budget_overflow::map it is
+  /// not: its regions are placed in its order while they fit (a region that does not fit is
+  /// skipped, a later smaller one may still fit), the others are mapped remotely for `device`
+  /// as remote_map maps them (never resident, charged nothing) and counted in the plan's
+  /// `overflow_bytes`; a later plan with room places them (undoing the mapping first). What is
+  /// resident on `device` already stays, even when held regions pass the budget.
   [[nodiscard]] residency_plan will_access(std::span<const planned_region> regions, int device,
                                            access_mode mode);
   /// Regions of device memory (a tier: docs/design.md "Tiers") that are resident on `device`
@@ -127,6 +138,7 @@ class residency_account {
     bool written = false;  // ever written by a plan
     bool evicted_unused = false;
     bool streamed = false;        // automatic chose remote_map: it stays mapped
+    bool overflowed = false;      // mapped by this plan for want of room (budget_overflow::map)
     int mapped = -1;              // remotely mapped for this device (-1: not mapped)
     bool replica = false;         // resident as a read-mostly copy (its eviction drops it)
     bool host_preferred = false;  // its preferred location is the host (advised by a move)
@@ -138,30 +150,30 @@ class residency_account {
     std::string tenant;
   };
 
-  /// A plan's regions as they would be after it, and the bytes it adds to / keeps on the device.
+  /// A plan's regions as they would be after it (and in its order), and the bytes it adds to
+  /// the device.
   struct decision {
     std::unordered_map<std::uint64_t, entry> next;
+    std::vector<std::uint64_t> order;
     std::size_t needed = 0;
-    std::size_t staying = 0;
   };
 
   void check_device(int device, const char* what) const;
   /// What will_access and reserve share: decides `regions` on `device` (validating them), finds
-  /// the victims (or refuses), evicts them, then enters each region and calls `enter(id, entry,
-  /// plan)` for it. Nothing changes before the plan is known to fit.
+  /// the victims (or refuses; with `may_map` under budget_overflow::map, maps what does not fit
+  /// instead), evicts them, then enters each region and calls `enter(id, entry, plan)` for it.
+  /// Nothing changes before the plan is known to fit.
   template <class Enter>
   [[nodiscard]] residency_plan admit(std::span<const planned_region> regions, int device,
-                                     access_mode mode, Enter enter);
+                                     access_mode mode, bool may_map, Enter enter);
   [[nodiscard]] std::string name_of(std::uint64_t id) const;
   [[nodiscard]] decision decide(std::span<const planned_region> regions, int device,
                                 access_mode mode) const;
-  /// The regions to evict, least recently used first, for `plan` to fit; quota_exceeded when
-  /// it cannot.
-  [[nodiscard]] std::vector<std::uint64_t> victims(const decision& plan, int device) const;
-  /// The budgets `plan` must fit on `device`, each a room of its own (detail::residency_room):
-  /// those of the plan's tenants that have one there, then the device's, if it has one.
-  [[nodiscard]] std::vector<detail::budget_scope> budgets_of(const decision& plan,
-                                                             int device) const;
+  /// The regions to evict, least recently used first, for `plan` to fit its budgets (the
+  /// device's, its tenants': detail::residency_room::fit); quota_exceeded when it cannot,
+  /// unless `may_map` and overflow is budget_overflow::map: then the regions that do not fit
+  /// are marked in `plan` to be mapped instead (`overflowed`) and nothing is refused.
+  [[nodiscard]] std::vector<std::uint64_t> victims(decision& plan, int device, bool may_map) const;
   /// The regions resident on `device`, least recently used first; those `plan` names (if any)
   /// stay.
   [[nodiscard]] detail::residency_room room_on(int device, const decision* plan) const;
@@ -186,6 +198,7 @@ class residency_account {
   residency_ledger totals_;
   std::map<std::string, residency_ledger> forgotten_by_label_;
   std::uint64_t clock_ = 0;
+  budget_overflow overflow_ = budget_overflow::refuse;
   std::function<std::string(std::uint64_t)> namer_;
 };
 

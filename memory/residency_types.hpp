@@ -47,6 +47,10 @@ struct residency_move {
 struct residency_plan {
   std::vector<residency_move> evictions;
   std::vector<residency_move> placements;
+  /// Of the plan's bytes, those its budgets could not hold, mapped remotely for the device
+  /// instead (budget_overflow::map): a map_remote placement each, or none when it was mapped for
+  /// the device already. 0 under budget_overflow::refuse.
+  std::size_t overflow_bytes = 0;
 };
 
 /// What uma moved for a region (or, summed, for all of them).

@@ -2,7 +2,7 @@
 
 // uma's plain types, for users and messages that name a few of them without the classes that
 // use them: sys/vocabulary.hpp's (location, memory_kind, advice, attach_flag, stream_view,
-// backend_kind) and the residency words (residency_policy, access_mode).
+// backend_kind) and the residency words (residency_policy, access_mode, budget_overflow).
 
 #include <cstdint>
 #include <optional>
@@ -23,6 +23,15 @@ enum class residency_policy : std::uint8_t {
 
 /// How a plan touches its regions.
 enum class access_mode : std::uint8_t { read, write };
+
+/// What a plan gets when a device's (or a tenant's) budget cannot hold all of it, after the
+/// least recently used regions no plan holds were evicted (docs/residency.md "Overflow").
+enum class budget_overflow : std::uint8_t {
+  refuse,  ///< the plan is refused with quota_exceeded and changes nothing
+  /// what fits is placed, in the plan's order; the rest is mapped remotely for the device, as
+  /// the remote_map policy maps a region (never resident, charged to no budget)
+  map,
+};
 
 [[nodiscard]] std::string_view to_string(residency_policy p) noexcept;
 [[nodiscard]] std::optional<residency_policy> parse_residency_policy(std::string_view s) noexcept;

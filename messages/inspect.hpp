@@ -38,7 +38,7 @@ auto inspect(Inspector& f, allocator_stats& x) {
 template <class Inspector>
 auto inspect(Inspector& f, residency_result& x) {
   return f(x.to_device_bytes, x.to_host_bytes, x.dropped_bytes, x.discarded_bytes, x.mapped_bytes,
-           x.placements, x.evictions);
+           x.placements, x.evictions, x.overflow_bytes);
 }
 
 /// One entry of the event history (embedded in the remote interface's `remote_snapshot`).

@@ -63,6 +63,10 @@ struct residency_result {
   std::uint64_t mapped_bytes = 0;     ///< mapped remotely (nothing moves)
   std::uint32_t placements = 0;
   std::uint32_t evictions = 0;
+  /// Of the plan's bytes, those its budgets could not hold, mapped remotely for the device
+  /// instead (`residency_budgets::overflow` = budget_overflow::map; docs/residency.md
+  /// "Overflow"): in `mapped_bytes` too when the mapping was made now. 0 under `refuse`.
+  std::uint64_t overflow_bytes = 0;
   friend bool operator==(const residency_result&, const residency_result&) = default;
 };
 

@@ -1,10 +1,12 @@
 // The residency account (memory/residency_account.hpp): budgets, eviction order, the policies'
-// moves and ledger, the automatic policy on a streaming pattern, bad input changing nothing.
+// moves and ledger, the automatic policy on a streaming pattern, a plan past the budget refused or
+// (budget_overflow::map) partly mapped, bad input changing nothing.
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <uma/memory/residency_account.hpp>
@@ -337,6 +339,154 @@ TEST_F(residency, BadPlansAreRefusedNamingWhatIsWrongAndChangeNothing) {
   EXPECT_EQ(account_.device(0).resident, 4 * MiB);
   EXPECT_EQ(account_.device(0).held, 4 * MiB);
   EXPECT_EQ(account_.totals().placements, 1u);
+}
+
+// -- budget_overflow::map (docs/residency.md "Overflow: refuse or map") ------------------------
+
+class overflow_map : public residency {
+ protected:
+  overflow_map() { account_.set_overflow(budget_overflow::map); }
+
+  residency_plan plan(std::vector<planned_region> regions, std::string tenant = {}) {
+    for (auto& r : regions)
+      r.tenant = tenant;
+    return account_.will_access(regions, 0, access_mode::read);
+  }
+};
+
+TEST_F(overflow_map, APlanPastTheBudgetPlacesWhatFitsInItsOrderAndMapsTheRest) {
+  // 4 + 6 + 2 MiB under 8: 1 fits, 2 does not (10), 3 still does (6).
+  const auto p = plan({{1, 4 * MiB, policy::migrate},
+                       {2, 6 * MiB, policy::migrate},
+                       {3, 2 * MiB, policy::migrate}});
+  EXPECT_TRUE(p.evictions.empty());
+  ASSERT_EQ(p.placements.size(), 3u);
+  EXPECT_EQ(p.placements[0].kind, kind::to_device);
+  EXPECT_EQ(p.placements[1].kind, kind::map_remote);
+  EXPECT_EQ(p.placements[1].region, 2u);
+  EXPECT_EQ(p.placements[1].policy, policy::remote_map);
+  EXPECT_TRUE(p.placements[1].prefer_host);  // preferred location host + accessed-by the device
+  EXPECT_EQ(p.placements[2].kind, kind::to_device);
+  EXPECT_EQ(p.overflow_bytes, 6 * MiB);
+  EXPECT_EQ(account_.device(0).resident, 6 * MiB);
+  EXPECT_EQ(account_.device(0).held, 6 * MiB);
+  EXPECT_EQ(account_.resident_on(2), std::nullopt);
+  EXPECT_EQ(account_.effective_policy(2), policy::remote_map);
+  EXPECT_EQ(account_.ledger(2)->to_device_bytes, 0u);  // nothing moved for it
+}
+
+TEST_F(overflow_map, UnheldRegionsAreEvictedFirstAndOnlyWhatStillDoesNotFitIsMapped) {
+  (void)use(1);
+  done(1);
+  (void)use(2);  // held: 4 MiB of 8 can go (1), 4 cannot (2)
+  const auto p = plan({{3, 4 * MiB, policy::migrate}, {4, 4 * MiB, policy::migrate}});
+  ASSERT_EQ(p.evictions.size(), 1u);
+  EXPECT_EQ(p.evictions[0].region, 1u);
+  ASSERT_EQ(p.placements.size(), 2u);
+  EXPECT_EQ(p.placements[0].kind, kind::to_device);
+  EXPECT_EQ(p.placements[1].kind, kind::map_remote);
+  EXPECT_EQ(p.overflow_bytes, 4 * MiB);
+  EXPECT_EQ(account_.device(0).resident, 8 * MiB);
+}
+
+TEST_F(overflow_map, HeldRegionsFillingTheBudgetMapTheWholeNextPlan) {
+  (void)use(1);
+  (void)use(2);  // both held: 8 MiB of 8
+  const auto p = plan({{3, 4 * MiB, policy::migrate}, {4, 2 * MiB, policy::automatic}});
+  EXPECT_TRUE(p.evictions.empty());
+  ASSERT_EQ(p.placements.size(), 2u);
+  for (const auto& m : p.placements)
+    EXPECT_EQ(m.kind, kind::map_remote) << "region " << m.region;
+  EXPECT_EQ(p.overflow_bytes, 6 * MiB);
+  EXPECT_EQ(account_.device(0).resident, 8 * MiB);
+  // Mapped already: a second plan moves nothing, and says the bytes again.
+  const auto again = plan({{3, 4 * MiB, policy::migrate}});
+  EXPECT_TRUE(again.placements.empty());
+  EXPECT_EQ(again.overflow_bytes, 4 * MiB);
+}
+
+TEST_F(overflow_map, AMappedRegionIsPlacedByALaterPlanWithRoomTheMappingUndoneFirst) {
+  (void)use(1);
+  (void)use(2);
+  (void)use(3);  // mapped: no room
+  done(3);
+  done(1);
+  done(2);
+  const auto p = use(3);
+  ASSERT_EQ(p.evictions.size(), 1u);
+  EXPECT_EQ(p.evictions[0].region, 1u);  // the least recently used
+  ASSERT_EQ(p.placements.size(), 1u);
+  EXPECT_EQ(p.placements[0].kind, kind::to_device);
+  EXPECT_TRUE(p.placements[0].unmap_first);
+  EXPECT_EQ(p.overflow_bytes, 0u);
+  EXPECT_EQ(account_.resident_on(3), 0);
+  EXPECT_EQ(account_.effective_policy(3), policy::migrate);
+}
+
+TEST_F(overflow_map, AnAutomaticRegionMappedForWantOfRoomIsNotStreamedForGood) {
+  (void)use(1);
+  (void)use(2);
+  (void)use(3, policy::automatic);  // mapped for want of room, not by the automatic policy
+  EXPECT_EQ(account_.effective_policy(3), policy::remote_map);
+  done(3);
+  done(1);
+  const auto p = use(3, policy::automatic);  // room now (1 may go): placed, as a copy
+  ASSERT_EQ(p.placements.size(), 1u);
+  EXPECT_EQ(p.placements[0].kind, kind::to_device);
+  EXPECT_EQ(account_.effective_policy(3), policy::read_mostly);
+  EXPECT_EQ(account_.resident_on(3), 0);
+}
+
+TEST_F(overflow_map, ATenantsBudgetMapsWhatItCannotHold) {
+  account_.set_tenant_budget("t", 0, 4 * MiB);
+  const auto p = plan({{1, 2 * MiB, policy::migrate}, {2, 4 * MiB, policy::migrate}}, "t");
+  ASSERT_EQ(p.placements.size(), 2u);
+  EXPECT_EQ(p.placements[0].kind, kind::to_device);
+  EXPECT_EQ(p.placements[1].kind, kind::map_remote);
+  EXPECT_EQ(p.overflow_bytes, 4 * MiB);
+  EXPECT_EQ(account_.tenant("t", 0).resident, 2 * MiB);
+  EXPECT_EQ(account_.device(0).resident, 2 * MiB);  // the device had room: the tenant had not
+}
+
+TEST_F(overflow_map, DeviceMemoryReservedPastTheBudgetIsStillRefused) {
+  (void)use(1);
+  (void)use(2);
+  const planned_region tier{9, 4 * MiB, policy::migrate};
+  UMA_EXPECT_ERROR((void)account_.reserve({&tier, 1}, 0), errc::quota_exceeded,
+                   "8388608 held by plans");
+  UMA_EXPECT_ERROR(account_.check_reserve(0, 4 * MiB), errc::quota_exceeded, "held by plans");
+}
+
+TEST_F(overflow_map, RandomPlansAreNeverRefusedAndStayWithinTheBudget) {
+  std::mt19937 rng(777);
+  std::vector<std::vector<std::uint64_t>> held(4);
+  std::size_t overflowed = 0;
+  for (int step = 0; step < 2000; ++step) {
+    auto& mine = held[rng() % 4];
+    if (!mine.empty()) {
+      account_.done_with(mine);
+      mine.clear();
+      continue;
+    }
+    std::vector<planned_region> regions;
+    for (std::uint64_t id = 1 + rng() % 30, n = 1 + rng() % 4; n > 0; --n, id = 1 + id % 30)
+      regions.push_back({id, (1 + id % 3) * MiB, static_cast<policy>(id % 5)});
+    const auto p = account_.will_access(regions, 0, access_mode::write);  // never throws
+    overflowed += p.overflow_bytes;
+    for (const auto& r : regions)
+      mine.push_back(r.id);
+    ASSERT_LE(account_.device(0).resident, 8 * MiB) << "step " << step;
+  }
+  EXPECT_GT(overflowed, 0u);  // the budget was passed: the test exercised the overflow
+}
+
+TEST_F(residency, AnOverflowModeThatDoesNotExistIsRefused) {
+  EXPECT_EQ(account_.overflow(), budget_overflow::refuse);  // the default
+  UMA_EXPECT_ERROR(account_.set_overflow(static_cast<budget_overflow>(7)), errc::invalid_argument,
+                   "budget_overflow 7 does not exist");
+  EXPECT_EQ(account_.overflow(), budget_overflow::refuse);  // unchanged
+  account_.set_overflow(budget_overflow::map);
+  EXPECT_EQ(account_.overflow(), budget_overflow::map);
 }
 
 TEST_F(residency, ForgetAndClearTakeRegionsOutOfTheAccountButKeepTheirLedgerInTheTotals) {

@@ -1,7 +1,7 @@
 // Residency through the allocator (issue 15, docs/residency.md), on the host backend: its
 // emulated devices (allocator_config::backend.host_devices) take the moves: recorded, no data
 // copied. Budgets under concurrent plans, freed regions leaving the account, plans racing a
-// restart, bad plans changing nothing.
+// restart, bad plans changing nothing, plans past the budget mapping what does not fit.
 
 #include <gtest/gtest.h>
 
@@ -34,6 +34,14 @@ class residency_plans : public test::actor_fixture {
   }
 
   std::size_t resident() { return uma_->residency().devices.at(0).resident; }
+
+  /// An allocator whose plans map what its 16 MiB budget cannot hold instead of being refused.
+  std::unique_ptr<client> overflowing() {
+    auto c = one_device_config();
+    c.residency.device_budgets = {{0, 16 * MiB}};
+    c.residency.overflow = budget_overflow::map;
+    return make_client(std::move(c));
+  }
 };
 
 TEST_F(residency_plans, AnAsyncPlanIsAnsweredByGetOnceAndARefusalComesThroughIt) {
@@ -176,6 +184,13 @@ TEST_F(residency_plans, ABadBudgetInTheConfigIsRefusedBeforeTheAllocatorStarts) 
   UMA_EXPECT_ERROR((void)make_client(c), errc::invalid_argument, "134217728 bytes on device 0");
 }
 
+TEST_F(residency_plans, ABadOverflowModeInTheConfigIsRefusedBeforeTheAllocatorStarts) {
+  auto c = one_device_config();
+  c.residency.overflow = static_cast<budget_overflow>(9);
+  UMA_EXPECT_ERROR((void)make_client(c), errc::invalid_argument,
+                   "budget_overflow 9 does not exist");
+}
+
 TEST_F(residency_plans, ARestartEndsEveryPlanTheBudgetOutlivesItAndOldRefsAreRefused) {
   supervisor_config cfg;
   cfg.allocator = one_device_config();
@@ -269,6 +284,69 @@ TEST_F(residency_plans, ABudgetLoweredThroughTheSupervisorEvictsBeforeItsReply) 
   EXPECT_EQ(report.devices.at(0).resident, 4 * MiB);
   EXPECT_EQ(report.totals.evictions, 2u);
   EXPECT_EQ(report.totals.to_host_bytes, 8 * MiB);
+}
+
+// -- budget_overflow::map: what does not fit is mapped (docs/residency.md "Overflow") ----------
+
+/// Preferred location host, accessed by device 0, never prefetched: what remote_map makes.
+void expect_mapped(client& c, const byte_ref& r) {
+  const auto a = c.attributes(r);
+  EXPECT_EQ(a.preferred_location, location::host());
+  EXPECT_EQ(a.accessed_by, std::vector<location>{location::device(0)});
+  EXPECT_EQ(a.last_prefetch_location, std::nullopt);
+}
+
+TEST_F(residency_plans, WithOverflowMapAPlanPastTheBudgetPlacesWhatFitsAndMapsTheRest) {
+  auto uma = overflowing();
+  std::vector<byte_ref> r;
+  for (int i = 0; i < 3; ++i)
+    r.push_back(client::erase(uma->allocate<std::byte>(8 * MiB)));
+  const auto reply = uma->will_access(r, 0, access_mode::read, residency_policy::migrate);
+  EXPECT_EQ(reply.to_device_bytes, 16 * MiB);
+  EXPECT_EQ(reply.mapped_bytes, 8 * MiB);
+  EXPECT_EQ(reply.overflow_bytes, 8 * MiB);
+  EXPECT_EQ(reply.placements, 3u);
+  const auto d = uma->residency().devices.at(0);
+  EXPECT_EQ(d.resident, 16 * MiB);
+  EXPECT_LE(d.resident, d.budget);
+  EXPECT_EQ(uma->attributes(r[0]).last_prefetch_location, location::device(0));
+  EXPECT_EQ(uma->attributes(r[1]).last_prefetch_location, location::device(0));
+  expect_mapped(*uma, r[2]);
+}
+
+TEST_F(residency_plans, WithOverflowMapHeldExtentsFillingTheBudgetMapTheWholeNextPlan) {
+  auto uma = overflowing();
+  std::vector<byte_ref> r;
+  for (int i = 0; i < 4; ++i)
+    r.push_back(client::erase(uma->allocate<std::byte>(8 * MiB)));
+  (void)uma->will_access({r[0], r[1]}, 0, access_mode::write, residency_policy::migrate);
+  const auto reply = uma->will_access({r[2], r[3]}, 0, access_mode::read);  // automatic
+  EXPECT_EQ(reply.to_device_bytes, 0u);
+  EXPECT_EQ(reply.evictions, 0u);
+  EXPECT_EQ(reply.mapped_bytes, 16 * MiB);
+  EXPECT_EQ(reply.overflow_bytes, 16 * MiB);
+  EXPECT_EQ(uma->residency().devices.at(0).resident, 16 * MiB);
+  expect_mapped(*uma, r[2]);
+  expect_mapped(*uma, r[3]);
+}
+
+TEST_F(residency_plans, WithOverflowMapALaterPlanAfterDoneWithPlacesTheMappedExtent) {
+  auto uma = overflowing();
+  std::vector<byte_ref> r;
+  for (int i = 0; i < 3; ++i)
+    r.push_back(client::erase(uma->allocate<std::byte>(8 * MiB)));
+  (void)uma->will_access({r[0], r[1]}, 0, access_mode::write, residency_policy::migrate);
+  EXPECT_EQ(uma->will_access({r[2]}, 0, access_mode::read).overflow_bytes, 8 * MiB);
+  EXPECT_EQ(uma->done_with({r[0], r[1], r[2]}), 3u);
+  const auto reply = uma->will_access({r[2]}, 0, access_mode::read, residency_policy::migrate);
+  EXPECT_EQ(reply.overflow_bytes, 0u);
+  EXPECT_EQ(reply.to_device_bytes, 8 * MiB);
+  EXPECT_EQ(reply.to_host_bytes, 8 * MiB);  // r[0] or r[1], written, made room
+  const auto a = uma->attributes(r[2]);     // the mapping undone, then moved
+  EXPECT_EQ(a.preferred_location, std::nullopt);
+  EXPECT_TRUE(a.accessed_by.empty());
+  EXPECT_EQ(a.last_prefetch_location, location::device(0));
+  EXPECT_EQ(uma->residency().devices.at(0).resident, 16 * MiB);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ residency_core::residency_core(const allocator_config& config, std::shared_ptr<b
     account_.set_budget(device, bytes);
   for (const auto& [tenant, device, bytes] : config.residency.tenant_budgets)
     account_.set_tenant_budget(tenant, device, bytes);
+  account_.set_overflow(config.residency.overflow);
   account_.set_namer([this](std::uint64_t id) { return name_of(id); });
   if (!config.backend.driver_counters) {
     driver_status_ = "off (allocator_config::backend.driver_counters)";
@@ -46,6 +47,7 @@ void residency_core::check(const allocator_config& config, const backend& b) {
     probe.set_budget(device, bytes);
   for (const auto& [tenant, device, bytes] : config.residency.tenant_budgets)
     probe.set_tenant_budget(tenant, device, bytes);
+  probe.set_overflow(config.residency.overflow);
 }
 
 std::vector<std::size_t> residency_core::devices_of(const backend& b) {
@@ -161,6 +163,7 @@ residency_result residency_core::summarize(const residency_plan& plan) {
     count(m);
   out.evictions = static_cast<std::uint32_t>(plan.evictions.size());
   out.placements = static_cast<std::uint32_t>(plan.placements.size());
+  out.overflow_bytes = plan.overflow_bytes;
   return out;
 }
 

@@ -51,8 +51,8 @@ class residency_core {
   residency_core(const allocator_config& config, std::shared_ptr<backend> backend,
                  const allocation_core& core);
 
-  /// Throws what the constructor would for `config`'s device budgets (invalid_argument naming
-  /// the device and the bytes).
+  /// Throws what the constructor would for `config`'s budgets (invalid_argument naming the
+  /// device and the bytes, or the overflow mode that does not exist).
   static void check(const allocator_config& config, const backend& b);
 
   [[nodiscard]] residency_work will_access(const access_plan_request& r);
