@@ -75,4 +75,8 @@ class remote_session {
 /// `uma restart --connect`: the serving node's allocator restarted by its operator.
 [[nodiscard]] int run_restart(const options& o);
 
+/// `uma budgets --connect`: the report of a serving node's arbiter as text or JSON, after the
+/// operator's --set-total / --set-policy when given.
+[[nodiscard]] int run_budgets(const options& o);
+
 }  // namespace uma::cli

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/cli_arbiter_options.hpp"
 #include "tools/cli_texts.hpp"
 
 namespace uma::cli {
@@ -68,6 +69,11 @@ class usage_formatter final : public CLI::Formatter {
   return out;
 }
 
+/// The commands that take --caf.KEY=VALUE options (those that run an actor system, and restart).
+[[nodiscard]] bool runs_caf(command c) noexcept {
+  return c != command::info && c != command::budgets;
+}
+
 /// The `uma` command line as a CLI11 app whose options write into one `options` value.
 class command_line {
  public:
@@ -100,6 +106,7 @@ class command_line {
   void add_stats_and_regions();
   void add_snapshot();
   void add_serve();
+  void add_budgets();
 };
 
 CLI::App& command_line::add(command c) {
@@ -107,7 +114,7 @@ CLI::App& command_line::add(command c) {
   s.set_help_flag();  // --help is an ordinary flag: parsing goes on, the options are checked
   s.add_flag("-h,--help", o.help, "this text");
   s.allow_extras();  // collected by parse_arguments: --caf.* passes, anything else is refused
-  s.footer(std::string(text_of(c).details) + std::string(c == command::info ? "" : caf_note));
+  s.footer(std::string(text_of(c).details) + std::string(runs_caf(c) ? caf_note : ""));
   return s;
 }
 
@@ -129,13 +136,14 @@ command_line::command_line() {
   auto& restart = add(command::restart);
   add_connect(restart, "the serving node whose allocator to restart; required");
   add_hardening(restart, command::restart);
+  add_budgets();
   auto& help = *app.add_subcommand("help", "this text; `uma help <command>` for a command");
   help.add_option("command", help_topic, "the command to explain");
 }
 
 command command_line::given() const {
   for (const auto c : {command::info, command::demo, command::stats, command::serve,
-                       command::regions, command::snapshot, command::restart})
+                       command::regions, command::snapshot, command::restart, command::budgets})
     if (sub(c)->parsed())
       return c;
   return command::help;
@@ -361,7 +369,7 @@ void command_line::add_serve() {
        "serve GET /metrics and /healthz over HTTP there (loopback; port 0: a free one)")
       ->type_name("HOST:PORT");
   s.add_flag("--metrics-labels", o.metrics_labels,
-             "add live regions and bytes by label (one region report per scrape)")
+             "add live regions and bytes by label (a region report at most every 5 s)")
       ->disable_flag_override();
   s.add_option_function<std::string>(
        "--for",
@@ -381,12 +389,22 @@ void command_line::add_serve() {
   add_backend(s);
   add_faults(s);
   add_hardening(s, command::serve);
+  add_arbiter_options(s, o);
+}
+
+void command_line::add_budgets() {
+  auto& s = add(command::budgets);
+  add_connect(s, "the serving node (its operator socket for --set-*); required");
+  s.add_flag("--json", json, "one JSON object: the devices, their members, every decision kept")
+      ->disable_flag_override();
+  add_budget_settings(s, o);
+  add_hardening(s, command::budgets);
 }
 
 /// Sorts what CLI11 left over for command `c`: `--caf.*` options of the commands that run an
 /// actor system go to `caf_args`; the first anything else is the error.
 [[nodiscard]] std::string take_extras(command_line& cl, command c) {
-  const bool caf_ok = c != command::info;
+  const bool caf_ok = runs_caf(c);
   for (const auto& extra : cl.sub(c)->remaining()) {
     if (caf_ok && extra.starts_with("--caf.")) {
       cl.o.caf_args.push_back(extra);
@@ -425,9 +443,12 @@ void command_line::add_serve() {
       if (!o.operator_socket_path.empty() && o.operator_socket_path == o.socket_path)
         return "--operator-socket must differ from --socket (the operator's connections would "
                "be the tenants')";
-      return o.port || !o.bind_given ? "" : "--bind is for TCP; it goes with --port";
+      if (!o.port && o.bind_given)
+        return "--bind is for TCP; it goes with --port";
+      return check_arbiter_combination(o);
     case command::regions:
     case command::restart:
+    case command::budgets:
       return o.connect ? ""
                        : "--connect unix:PATH or HOST:PORT is required (the address of a `uma "
                          "serve`)";
@@ -517,6 +538,8 @@ std::string_view to_string(command c) noexcept {
       return "snapshot";
     case command::restart:
       return "restart";
+    case command::budgets:
+      return "budgets";
     case command::help:
       return "help";
   }

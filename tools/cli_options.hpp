@@ -4,8 +4,10 @@
 // texts CLI11 generates from them. Pure functions over the argument list, so tests can check
 // what is accepted and refused.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -13,13 +15,24 @@
 #include <utility>
 #include <vector>
 
+#include <uma/actors/remote/arbiter/arbiter_types.hpp>
 #include <uma/sys/backend.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 
 namespace uma::cli {
 
 /// The tool's commands.
-enum class command : std::uint8_t { help, info, demo, stats, serve, regions, snapshot, restart };
+enum class command : std::uint8_t {
+  help,
+  info,
+  demo,
+  stats,
+  serve,
+  regions,
+  snapshot,
+  restart,
+  budgets
+};
 
 /// How `uma stats` prints the counters.
 enum class output_format : std::uint8_t { text, json, prometheus };
@@ -29,6 +42,14 @@ enum exit_status : int {
   exit_ok = 0,       ///< done
   exit_failure = 1,  ///< a runtime failure: a request failed, a check failed, no device
   exit_usage = 2,    ///< the command line is wrong
+};
+
+/// `--arbiter-policy` / `--set-policy TENANT:DEVICE:MIN_BYTES:PRIORITY:WEIGHT`: what the
+/// operator allows a tenant ("uid 1000/infer") on a device.
+struct tenant_policy {
+  std::string tenant;
+  int device = 0;
+  arbiter_policy policy{};
 };
 
 /// A parsed command line.
@@ -72,6 +93,15 @@ struct options {
   /// serve --metrics HOST:PORT: the Prometheus scrape endpoint (port 0 takes a free one)
   std::optional<std::pair<std::string, std::uint16_t>> metrics{};
   bool metrics_labels = false;  ///< serve --metrics-labels: the per-label families too
+  /// serve --arbiter-total DEVICE:BYTES: each device's bytes the node's arbiter divides (none:
+  /// no arbiter). Checked against the backend's devices when serve starts.
+  std::map<int, std::uint64_t> arbiter_totals{};
+  std::vector<tenant_policy> arbiter_policies{};       ///< serve --arbiter-policy, in order
+  std::chrono::milliseconds arbiter_deadline{10'000};  ///< serve --arbiter-deadline MS
+  bool arbiter_deadline_given = false;
+  // budgets: the operator's settings, sent before the report is printed
+  std::optional<std::pair<int, std::uint64_t>> set_total{};  ///< --set-total DEVICE:BYTES
+  std::optional<tenant_policy> set_policy{};                 ///< --set-policy SPEC
   /// `--caf.KEY=VALUE` options, in order, for CAF's actor_system_config::parse (the commands
   /// that run an actor system: demo, stats, serve, regions, snapshot).
   std::vector<std::string> caf_args{};

@@ -21,6 +21,7 @@
 #include <uma/actors/remote/wire/wire_server.hpp>
 #include <uma/sys/fault_injecting_backend.hpp>
 #include <uma/sys/log_limiter.hpp>
+#include "tools/cli_arbiter_options.hpp"
 #include "tools/cli_commands.hpp"
 #include "tools/cli_hardening.hpp"
 
@@ -49,13 +50,38 @@ void log_line(const std::string& line) {
   std::fprintf(stderr, "uma serve: %s\n", line.c_str());
 }
 
+/// The node's arbiter of --arbiter-* (null without --arbiter-total), its totals checked against
+/// the backend; its decisions are logged. What the backend or the arbiter refuses goes to
+/// `usage` instead (a usage error: nothing has started).
+[[nodiscard]] std::shared_ptr<arbiter> start_arbiter(const options& o, const backend& b,
+                                                     std::string& usage) {
+  try {
+    if (auto complaint = arbiter_totals_complaint(o, b); !complaint.empty())
+      raise(errc::invalid_argument, complaint);
+    // At most 100 lines a second: a member that changes its demand in a loop makes a decision a
+    // call (issue 35's log flood); each decision stays in the ledger `uma budgets` prints.
+    // Static: the arbiter's threads may log until it is gone.
+    static log_limiter decisions_log(log_line, 100);
+    auto node_arbiter = make_node_arbiter(o, decisions_log.as_sink());
+    for (const auto& [device, bytes] : o.arbiter_totals)
+      log_line("arbiter: device " + std::to_string(device) + ": " + std::to_string(bytes) +
+               " bytes to divide, " + std::to_string(o.arbiter_deadline.count()) + " ms to evict");
+    return node_arbiter;
+  } catch (const error& e) {
+    if (e.code() != errc::invalid_argument)
+      throw;
+    usage = e.what();
+    return nullptr;
+  }
+}
+
 /// The Prometheus endpoint of --metrics (null without it), announced on stdout. It serves no
 /// `/snapshot`: a snapshot shows every tenant's regions and is the operator's (through the
 /// operator socket), and this endpoint authenticates nobody. Off loopback it needs
 /// --insecure-metrics.
 [[nodiscard]] std::unique_ptr<metrics_endpoint> start_metrics(
-    const wire_server& wire, caf::actor_system& sys, const allocator_supervisor_actor& supervisor,
-    const options& o, const hardening_options& h) {
+    const wire_server& wire, const std::shared_ptr<arbiter>& node_arbiter, caf::actor_system& sys,
+    const allocator_supervisor_actor& supervisor, const options& o, const hardening_options& h) {
   if (!o.metrics)
     return nullptr;
   const auto& [host, port] = *o.metrics;
@@ -74,7 +100,12 @@ void log_line(const std::string& line) {
                               .port = port,
                               .labels = o.metrics_labels,
                               .bearer_token = h.metrics_token,
-                              .extra_families = [&wire] { return wire.prometheus_text(); }});
+                              .extra_families = [&wire, node_arbiter] {
+                                auto text = wire.prometheus_text();
+                                if (node_arbiter)
+                                  text += node_arbiter->prometheus_text();
+                                return text;
+                              }});
   std::printf("uma serve: metrics on http://%s/metrics\n",
               endpoint_text(host, endpoint->port()).c_str());
   std::fflush(stdout);
@@ -118,11 +149,13 @@ void make_socket_folder(const std::string& path, unsigned socket_mode) {
 }
 
 /// The wire server: the tenants' and the operator's Unix sockets, and TCP with mutual TLS when
-/// --port is given. Announces each listener on stdout.
+/// --port is given; the node's arbiter on them when there is one. Announces each listener on
+/// stdout.
 [[nodiscard]] std::unique_ptr<wire_server> start_wire(caf::actor_system& sys,
                                                       const remote_allocator_actor& gateway,
                                                       const options& o, const hardening_options& h,
-                                                      const gateway_config& g, const backend& b) {
+                                                      const gateway_config& g, const backend& b,
+                                                      std::shared_ptr<arbiter> node_arbiter) {
   wire_server_config w;
   w.socket_path = o.socket_path.empty() ? default_socket_path() : o.socket_path;
   if (o.socket_path.empty())
@@ -140,6 +173,7 @@ void make_socket_folder(const std::string& path, unsigned socket_mode) {
                                                       : std::chrono::milliseconds(h.idle_timeout);
   w.limits.max_connections_per_identity = h.max_connections_per_identity;
   w.limits.max_connections_per_address = h.max_connections_per_address;
+  w.arbiter = std::move(node_arbiter);
   w.log = log_line;
   auto server = std::make_unique<wire_server>(sys, gateway, w);
   const auto backend_text =
@@ -242,6 +276,12 @@ int run_serve(const options& o) {
   const auto backend = serve_backend(o);
   if (const auto warning = check_bind_policy(o, hardening); !warning.empty())
     log_line("WARNING: " + warning);
+  std::string usage_error;
+  const auto node_arbiter = start_arbiter(o, *backend, usage_error);
+  if (!usage_error.empty()) {
+    std::fprintf(stderr, "uma serve: %s\nrun 'uma serve --help' for usage\n", usage_error.c_str());
+    return exit_usage;
+  }
 
   actor_config cfg;
   configure(cfg, o);
@@ -263,8 +303,8 @@ int run_serve(const options& o) {
   std::unique_ptr<wire_server> wire;
   std::unique_ptr<metrics_endpoint> metrics;
   try {
-    wire = start_wire(sys, gateway, o, hardening, gw_config, *backend);
-    metrics = start_metrics(*wire, sys, supervisor, o, hardening);
+    wire = start_wire(sys, gateway, o, hardening, gw_config, *backend, node_arbiter);
+    metrics = start_metrics(*wire, node_arbiter, sys, supervisor, o, hardening);
   } catch (...) {
     stop();
     throw;

@@ -72,14 +72,16 @@ connection is a tenant's or a file cannot be written.
      "uma serve [--socket PATH] [--socket-mode 0600|0660] [--operator-socket PATH]\n"
      "                 [--port P [--bind ADDRESS] --tls-cert PATH --tls-key PATH --tls-ca PATH\n"
      "                  [--operator-cn NAME]... [--max-connections-per-address N]]\n"
-     "                 [--max-connections-per-identity N] [--metrics HOST:PORT "
-     "[--metrics-labels]]\n"
+     "                 [--max-connections-per-identity N]\n"
+     "                 [--metrics HOST:PORT [--metrics-token-file PATH [--metrics-labels]]]\n"
      "                 [--for SECONDS] [--quota BYTES] [--backend auto|cuda|host]\n"
-     "                 [--inject-fault SPEC]...",
+     "                 [--inject-fault SPEC]...\n"
+     "                 [--arbiter-total DEVICE:BYTES]... [--arbiter-deadline MS]\n"
+     "                 [--arbiter-policy TENANT:DEVICE:MIN_BYTES:PRIORITY:WEIGHT]...",
      R"(
 Other processes (`uma stats|regions|snapshot|restart --connect`, uma::remote_client, any gRPC
-client of actors/remote/wire/remote.proto) allocate, prefetch, advise, discard and release regions by
-id; a client's regions are leases of its session, released when it says so or when its
+client of actors/remote/wire/remote.proto) allocate, prefetch, advise, discard and release regions
+by id; a client's regions are leases of its session, released when it says so or when its
 connection drops. A client is known by its connection: its uid on the socket (mode 0600 by
 default), the operator on the operator socket, its certificate over TCP (mutual TLS only).
 Connections are capped per identity (uid or certificate name) and, on TCP, per address; the
@@ -89,6 +91,12 @@ Prints `uma serve: listening on unix:PATH ...` and the operator socket once serv
 TCP and metrics addresses when asked), then runs until SIGINT or SIGTERM (or --for), stops the
 allocator and exits 0 (1 when the supervisor gave up). The metrics endpoint answers GET
 /metrics (Prometheus text) and GET /healthz, read-only, on loopback unless --insecure-metrics.
+With --arbiter-total the node has an arbiter: it divides each device's BYTES among the
+processes that join it over the sockets (tenants "<identity>/<name>", e.g. "uid 1000/infer"),
+capped by each tenant's --arbiter-policy; a member given a lower budget has --arbiter-deadline
+to evict down to it. Decisions are logged on stderr (at most 100 lines a second); `uma
+budgets` shows them and changes the settings, /metrics adds the uma_arbiter_* families. A device
+the backend does not have, or BYTES above its memory, is a usage error (exit 2).
 )"},
     {command::regions, "the region table of a serving node",
      "uma regions --connect unix:PATH|HOST:PORT [--json]",
@@ -107,6 +115,20 @@ incarnation (generation) takes over and every session's leases end with the old 
 refs go inert; tenants allocate again). Only the operator's connection may (the operator
 socket, or a client certificate `uma serve --operator-cn` names). Prints the new generation;
 exits 1, saying so, when the connection is a tenant's or the server cannot be reached.
+)"},
+    {command::budgets, "the node arbiter's devices, members and decisions; the operator's settings",
+     "uma budgets --connect unix:PATH|HOST:PORT [--json] [--set-total DEVICE:BYTES]\n"
+     "                   [--set-policy TENANT:DEVICE:MIN:PRIORITY:WEIGHT]\n"
+     "                   [--tls-cert PATH --tls-key PATH --tls-ca PATH]",
+     R"(
+Prints the arbiter of the `uma serve` there (`uma serve --arbiter-total`): each device's bytes
+shared and held, a row per member (id, tenant, state, granted, held and resident bytes, its
+claim: min, wanted, priority, weight; shrinks and the slowest one) and the last decisions (20;
+all of them with --json). A tenant's connection sees its own identity's members, the
+operator's every member. --set-total and --set-policy are the operator's (the operator socket,
+or a client certificate `uma serve --operator-cn` names): they change the arbiter live, then
+the report is printed. Exits 1, saying so, when the server refuses (a tenant's connection, a
+total below the members' minimums, a bad policy), has no arbiter or cannot be reached.
 )"},
 };
 

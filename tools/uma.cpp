@@ -5,10 +5,12 @@
 //   uma demo  [--backend ...] [--producers N] [--consumers N] [--batches N] [--floats N]
 //   uma stats [--json | --prometheus] [--workload short|none] [--backend ...]
 //   uma stats --connect unix:PATH|HOST:PORT [--json | --prometheus]
-//   uma serve [--socket PATH] [--port P --tls-*] [--metrics HOST:PORT] [--for SECONDS] ...
+//   uma serve [--socket PATH] [--port P --tls-*] [--metrics HOST:PORT] [--for SECONDS]
+//             [--arbiter-total DEVICE:BYTES]... ...
 //   uma regions --connect unix:PATH|HOST:PORT [--json]
 //   uma snapshot [--json FILE] [--html FILE] [--workload short|none] [--backend ...]
 //   uma restart --connect unix:OPERATOR-SOCKET|HOST:PORT
+//   uma budgets --connect unix:PATH|HOST:PORT [--json] [--set-total D:B] [--set-policy SPEC]
 //   (demo, stats, serve, regions: also --caf.KEY=VALUE, and caf-application.ini is read)
 //
 // Exit status: 0 ok, 1 runtime failure, 2 usage error (tools/cli_options.hpp).
@@ -51,6 +53,8 @@ int dispatch(const uma::cli::options& o) {
       return uma::cli::run_snapshot(o);
     case command::restart:
       return uma::cli::run_restart(o);
+    case command::budgets:
+      return uma::cli::run_budgets(o);
     case command::help:
       break;
   }
@@ -76,7 +80,8 @@ int main(int argc, char** argv) {
     // CAF's options and the hardening flags are a usage matter too: checked (CAF's on a
     // scratch configuration) before any command starts an actor system or listens.
     std::string complaint = uma::cli::hardening_complaint(o);
-    if (complaint.empty() && o.what != uma::cli::command::info) {
+    if (complaint.empty() && o.what != uma::cli::command::info &&
+        o.what != uma::cli::command::budgets) {
       uma::cli::actor_config scratch;
       complaint = uma::cli::apply_caf_options(scratch, o);
     }
