@@ -111,7 +111,8 @@ def train_worker(args):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
-        emit(event="step", ms=(time.perf_counter() - t0) * 1e3, loss=float(loss))
+        emit(event="step", ms=(time.perf_counter() - t0) * 1e3, loss=float(loss),
+             spilled=uma_torch.spilled_bytes())
         budget = watch(member, budget)
     emit(event="done", spilled=uma_torch.spilled_bytes())
 
@@ -318,11 +319,38 @@ def row_move(args, folder):
         run_until_done(infer, train)
         report = node.report()
         return {"row": "move: the trainer holds the budget, infer joins with priority",
-                "decisions": decisions(report), "report": report,
+                "move": move_figures(report, train), "report": report,
                 "infer": infer.throughput(), "oom": train.oom() or infer.oom(),
                 "errors": train.errors() + infer.errors()}
     finally:
         node.stop()
+
+
+def move_figures(report, train):
+    """The move of the trainer's bytes to the inference process, from the arbiter's ledger: the
+    trainer's shrink decided, the inference process's grant of those bytes (only after the
+    trainer acknowledged), and the bytes the trainer's hooks spilled to the host meanwhile."""
+    ds = decisions(report)
+    shrink = next((d for d in ds if d["tenant"].endswith("/train") and
+                   d["to_bytes"] < d["from_bytes"]), None)
+    if shrink is None:
+        return {"error": "no shrink of the trainer in the ledger"}
+    grants = [d for d in ds if d["tenant"].endswith("/infer") and d["at_ms"] >= shrink["at_ms"]
+              and d["to_bytes"] > d["from_bytes"]]
+    done = grants[-1] if grants else None
+    steps = [e for e in train.events if e["event"] == "step" and "spilled" in e]
+    spilled = (steps[-1]["spilled"] - steps[0]["spilled"]) if steps else None
+    member = next((m for d in report.get("devices", []) for m in d["members"]
+                   if m["tenant"].endswith("/train")), {})
+    budget = shrink["from_bytes"] - shrink["to_bytes"]
+    out = {"budget_moved_bytes": budget, "trainer_spilled_bytes": spilled,
+           "trainer_slowest_shrink_ms": member.get("slowest_shrink_ms"),
+           "trainer_resident_after": member.get("resident_bytes"),
+           "target_ms": round(budget / 45e9 * 1e3 + 50, 1)}
+    if done is not None:
+        out["move_ms"] = done["at_ms"] - shrink["at_ms"]
+        out["met"] = out["move_ms"] <= out["target_ms"]
+    return out
 
 
 def arguments():
