@@ -1,7 +1,7 @@
-// `uma budgets --connect` against a real `uma serve --arbiter-total` (a child process on the
-// sockets of a private directory), and `uma serve`'s refusals of arbiter options the backend
-// cannot meet. Children are bounded (`--for`) and always killed and reaped
-// (test::child_process).
+// `uma budgets --connect` and `uma snapshot --connect` against a real `uma serve
+// --arbiter-total` (a child process on the sockets of a private directory), and `uma serve`'s
+// refusals of arbiter options the backend cannot meet. Children are bounded (`--for`) and always
+// killed and reaped (test::child_process).
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +88,35 @@ class arbiter_cli : public ::testing::Test {
   [[nodiscard]] std::string op_endpoint() const { return endpoint() + ".operator"; }
   [[nodiscard]] static std::string tenant(const std::string& name) {
     return "uid " + std::to_string(::getuid()) + "/" + name;
+  }
+
+  /// `uma snapshot --connect` of the operator's socket written to files of this test's
+  /// directory; ASSERTs that it exited 0. Returns the JSON's text and the page.
+  std::pair<std::string, std::string> snapshot() {
+    const auto json = dir_ + "/snap.json";
+    const auto html = dir_ + "/snap.html";
+    const auto [code, out] =
+        run_cli({"snapshot", "--connect", op_endpoint(), "--json", json, "--html", html});
+    EXPECT_EQ(code, 0) << out;
+    return {read_text(json), read_text(html)};
+  }
+
+  [[nodiscard]] static std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  /// A member of this test's `name` on device 0 that wants 1 MiB, once it was granted.
+  [[nodiscard]] std::unique_ptr<arbiter_member> join(const std::string& name) {
+    auto member = std::make_unique<arbiter_member>(
+        endpoint(), name, std::vector<arbiter_claim>{{.device = 0, .wanted_bytes = 1 << 20}},
+        [](const arbiter_grant&) { return std::uint64_t{0}; },
+        remote_client_options{.timeout = 10s});
+    EXPECT_TRUE(member->wait_for_budget(
+        0, [](std::uint64_t b) { return b == 1 << 20; }, 10s));
+    return member;
   }
 
   std::string dir_;
@@ -165,6 +196,63 @@ TEST_F(arbiter_cli, ANodeWithoutAnArbiterSaysSo) {
   const auto [code, out] = run_cli({"budgets", "--connect", endpoint()});
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("has no arbiter (uma serve --arbiter-total)"), std::string::npos) << out;
+}
+
+TEST_F(arbiter_cli, SnapshotConnectCarriesTheArbitersReportAndItsSection) {
+  serve({"--arbiter-total", "0:1073741824"});
+  const auto member = join("infer");
+  const auto [json, page] = snapshot();
+  const auto snap = boost::json::parse(json).as_object();
+  ASSERT_TRUE(snap.contains("arbiter")) << json;
+  const auto& arbiter = snap.at("arbiter").as_object();
+  EXPECT_FALSE(arbiter.contains("server")) << "the snapshot names the server once, at the top";
+  EXPECT_EQ(snap.at("server").as_string(), op_endpoint());
+  EXPECT_EQ(arbiter.at("members").to_number<std::uint64_t>(), 1u);
+  const auto& device = arbiter.at("devices").as_array().at(0).as_object();
+  EXPECT_EQ(device.at("total_bytes").to_number<std::uint64_t>(), 1073741824u);
+  EXPECT_EQ(device.at("held_bytes").to_number<std::uint64_t>(), 1u << 20);
+  const auto& row = device.at("members").as_array().at(0).as_object();
+  EXPECT_EQ(row.at("member").to_number<std::uint64_t>(), member->id());
+  EXPECT_EQ(row.at("tenant").as_string(), tenant("infer"));
+  EXPECT_EQ(row.at("granted_bytes").to_number<std::uint64_t>(), 1u << 20);
+  const auto& decisions = arbiter.at("decisions").as_array();
+  ASSERT_FALSE(decisions.empty()) << json;
+  EXPECT_NE(std::string(decisions.back().at("why").as_string()).find("joined"), std::string::npos)
+      << json;
+  EXPECT_NE(page.find("<h2>Arbiter"), std::string::npos);
+}
+
+TEST_F(arbiter_cli, SnapshotConnectOfANodeWithoutAnArbiterIsAsBefore) {
+  serve({});
+  const auto [json, page] = snapshot();
+  const auto snap = boost::json::parse(json).as_object();
+  EXPECT_FALSE(snap.contains("arbiter")) << json;
+  EXPECT_TRUE(snap.contains("regions"));
+  EXPECT_EQ(page.find("<h2>Arbiter"), std::string::npos);
+}
+
+TEST_F(arbiter_cli, ChromiumShowsTheArbiterSectionWithATenantsMarkupAsText) {
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "chromium is not installed (tools/setup.sh installs it): the page cannot be "
+                    "rendered";
+  serve({"--arbiter-total", "0:1073741824"});
+  const auto member = join("<script>alert(1)");  // a name is printable ASCII without '/'
+  static_cast<void>(snapshot());
+  child_process chromium({"/bin/sh", "-c",
+                          "exec chromium --headless --no-sandbox --disable-gpu "
+                          "--virtual-time-budget=5000 --dump-dom \"file://$0\" 2>/dev/null",
+                          dir_ + "/snap.html"});
+  const auto dom = chromium.read_all(60s);
+  static_cast<void>(chromium.wait(20s));
+  const auto shown = tenant("&lt;script&gt;alert(1)");
+  EXPECT_NE(dom.find("device 0: 1.0 GiB shared, 1.0 MiB held, 1 member(s)"), std::string::npos)
+      << dom.substr(0, 4000);
+  EXPECT_NE(dom.find("<td>" + shown + "</td><td>active</td>"), std::string::npos);
+  EXPECT_NE(dom.find("<td>member " + std::to_string(member->id()) + " (" + shown +
+                     ") joined with priority 0</td>"),
+            std::string::npos)
+      << "the decision's why is not a row of the ledger";
+  EXPECT_EQ(dom.find("<script>alert(1)"), std::string::npos) << "the tenant's markup ran";
 }
 
 TEST_F(arbiter_cli, TotalsTheBackendCannotMeetAreUsageErrorsAndNothingServes) {

@@ -85,6 +85,7 @@ TEST_F(snapshot_page, ChromiumRendersTheChartTheRegionTableAndTheFilter) {
   EXPECT_NE(dom.find("id=\"filter\""), std::string::npos);
   EXPECT_NE(dom.find("live regions"), std::string::npos) << "the summary was not filled in";
   EXPECT_NE(dom.find("<td>prefetch</td>"), std::string::npos) << "no event rows";
+  EXPECT_EQ(dom.find("<h2>Arbiter"), std::string::npos) << "a local allocator has no arbiter";
   std::ifstream in(json);
   std::stringstream text;
   text << in.rdbuf();

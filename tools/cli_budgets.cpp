@@ -6,13 +6,14 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <utility>
 
-#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
 #include <uma/actors/remote/arbiter/arbiter_client.hpp>
 #include <uma/actors/remote/detail/remote_checks.hpp>
 #include <uma/sys/error.hpp>
+#include "tools/arbiter_json.hpp"
 #include "tools/cli_commands.hpp"
 #include "tools/cli_hardening.hpp"
 #include "tools/json_print.hpp"
@@ -23,21 +24,6 @@ namespace {
 
 /// Decisions the text form shows (the newest); --json shows every one the server sent.
 constexpr std::size_t text_decisions = 20;
-
-/// The report with every text the server sent escaped (control characters, terminal escapes):
-/// the server at --connect may not be uma's.
-[[nodiscard]] arbiter_report printable(arbiter_report r) {
-  for (auto& d : r.devices)
-    for (auto& m : d.members) {
-      m.tenant = detail::escape_control(m.tenant);
-      m.state = detail::escape_control(m.state);
-    }
-  for (auto& d : r.decisions) {
-    d.tenant = detail::escape_control(d.tenant);
-    d.why = detail::escape_control(d.why);
-  }
-  return r;
-}
 
 [[nodiscard]] std::string who(std::uint64_t member, const std::string& tenant) {
   if (member == 0)
@@ -80,49 +66,12 @@ constexpr std::size_t text_decisions = 20;
   return out;
 }
 
-[[nodiscard]] boost::json::object json_member(const arbiter_member_row& m) {
-  return {{"member", m.member},
-          {"tenant", m.tenant},
-          {"state", m.state},
-          {"granted_bytes", m.granted_bytes},
-          {"held_bytes", m.held_bytes},
-          {"resident_bytes", m.resident_bytes},
-          {"min_bytes", m.claim.min_bytes},
-          {"wanted_bytes", m.claim.wanted_bytes},
-          {"priority", m.claim.priority},
-          {"weight", m.claim.weight},
-          {"idle", m.claim.idle},
-          {"grown_bytes", m.grown_bytes},
-          {"shrunk_bytes", m.shrunk_bytes},
-          {"shrinks", m.shrinks},
-          {"slowest_shrink_ms", m.slowest_shrink.count()}};
-}
-
+/// The report as JSON (tools/arbiter_json.hpp) after "server", the address it came from.
 [[nodiscard]] boost::json::object json_report(const std::string& server, const arbiter_report& r) {
-  boost::json::array devices;
-  for (const auto& d : r.devices) {
-    boost::json::array members;
-    for (const auto& m : d.members)
-      members.emplace_back(json_member(m));
-    devices.emplace_back(boost::json::object{{"device", d.device},
-                                             {"total_bytes", d.total_bytes},
-                                             {"held_bytes", d.held_bytes},
-                                             {"members", std::move(members)}});
-  }
-  boost::json::array decisions;
-  for (const auto& d : r.decisions)
-    decisions.emplace_back(boost::json::object{{"at_ms", d.at.count()},
-                                               {"member", d.member},
-                                               {"tenant", d.tenant},
-                                               {"device", d.device},
-                                               {"from_bytes", d.from_bytes},
-                                               {"to_bytes", d.to_bytes},
-                                               {"why", d.why}});
-  return {{"server", server},
-          {"members", r.members},
-          {"revocations", r.revocations},
-          {"devices", std::move(devices)},
-          {"decisions", std::move(decisions)}};
+  boost::json::object out{{"server", server}};
+  for (auto& field : to_json_object(r))
+    out.emplace(field.key(), std::move(field.value()));
+  return out;
 }
 
 /// The operator's settings of `o` (a total first: a policy's minimum must fit it), then the

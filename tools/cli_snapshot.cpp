@@ -7,13 +7,17 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include <caf/actor_system.hpp>
 
 #include <uma/actors/allocator_config.hpp>
 #include <uma/actors/client.hpp>
+#include <uma/actors/remote/arbiter/arbiter_client.hpp>
 #include <uma/actors/remote/remote_client.hpp>
+#include "tools/arbiter_json.hpp"
 #include "tools/cli_commands.hpp"
 #include "tools/cli_hardening.hpp"
 #include "tools/json_print.hpp"
@@ -98,8 +102,26 @@ int run_local(const options& o) {
   return write_forms(o, to_json_object(snap));
 }
 
-/// The snapshot of the allocator a `uma serve` runs at --connect: the local form plus "server"
-/// and each region's "session" (0: not leased through the gateway).
+/// The report of the arbiter of the node at --connect (over the same target and TLS files), or
+/// nothing when the node has no arbiter; any other failure is thrown.
+std::optional<arbiter_report> arbiter_of(const options& o, const tls_options& tls) {
+  try {
+    const arbiter_client arbiter(
+        o.connect_target, remote_client_options{.timeout = std::chrono::seconds(10), .tls = tls});
+    return arbiter.report();
+  } catch (const error& e) {
+    // arbiter_client tells a node without an arbiter (the wire's UNIMPLEMENTED) from other
+    // failures by this text alone: it has no error code or query of its own for it.
+    if (e.code() == errc::backend_error &&
+        std::string_view(e.what()).find("has no arbiter") != std::string_view::npos)
+      return std::nullopt;
+    throw;
+  }
+}
+
+/// The snapshot of the allocator a `uma serve` runs at --connect: the local form plus "server",
+/// each region's "session" (0: not leased through the gateway) and, when the node has an
+/// arbiter, "arbiter": its report as `uma budgets --json` prints it, without "server".
 int run_remote(const options& o) {
   const auto hardening = parse_hardening(o);
   remote_session session(o, hardening.tls);
@@ -117,6 +139,8 @@ int run_remote(const options& o) {
   auto& rows = data["regions"].as_array();
   for (std::size_t i = 0; i < rows.size(); ++i)
     rows[i].as_object()["session"] = snap.regions[i].session;
+  if (const auto report = arbiter_of(o, hardening.tls))
+    data["arbiter"] = to_json_object(printable(*report));
   return write_forms(o, data);
 }
 

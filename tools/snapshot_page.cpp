@@ -29,7 +29,18 @@ svg text{font-size:11px;fill:#4a5366}
 <div class="legend" id="legend"></div></div>
 <h2>Regions</h2><input id="filter" type="search" placeholder="filter regions (any column)">
 <div class="card"><table id="regions"><thead></thead><tbody></tbody></table></div>
-<h2>Events <span id="event-note"></span></h2>
+)page";
+
+/// Only in the page of a snapshot with "arbiter" (a serving node's arbiter, `uma snapshot
+/// --connect`); the script fills it in.
+constexpr std::string_view page_arbiter = R"page(<h2>Arbiter <span id="arbiter-note"></span></h2>
+<div class="card"><div id="arbiter-devices" style="margin-bottom:8px"></div>
+<table id="arbiter-members"><thead></thead><tbody></tbody></table></div>
+<h2>Arbiter decisions <span id="decision-note"></span></h2>
+<div class="card"><table id="arbiter-decisions"><thead></thead><tbody></tbody></table></div>
+)page";
+
+constexpr std::string_view page_events = R"page(<h2>Events <span id="event-note"></span></h2>
 <div class="card"><table id="events"><thead></thead><tbody></tbody></table></div>
 <script type="application/json" id="snapshot-data">)page";
 
@@ -131,6 +142,36 @@ function drawChart() {
 }
 )page";
 
+constexpr std::string_view page_script_arbiter = R"page(
+// The arbiter's devices, members (one row per member and device) and its ledger's decisions.
+function arbiter(a) {
+  document.getElementById("arbiter-note").textContent = "(" + a.members + " member(s), " +
+    a.revocations + " revocation(s))";
+  for (const d of a.devices)
+    document.getElementById("arbiter-devices").appendChild(el("div", "device " + d.device + ": " +
+      fmtBytes(d.total_bytes) + " shared, " + fmtBytes(d.held_bytes) + " held, " +
+      d.members.length + " member(s)"));
+  const members = a.devices.flatMap(d => d.members.map(m => Object.assign({device: d.device}, m)));
+  table("arbiter-members", [["member", "member", null, true], ["device", "device", null, true],
+    ["tenant", "tenant"], ["state", "state"], ["granted_bytes", "granted", fmtBytes, true],
+    ["held_bytes", "held", fmtBytes, true], ["resident_bytes", "resident", fmtBytes, true],
+    ["min_bytes", "min", fmtBytes, true], ["wanted_bytes", "wanted", fmtBytes, true],
+    ["priority", "priority", null, true], ["weight", "weight", null, true],
+    ["shrinks", "shrinks", null, true], ["slowest_shrink_ms", "slowest shrink (ms)", null, true]],
+    members, null);
+  // A policy changes no bytes by itself: its row shows no change.
+  const decisions = a.decisions.map(d => Object.assign({change: d.from_bytes === d.to_bytes ?
+    "\u2014" : fmtBytes(d.from_bytes) + " \u2192 " + fmtBytes(d.to_bytes)}, d));
+  // Member 0: the operator's decision (a policy, a total).
+  table("arbiter-decisions", [["at_ms", "at (ms)", null, true],
+    ["member", "member", m => m === 0 ? "operator" : m, true],
+    ["tenant", "tenant"], ["device", "device", null, true], ["change", "bytes"], ["why", "why"]],
+    decisions, null);
+  document.getElementById("decision-note").textContent = "(the ledger, oldest first; " +
+    a.decisions.length + " kept)";
+}
+)page";
+
 constexpr std::string_view page_script_tables = R"page(
 function table(id, columns, rows, filterBox) {
   const tbl = document.getElementById(id), head = tbl.tHead, body = tbl.tBodies[0];
@@ -181,6 +222,7 @@ table("events", [["seq", "#", null, true], ["at_ms", "at (ms)", null, true], ["k
   ["bytes", "bytes", fmtBytes, true], ["label", "label"], ["detail", "detail"]], events, null);
 document.getElementById("event-note").textContent = "(oldest first; " + snap.events_dropped +
   " older ones dropped)";
+if (snap.arbiter) arbiter(snap.arbiter);
 </script></body></html>
 )page";
 
@@ -204,8 +246,11 @@ std::string script_safe(std::string_view json) {
 
 std::string snapshot_page(const boost::json::object& data) {
   std::string out(page_head);
-  out.append(script_safe(boost::json::serialize(data)));
-  out.append(page_script_data).append(page_script_chart).append(page_script_tables);
+  if (data.contains("arbiter"))
+    out.append(page_arbiter);
+  out.append(page_events).append(script_safe(boost::json::serialize(data)));
+  out.append(page_script_data).append(page_script_chart).append(page_script_arbiter);
+  out.append(page_script_tables);
   return out;
 }
 

@@ -22,8 +22,11 @@ namespace uma::cli {
 [[nodiscard]] std::string snapshot_page(const allocator_snapshot& s);
 
 /// The page for snapshot data as `to_json_object` makes it. A serving node's snapshot (`uma
-/// snapshot --connect`) adds "server", which the summary names, and each region's "session",
-/// which becomes a column of the region table.
+/// snapshot --connect`) adds "server", which the summary names, each region's "session", which
+/// becomes a column of the region table, and where the node has an arbiter "arbiter" (its
+/// report, tools/arbiter_json.hpp), which adds a section "Arbiter": each device's total and
+/// held bytes, the members' table and the ledger's decisions. Without "arbiter" the page has
+/// no such section.
 [[nodiscard]] std::string snapshot_page(const boost::json::object& data);
 
 }  // namespace uma::cli
