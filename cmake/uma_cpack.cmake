@@ -33,11 +33,12 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 
 # Runtime libraries by their Debian 12 package names (what `ldd` shows the binaries load); listed
 # by hand rather than by dpkg-shlibdeps, which would make dpkg-dev a build dependency.
-set(uma_c_depends "libc6, libstdc++6, libgcc-s1, libcaf-core0.17 (>= 0.17.6), libboost-json1.81.0")
-# The tools add the remote interface's wire: gRPC (its core and gpr are libgrpc29's), protobuf,
-# OpenSSL, and the abseil gRPC's headers inline (tests/deb_packages.cmake checks this list).
-set(uma_tools_depends
-    "${uma_c_depends}, libgrpc++1.51, libgrpc29, libprotobuf32, libssl3, libabsl20220623")
+# The C ABI joins a node's arbiter over the wire (uma_arbiter_join), so libuma_c.so loads the
+# remote interface as the tools do: gRPC (its core and gpr are libgrpc29's), protobuf, OpenSSL,
+# and the abseil gRPC's headers inline (tests/deb_packages.cmake checks these lists).
+set(uma_c_depends "libc6, libstdc++6, libgcc-s1, libcaf-core0.17 (>= 0.17.6), \
+libboost-json1.81.0, libgrpc++1.51, libgrpc29, libprotobuf32, libssl3, libabsl20220623")
+set(uma_tools_depends "${uma_c_depends}")
 set(uma_deb_version "${PROJECT_VERSION}")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libuma-dev)

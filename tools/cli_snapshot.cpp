@@ -110,10 +110,7 @@ std::optional<arbiter_report> arbiter_of(const options& o, const tls_options& tl
         o.connect_target, remote_client_options{.timeout = std::chrono::seconds(10), .tls = tls});
     return arbiter.report();
   } catch (const error& e) {
-    // arbiter_client tells a node without an arbiter (the wire's UNIMPLEMENTED) from other
-    // failures by this text alone: it has no error code or query of its own for it.
-    if (e.code() == errc::backend_error &&
-        std::string_view(e.what()).find("has no arbiter") != std::string_view::npos)
+    if (e.code() == errc::not_supported)  // a node without an arbiter
       return std::nullopt;
     throw;
   }

@@ -445,8 +445,9 @@ typedef struct uma_arbiter uma_arbiter;
  * claim per device (`count` of them, devices of `allocator`'s backend, each once), and applies
  * the first budgets before it returns. The arbiter's refusals come back as their status
  * (UMA_ERR_INVALID_ARGUMENT: a name, a claim, a minimum or priority above the operator's
- * policy; UMA_ERR_QUOTA_EXCEEDED: the minimums do not fit); a node that cannot be reached or
- * has no arbiter is UMA_ERR_BACKEND naming the target. *out is set only on UMA_OK. */
+ * policy; UMA_ERR_QUOTA_EXCEEDED: the minimums do not fit); a node without an arbiter is
+ * UMA_ERR_NOT_SUPPORTED, one that cannot be reached UMA_ERR_BACKEND naming the target. *out is
+ * set only on UMA_OK. */
 UMA_C_EXPORT uma_status uma_arbiter_join(uma_allocator* allocator, const char* target,
                                          const char* name, const uma_arbiter_claim* claims,
                                          size_t count, uma_arbiter** out);

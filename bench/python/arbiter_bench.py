@@ -6,13 +6,20 @@ AdamW) that wants more than the rest of the budget. Both run under uma_torch.ins
 the node's arbiter; the budgets emulate a smaller device (the sum of managed allocations stays
 far below the card's free memory, ../shared/GPU.md).
 
-Rows: each alone with the whole budget; both at once with static halves; both under the
-arbiter, where the training process asks for 20 GB more mid-run and the inference process is
-SIGKILLed mid-run; and a move: the trainer holds the budget, the inference process joins with
-priority and the trainer must evict (contents kept) before the bytes are granted.
+Rows (defaults in brackets; GB = 10^9 bytes):
+  * each alone with the whole budget [32 GB];
+  * both at once with static halves (each tenant's minimum and want are half the total);
+  * both under the arbiter: the inference process with priority 10 and a guaranteed 6 GB; the
+    trainer (its model state and activations take about 21 GB) wants 12 GB, so it spills the
+    rest to the host, then asks for 20 GB more half way (it is granted what the inference
+    process leaves: 26 GB), and the inference process is SIGKILLed: the time until the trainer
+    is granted its bytes;
+  * a move: the trainer holds a smaller budget whole [24 GB], the inference process joins with
+    priority wanting 8 GB, and the trainer must evict (contents kept) before the bytes are
+    granted: the arbiter's ledger times it against B / 45 GB/s + 50 ms.
 
     UMA_LIBRARY=.../libuma_c.so python3 bench/python/arbiter_bench.py --uma-bin .../uma \
-        [--total-gb 16] [--seconds 20] [--json out.json]
+        [--total-gb 32] [--seconds 20] [--json out.json]
 
 Prints each row's throughputs, the ratios against the isolated rows of the same run, the moves'
 times against the target (B / 45 GB/s + 50 ms), the regrant time after the kill and whether any
@@ -117,8 +124,31 @@ def train_worker(args):
     emit(event="done", spilled=uma_torch.spilled_bytes())
 
 
+def dry_worker(args):
+    """--dry-run: the plumbing without torch or a GPU: a host-backend uma_c allocator joins and
+    "steps" are short sleeps, so the orchestration, the node and the ledger can be checked here."""
+    import uma_c
+    allocator = uma_c.Allocator.create(backend="host")
+    member = allocator.join_arbiter(args.target, args.worker, min_bytes=args.min_bytes,
+                                    wanted_bytes=args.wanted_bytes, priority=args.priority)
+    emit(event="joined", budget=member.budget(0))
+    emit(event="ready")
+    budget, start, asked = member.budget(0), time.time(), False
+    while time.time() - start < args.seconds:
+        if args.ask_more_after and not asked and time.time() - start >= args.ask_more_after:
+            member.want(args.wanted_bytes + args.ask_more_bytes, device=0)
+            emit(event="asked", wanted=args.wanted_bytes + args.ask_more_bytes)
+            asked = True
+        time.sleep(0.01)
+        emit(event="step", ms=10.0, tokens=1, spilled=0)
+        budget = watch(member, budget)
+    emit(event="done", spilled=0)
+
+
 def worker_main(args):
     try:
+        if args.dry_run:
+            return dry_worker(args)
         (infer_worker if args.worker == "infer" else train_worker)(args)
     except Exception as error:  # an out-of-memory error is a result, not a crash of the bench
         emit(event="error", error=f"{type(error).__name__}: {str(error).splitlines()[0][:300]}",
@@ -131,10 +161,10 @@ def worker_main(args):
 class Node:
     """`uma serve` with an arbiter on a private socket."""
 
-    def __init__(self, uma_bin, folder, total, policies, deadline_ms=20000):
+    def __init__(self, uma_bin, folder, total, policies, deadline_ms=20000, dry=False):
         self.socket = os.path.join(folder, "uma.sock")
         argv = [uma_bin, "serve", "--socket", self.socket, "--arbiter-total", f"0:{total}",
-                "--arbiter-deadline", str(deadline_ms)]
+                "--arbiter-deadline", str(deadline_ms), "--backend", "host" if dry else "cuda"]
         for p in policies:
             argv += ["--arbiter-policy", p]
         self.log = open(os.path.join(folder, "serve.log"), "a")
@@ -167,6 +197,8 @@ class Worker:
                 node.target, "--min-bytes", str(min_bytes), "--wanted-bytes", str(wanted),
                 "--priority", str(priority), "--seconds", str(seconds), "--layers", str(layers),
                 "--width", str(width), "--batch", str(batch), *extra]
+        if args.dry_run:
+            argv += ["--dry-run"]
         self.kind = kind
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, bufsize=1)
         self.events = []
@@ -234,15 +266,23 @@ def decisions(report):
     return report.get("decisions", []) if isinstance(report, dict) else []
 
 
+def policy(kind, min_bytes, priority):
+    return f"uid {os.getuid()}/{kind}:0:{min_bytes}:{priority}:1"
+
+
+def node(args, folder, total, policies):
+    return Node(args.uma_bin, folder, total, policies, dry=args.dry_run)
+
+
 def row_alone(args, folder, kind):
-    node = Node(args.uma_bin, folder, args.total, [f"uid {os.getuid()}/infer:0:0:10:1"])
+    n = node(args, folder, args.total, [policy("infer", 0, 10)])
     try:
-        w = Worker(args, node, kind, 0, args.total, 10 if kind == "infer" else 0, args.seconds)
+        w = Worker(args, n, kind, 0, args.total, 10 if kind == "infer" else 0, args.seconds)
         run_until_done(w)
         return {"row": f"{kind} alone", "throughput": w.throughput(), "oom": w.oom(),
-                "errors": w.errors(), "report": node.report()}
+                "errors": w.errors(), "report": n.report()}
     finally:
-        node.stop()
+        n.stop()
 
 
 def overlap(a, b):
@@ -255,29 +295,28 @@ def overlap(a, b):
 
 def row_static(args, folder):
     half = args.total // 2
-    uid = os.getuid()
-    node = Node(args.uma_bin, folder, args.total,
-                [f"uid {uid}/infer:0:{half}:0:1", f"uid {uid}/train:0:{half}:0:1"])
+    n = node(args, folder, args.total, [policy("infer", half, 0), policy("train", half, 0)])
     try:
-        infer = Worker(args, node, "infer", half, half, 0, args.seconds + 20)
+        infer = Worker(args, n, "infer", half, half, 0, args.seconds + 20)
         infer.wait_for("ready")
-        train = Worker(args, node, "train", half, half, 0, args.seconds)
+        train = Worker(args, n, "train", half, half, 0, args.seconds)
         run_until_done(infer, train)
         since, until = overlap(infer, train)
         return {"row": "static halves", "infer": infer.throughput(since, until),
                 "train": train.throughput(since, until), "oom": infer.oom() or train.oom(),
-                "errors": infer.errors() + train.errors(), "report": node.report()}
+                "errors": infer.errors() + train.errors(), "report": n.report()}
     finally:
-        node.stop()
+        n.stop()
 
 
 def row_arbiter(args, folder):
-    uid = os.getuid()
-    node = Node(args.uma_bin, folder, args.total, [f"uid {uid}/infer:0:{args.infer_need}:10:1"])
+    """Inference with priority beside a trainer that wants less than it uses (so it spills), asks
+    for 20 GB more half way, and gets the inference process's bytes when it is killed."""
+    n = node(args, folder, args.total, [policy("infer", args.infer_need, 10)])
     try:
-        infer = Worker(args, node, "infer", args.infer_need, args.infer_need, 10, 3 * args.seconds)
+        infer = Worker(args, n, "infer", args.infer_need, args.infer_need, 10, 3 * args.seconds)
         infer.wait_for("ready")
-        train = Worker(args, node, "train", 0, args.total, 0, 2 * args.seconds,
+        train = Worker(args, n, "train", 0, args.train_wanted, 0, 2 * args.seconds,
                        ["--ask-more-after", str(args.seconds / 2), "--ask-more-bytes",
                         str(args.ask_more)])
         train.wait_for("ready")
@@ -285,45 +324,49 @@ def row_arbiter(args, folder):
         while time.time() - start < args.seconds:
             infer.poll(0.1)
             train.poll(0.0)
-        before = node.report()
+        before = n.report()
         killed = time.time()
         infer.proc.send_signal(signal.SIGKILL)
-        budget_before = max(b for t, b in budget_times(train) if t <= killed) \
-            if budget_times(train) else 0
+        budgets = budget_times(train)
+        budget_before = max((b for t, b in budgets if t <= killed), default=0)
         run_until_done(infer, train)
         regrant = next((t - killed for t, b in budget_times(train)
                         if t > killed and b > budget_before), None)
-        infer_budgets = [b for t, b in budget_times(infer)]
-        return {"row": "arbiter: infer priority, train wants more (+20 GB mid-run), infer killed",
+        asked = next((e["t"] for e in train.events if e["event"] == "asked"), killed)
+        return {"row": "arbiter: infer priority; train wants less than it uses, asks +20 GB "
+                       "half way; infer SIGKILLed",
                 "infer": infer.throughput(start, killed),
-                "train_beside_infer": train.throughput(start, killed),
+                "train_before_ask": train.throughput(start, asked),
+                "train_after_ask": train.throughput(asked + 1, killed),
                 "train_after_kill": train.throughput(killed + 1, None),
-                "regrant_s": regrant, "train_budget_before_kill": budget_before,
-                "infer_budgets": infer_budgets, "oom": train.oom(),
-                "errors": train.errors(), "report_before_kill": before,
-                "report": node.report()}
+                "regrant_s": regrant, "train_budgets": [b for t, b in budget_times(train)],
+                "infer_budgets": [b for t, b in budget_times(infer)],
+                "oom": train.oom() or infer.oom(), "errors": train.errors(),
+                "report_before_kill": before, "report": n.report()}
     finally:
-        node.stop()
+        n.stop()
 
 
 def row_move(args, folder):
-    uid = os.getuid()
-    node = Node(args.uma_bin, folder, args.total, [f"uid {uid}/infer:0:{args.infer_need}:10:1"])
+    """The trainer holds the whole (smaller) budget; the inference process joins with priority,
+    so the trainer must evict before the bytes are granted."""
+    n = node(args, folder, args.move_total, [policy("infer", args.move_infer_need, 10)])
     try:
-        train = Worker(args, node, "train", 0, args.total, 0, 3 * args.seconds)
+        train = Worker(args, n, "train", 0, args.move_total, 0, 3 * args.seconds)
         train.wait_for("ready")
         t_end = time.time() + args.seconds / 2
         while time.time() < t_end:
             train.poll(0.1)
-        infer = Worker(args, node, "infer", args.infer_need, args.infer_need, 10, args.seconds)
+        infer = Worker(args, n, "infer", args.move_infer_need, args.move_infer_need, 10,
+                       args.seconds)
         run_until_done(infer, train)
-        report = node.report()
+        report = n.report()
         return {"row": "move: the trainer holds the budget, infer joins with priority",
                 "move": move_figures(report, train), "report": report,
                 "infer": infer.throughput(), "oom": train.oom() or infer.oom(),
                 "errors": train.errors() + infer.errors()}
     finally:
-        node.stop()
+        n.stop()
 
 
 def move_figures(report, train):
@@ -366,8 +409,13 @@ def arguments():
     p.add_argument("--ask-more-after", type=float, default=0)
     p.add_argument("--ask-more-bytes", type=int, default=0)
     p.add_argument("--uma-bin")
-    p.add_argument("--total-gb", type=float, default=16)
+    p.add_argument("--dry-run", action="store_true",
+                   help="host backend, no torch: the orchestration only (CI-free check)")
+    p.add_argument("--total-gb", type=float, default=32)
     p.add_argument("--infer-need-gb", type=float, default=6)
+    p.add_argument("--train-wanted-gb", type=float, default=12)
+    p.add_argument("--move-total-gb", type=float, default=24)
+    p.add_argument("--move-infer-need-gb", type=float, default=8)
     p.add_argument("--ask-more-gb", type=float, default=20)
     p.add_argument("--infer-shape", default="24x2048x16", help="LAYERSxWIDTHxBATCH")
     p.add_argument("--train-shape", default="24x2048x4", help="LAYERSxWIDTHxBATCH")
@@ -377,6 +425,9 @@ def arguments():
     args = p.parse_args()
     args.total = int(args.total_gb * GB)
     args.infer_need = int(args.infer_need_gb * GB)
+    args.train_wanted = int(args.train_wanted_gb * GB)
+    args.move_total = int(args.move_total_gb * GB)
+    args.move_infer_need = int(args.move_infer_need_gb * GB)
     args.ask_more = int(args.ask_more_gb * GB)
     return args
 

@@ -22,6 +22,9 @@
 #                install at 3 fractions, a 24 x 4096 linear stack (issue 36)    (~2 min)
 #   infer        uma_torch.offload for inference (a Llama-shaped 8 GiB model) at 1x, 2x, 3x
 #                against native and accelerate's dispatch_model (issue 39)     (~3 min)
+#   arbiter      one GPU, many processes under one uma serve's arbiter (issue 37):
+#                tests/python/gpu_arbiter.py, then arbiter_bench.py (UMA_BIN: the uma
+#                executable; default: $UMA_BUNDLE/bin/uma)                     (~7 min)
 #   big          torch_step with 24 layers x 1024                              (~3 min)
 #                (more memory: naive_cache's power-of-two bins may pass ../shared/GPU.md's
 #                16 GiB total; run it only where the issue's larger figure is wanted)
@@ -84,6 +87,16 @@ for part in "${parts[@]}"; do
     offload) run offload offload_bench.py ;;
     infer) run infer infer_bench.py ;;
     pool) run pool pool_bench.py ;;
+    arbiter)
+      uma_bin=${UMA_BIN:-${UMA_BUNDLE:+$bundle/bin/uma}}
+      echo "=== arbiter: tests/python/gpu_arbiter.py"
+      UMA_LIBRARY="${UMA_LIBRARY:-$UMA_BENCH_LIB_DIR/libuma_c.so}" \
+        python3 "$here/../../tests/python/gpu_arbiter.py" --uma-bin "$uma_bin" -v 2>&1 \
+        | tee "$OUT/arbiter_tests.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "=== arbiter tests FAILED"; rc=1; }
+      UMA_LIBRARY="${UMA_LIBRARY:-$UMA_BENCH_LIB_DIR/libuma_c.so}" \
+        run arbiter arbiter_bench.py --uma-bin "$uma_bin"
+      ;;
     spill) run spill spill_bench.py ;;
     dry)
       run dry_torch_step torch_step.py --dry-run
@@ -91,8 +104,11 @@ for part in "${parts[@]}"; do
       run dry_cupy cupy_workload.py --dry-run
       run dry_offload offload_bench.py --dry-run --repeat 1
       run dry_infer infer_bench.py --dry-run
+      [ -z "${UMA_BIN:-}" ] || run dry_arbiter arbiter_bench.py --dry-run --uma-bin "$UMA_BIN" \
+        --total-gb 4 --infer-need-gb 1 --train-wanted-gb 1 --ask-more-gb 2 --move-total-gb 3 \
+        --move-infer-need-gb 1 --seconds 3
       ;;
-    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big offload_smoke offload infer pool spill dry)"; rc=2 ;;
+    *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big offload_smoke offload infer pool spill arbiter dry)"; rc=2 ;;
   esac
 done
 exit $rc

@@ -196,7 +196,7 @@ class ArbiterCalls:
         instead (join_arbiter(target, name, wanted_bytes=8 << 30)). Bad arguments raise
         TypeError/ValueError before the library is called; the node's refusals raise UmaError
         (UMA_ERR_INVALID_ARGUMENT, UMA_ERR_QUOTA_EXCEEDED, UMA_ERR_BACKEND for a node that
-        cannot be reached or has no arbiter). Closing this Allocator leaves its members first."""
+        cannot be reached, UMA_ERR_NOT_SUPPORTED for one without an arbiter). Closing this Allocator leaves its members first."""
         if claims is not None and claim:
             raise TypeError("uma: give claims or one claim's keywords, not both")
         target_bytes, name_bytes = _text("target", target), _text("name", name)

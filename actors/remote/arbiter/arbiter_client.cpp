@@ -27,7 +27,7 @@ arbiter_report ask(w::Arbiter::Stub& stub, Method method, const Req& req,
   w::ArbiterReport rep;
   const auto status = (stub.*method)(&ctx, req, &rep);
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
-    raise(errc::backend_error,
+    raise(errc::not_supported,
           "the uma server at " + address + " has no arbiter (uma serve --arbiter-total)");
   if (!status.ok())
     detail::throw_status(ctx, status, address, timeout);

@@ -22,7 +22,7 @@ class arbiter_client {
   ~arbiter_client();
 
   /// Every device's totals, with this identity's members (the operator's connection: all
-  /// members) and their decisions. backend_error when the node has no arbiter.
+  /// members) and their decisions. not_supported when the node has no arbiter.
   [[nodiscard]] arbiter_report report() const;
   /// The operator's: `tenant`'s policy on `device` (members capped to it at once). A tenant's
   /// connection gets invalid_argument ("... is the operator's").

@@ -63,7 +63,8 @@ struct arbiter_member::impl {
     if (!read.get()) {
       const auto status = stream->Finish();
       if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
-        detail::connect_failed(address, "the node has no arbiter (uma serve --arbiter-total)");
+        raise(errc::not_supported,
+              "the uma server at " + address + " has no arbiter (uma serve --arbiter-total)");
       detail::throw_status(join_ctx, status, address, timeout);
     }
     key = first.key();
@@ -130,14 +131,17 @@ void arbiter_member::apply_one(const arbiter_grant& g) {
                                 std::to_string(g.device) + " failed: " + e.what());
     return;
   }
+  if (g.shrink && !g.revoked)
+    acknowledge(g, resident);
   {
     std::lock_guard lock(mutex_);
     budgets_[g.device] = g.revoked ? 0 : g.budget_bytes;
     revoked_ = revoked_ || g.revoked;
   }
   changed_.notify_all();
-  if (!g.shrink || g.revoked)
-    return;
+}
+
+void arbiter_member::acknowledge(const arbiter_grant& g, std::uint64_t resident) {
   w::EvictedRequest req;
   *req.mutable_key() = impl_->key;
   req.set_device(g.device);

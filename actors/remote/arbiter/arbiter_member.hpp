@@ -43,8 +43,9 @@ class arbiter_member {
   /// Joins the arbiter of the node at `target` ("unix:PATH", or "HOST:PORT" with TLS in
   /// `options`) as `name`, with one claim per device, and applies the first grants before it
   /// returns. Throws what the arbiter refused (invalid_argument: a name, a claim, a minimum or
-  /// priority above the operator's policy; quota_exceeded: the minimums do not fit), or
-  /// backend_error naming the target when it cannot be reached or has no arbiter.
+  /// priority above the operator's policy; quota_exceeded: the minimums do not fit),
+  /// not_supported when the node has no arbiter, or backend_error naming the target when it
+  /// cannot be reached.
   arbiter_member(std::string target, std::string name, std::vector<arbiter_claim> claims,
                  arbiter_apply apply, remote_client_options options = {});
   arbiter_member(const arbiter_member&) = delete;
@@ -76,6 +77,9 @@ class arbiter_member {
   struct impl;
   void read_grants();
   void apply_one(const arbiter_grant& g);
+  /// Tells the arbiter that shrink `g` is evicted and `resident` bytes stay (before the new
+  /// budget is published: a caller that sees it may leave at once).
+  void acknowledge(const arbiter_grant& g, std::uint64_t resident);
 
   std::string target_;
   std::chrono::milliseconds timeout_;
