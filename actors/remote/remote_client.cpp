@@ -27,13 +27,7 @@ struct remote_client::impl {
   template <class Req, class Rep, class Method>
   Rep call(Method method, const Req& req, const std::string& address,
            std::chrono::milliseconds timeout) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-    Rep rep;
-    const auto status = ((*stub).*method)(&ctx, req, &rep);
-    if (!status.ok())
-      detail::throw_status(ctx, status, address, timeout);
-    return rep;
+    return detail::unary_call<Rep>(*stub, method, req, address, timeout);
   }
 
   /// The server's snapshot, read from its stream (StreamSnapshot) within `timeout` and at most

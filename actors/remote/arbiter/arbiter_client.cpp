@@ -22,16 +22,11 @@ namespace {
 template <class Req, class Method>
 arbiter_report ask(w::Arbiter::Stub& stub, Method method, const Req& req,
                    const std::string& address, std::chrono::milliseconds timeout) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-  w::ArbiterReport rep;
-  const auto status = (stub.*method)(&ctx, req, &rep);
-  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
-    raise(errc::not_supported,
-          "the uma server at " + address + " has no arbiter (uma serve --arbiter-total)");
-  if (!status.ok())
-    detail::throw_status(ctx, status, address, timeout);
-  return detail::from_wire(rep);
+  return detail::from_wire(
+      detail::unary_call<w::ArbiterReport>(stub, method, req, address, timeout, [&] {
+        raise(errc::not_supported,
+              "the uma server at " + address + " has no arbiter (uma serve --arbiter-total)");
+      }));
 }
 
 }  // namespace

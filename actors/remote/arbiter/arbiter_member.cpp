@@ -39,13 +39,7 @@ struct arbiter_member::impl {
   template <class Req, class Rep, class Method>
   Rep call(Method method, const Req& req, const std::string& address,
            std::chrono::milliseconds timeout) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-    Rep rep;
-    const auto status = ((*stub).*method)(&ctx, req, &rep);
-    if (!status.ok())
-      detail::throw_status(ctx, status, address, timeout);
-    return rep;
+    return detail::unary_call<Rep>(*stub, method, req, address, timeout);
   }
 
   /// Opens the Join stream and reads its first event (the key) within `timeout`.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include <grpcpp/grpcpp.h>
 
@@ -30,5 +31,22 @@ void await_ready(grpc::Channel& channel, const std::string& address,
 /// quota_exceeded, backend_error).
 [[noreturn]] void throw_status(const grpc::ClientContext& ctx, const grpc::Status& s,
                                const std::string& address, std::chrono::milliseconds timeout);
+
+/// One unary call of `stub` with `timeout`; throws what a failed status stands for
+/// (throw_status), or calls `unimplemented` (which throws) when the server has no such service.
+template <class Rep, class Stub, class Method, class Req, class Unimplemented = std::nullptr_t>
+Rep unary_call(Stub& stub, Method method, const Req& req, const std::string& address,
+               std::chrono::milliseconds timeout, Unimplemented unimplemented = nullptr) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  Rep rep;
+  const auto status = (stub.*method)(&ctx, req, &rep);
+  if constexpr (!std::is_same_v<Unimplemented, std::nullptr_t>)
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
+      unimplemented();
+  if (!status.ok())
+    throw_status(ctx, status, address, timeout);
+  return rep;
+}
 
 }  // namespace uma::detail
