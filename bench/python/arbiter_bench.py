@@ -15,7 +15,7 @@ Rows (defaults in brackets; GB = 10^9 bytes):
     process leaves: 26 GB), and the inference process is SIGKILLed: the time until the trainer
     is granted its bytes;
   * a move: the trainer holds a smaller budget whole [24 GB], the inference process joins with
-    priority wanting 8 GB, and the trainer must evict (contents kept) before the bytes are
+    priority wanting 14 GB, and the trainer must evict (contents kept) before the bytes are
     granted: the arbiter's ledger times it against B / 45 GB/s + 50 ms.
 
     UMA_LIBRARY=.../libuma_c.so python3 bench/python/arbiter_bench.py --uma-bin .../uma \
@@ -40,6 +40,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
 GB = 10**9
+WARM_S = 15  # the inference process's first seconds fault its memory in: not measured
 
 
 # -- the worker processes -----------------------------------------------------------------------
@@ -57,12 +58,35 @@ def join(args, name, min_bytes, wanted):
     return member
 
 
-def watch(member, last):
-    """Emits the budget when it changed since `last`; returns the budget now."""
-    now = member.budget(0)
-    if now != last:
-        emit(event="budget", budget=now)
-    return now
+def watch(member):
+    """Emits the budget whenever it changes (polled every 10 ms on a thread of its own, so the
+    times do not wait for a step to end)."""
+    import threading
+
+    def loop():
+        last = member.budget(0)
+        while True:
+            time.sleep(0.01)
+            try:
+                now = member.budget(0)
+            except Exception:  # the member left: the process ends
+                return
+            if now != last:
+                emit(event="budget", budget=now)
+                last = now
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def ask_later(member, args):
+    """Asks for ask_more_bytes more after ask_more_after seconds (a timer: steps may be long)."""
+    import threading
+    if not args.ask_more_after:
+        return
+
+    def ask():
+        member.want(args.wanted_bytes + args.ask_more_bytes, device=0)
+        emit(event="asked", wanted=args.wanted_bytes + args.ask_more_bytes)
+    threading.Timer(args.ask_more_after, ask).start()
 
 
 def infer_worker(args):
@@ -76,7 +100,8 @@ def infer_worker(args):
     model = GPT2LMHeadModel(config).half().cuda().eval()
     tokens = torch.randint(0, 32000, (args.batch, 1), device="cuda")
     emit(event="ready")
-    budget, past, start = member.budget(0), None, time.time()
+    watch(member)
+    past, start = None, time.time()
     with torch.no_grad():
         while time.time() - start < args.seconds:
             torch.cuda.synchronize()
@@ -89,7 +114,6 @@ def infer_worker(args):
                     past = None
             torch.cuda.synchronize()
             emit(event="step", tokens=16 * args.batch, ms=(time.perf_counter() - t0) * 1e3)
-            budget = watch(member, budget)
     emit(event="done", spilled=uma_torch.spilled_bytes())
 
 
@@ -105,12 +129,10 @@ def train_worker(args):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     data = torch.randint(0, 32000, (args.batch, 512), device="cuda")
     emit(event="ready")
-    budget, start, asked = member.budget(0), time.time(), False
+    watch(member)
+    ask_later(member, args)
+    start = time.time()
     while time.time() - start < args.seconds:
-        if args.ask_more_after and not asked and time.time() - start >= args.ask_more_after:
-            member.want(args.wanted_bytes + args.ask_more_bytes, device=0)
-            emit(event="asked", wanted=args.wanted_bytes + args.ask_more_bytes)
-            asked = True
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         loss = model(input_ids=data, labels=data).loss
@@ -118,9 +140,8 @@ def train_worker(args):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
-        emit(event="step", ms=(time.perf_counter() - t0) * 1e3, loss=float(loss),
+        emit(event="step", ms=(time.perf_counter() - t0) * 1e3, loss=float(loss.detach()),
              spilled=uma_torch.spilled_bytes())
-        budget = watch(member, budget)
     emit(event="done", spilled=uma_torch.spilled_bytes())
 
 
@@ -133,15 +154,12 @@ def dry_worker(args):
                                     wanted_bytes=args.wanted_bytes, priority=args.priority)
     emit(event="joined", budget=member.budget(0))
     emit(event="ready")
-    budget, start, asked = member.budget(0), time.time(), False
+    watch(member)
+    ask_later(member, args)
+    start = time.time()
     while time.time() - start < args.seconds:
-        if args.ask_more_after and not asked and time.time() - start >= args.ask_more_after:
-            member.want(args.wanted_bytes + args.ask_more_bytes, device=0)
-            emit(event="asked", wanted=args.wanted_bytes + args.ask_more_bytes)
-            asked = True
         time.sleep(0.01)
         emit(event="step", ms=10.0, tokens=1, spilled=0)
-        budget = watch(member, budget)
     emit(event="done", spilled=0)
 
 
@@ -274,71 +292,94 @@ def node(args, folder, total, policies):
     return Node(args.uma_bin, folder, total, policies, dry=args.dry_run)
 
 
+def ready_time(worker):
+    return next((e["t"] for e in worker.events if e["event"] == "ready"), None)
+
+
+def wait(seconds, *workers):
+    end = time.time() + seconds
+    while time.time() < end:
+        for w in workers:
+            w.poll(0.05)
+
+
+def infer_rate(infer, since=None, until=None):
+    """The inference process's tokens a second after its warm-up (its first steps fault its
+    memory in), within [since, until]."""
+    warm = ready_time(infer) + WARM_S if ready_time(infer) else None
+    return infer.throughput(max(x for x in (since, warm) if x is not None), until)
+
+
+def step_times(worker, since=None, until=None):
+    return [round(e["ms"]) for e in worker.events if e["event"] == "step" and
+            (since is None or e["t"] >= since) and (until is None or e["t"] <= until)]
+
+
 def row_alone(args, folder, kind):
     n = node(args, folder, args.total, [policy("infer", 0, 10)])
     try:
-        w = Worker(args, n, kind, 0, args.total, 10 if kind == "infer" else 0, args.seconds)
+        seconds = WARM_S + args.seconds if kind == "infer" else args.seconds
+        w = Worker(args, n, kind, 0, args.total, 10 if kind == "infer" else 0, seconds)
         run_until_done(w)
-        return {"row": f"{kind} alone", "throughput": w.throughput(), "oom": w.oom(),
-                "errors": w.errors(), "report": n.report()}
+        rate = infer_rate(w) if kind == "infer" else w.throughput()
+        return {"row": f"{kind} alone", "throughput": rate, "steps_ms": step_times(w),
+                "oom": w.oom(), "errors": w.errors(), "report": n.report()}
     finally:
         n.stop()
 
 
-def overlap(a, b):
-    """The window in which both workers ran their steps."""
-    ready = max(next(e["t"] for e in w.events if e["event"] == "ready") for w in (a, b))
-    done = min(next((e["t"] for e in w.events if e["event"] in ("done", "error")), time.time())
-               for w in (a, b))
-    return ready + 2, done
+def beside(args, n, infer_claim, train_claim, train_extra=()):
+    """The inference process first, warmed up; then the trainer beside it."""
+    infer = Worker(args, n, "infer", *infer_claim, 4 * args.seconds + 2 * WARM_S)
+    infer.wait_for("ready")
+    wait(WARM_S, infer)
+    train = Worker(args, n, "train", *train_claim, 2 * args.seconds, list(train_extra))
+    train.wait_for("ready")
+    return infer, train
 
 
 def row_static(args, folder):
     half = args.total // 2
     n = node(args, folder, args.total, [policy("infer", half, 0), policy("train", half, 0)])
     try:
-        infer = Worker(args, n, "infer", half, half, 0, args.seconds + 20)
-        infer.wait_for("ready")
-        train = Worker(args, n, "train", half, half, 0, args.seconds)
+        infer, train = beside(args, n, (half, half, 0), (half, half, 0))
+        start = time.time()
+        wait(args.seconds, infer, train)
+        end = time.time()
+        infer.proc.terminate()
         run_until_done(infer, train)
-        since, until = overlap(infer, train)
-        return {"row": "static halves", "infer": infer.throughput(since, until),
-                "train": train.throughput(since, until), "oom": infer.oom() or train.oom(),
-                "errors": infer.errors() + train.errors(), "report": n.report()}
+        return {"row": "static halves", "infer": infer_rate(infer, start, end),
+                "train": train.throughput(start, None), "train_steps_ms": step_times(train),
+                "oom": infer.oom() or train.oom(), "errors": infer.errors() + train.errors(),
+                "report": n.report()}
     finally:
         n.stop()
 
 
 def row_arbiter(args, folder):
     """Inference with priority beside a trainer that wants less than it uses (so it spills), asks
-    for 20 GB more half way, and gets the inference process's bytes when it is killed."""
+    for 20 GB more after a while, and gets the inference process's bytes when it is killed."""
     n = node(args, folder, args.total, [policy("infer", args.infer_need, 10)])
     try:
-        infer = Worker(args, n, "infer", args.infer_need, args.infer_need, 10, 3 * args.seconds)
-        infer.wait_for("ready")
-        train = Worker(args, n, "train", 0, args.train_wanted, 0, 2 * args.seconds,
-                       ["--ask-more-after", str(args.seconds / 2), "--ask-more-bytes",
-                        str(args.ask_more)])
-        train.wait_for("ready")
+        infer, train = beside(args, n, (args.infer_need, args.infer_need, 10),
+                              (0, args.train_wanted, 0),
+                              ["--ask-more-after", str(args.seconds / 2), "--ask-more-bytes",
+                               str(args.ask_more)])
         start = time.time()
-        while time.time() - start < args.seconds:
-            infer.poll(0.1)
-            train.poll(0.0)
+        wait(args.seconds, infer, train)
         before = n.report()
         killed = time.time()
         infer.proc.send_signal(signal.SIGKILL)
-        budgets = budget_times(train)
-        budget_before = max((b for t, b in budgets if t <= killed), default=0)
+        budget_before = max((b for t, b in budget_times(train) if t <= killed), default=0)
         run_until_done(infer, train)
         regrant = next((t - killed for t, b in budget_times(train)
                         if t > killed and b > budget_before), None)
-        asked = next((e["t"] for e in train.events if e["event"] == "asked"), killed)
-        return {"row": "arbiter: infer priority; train wants less than it uses, asks +20 GB "
-                       "half way; infer SIGKILLed",
-                "infer": infer.throughput(start, killed),
-                "train_before_ask": train.throughput(start, asked),
-                "train_after_ask": train.throughput(asked + 1, killed),
-                "train_after_kill": train.throughput(killed + 1, None),
+        asked = next((e["t"] for e in train.events if e["event"] == "asked"), None)
+        return {"row": "arbiter: infer priority; train wants less than it uses, asks +20 GB; "
+                       "infer SIGKILLed",
+                "infer": infer_rate(infer, start, killed),
+                "train_steps_ms": step_times(train), "asked_after_s":
+                    None if asked is None else round(asked - start, 2),
                 "regrant_s": regrant, "train_budgets": [b for t, b in budget_times(train)],
                 "infer_budgets": [b for t, b in budget_times(infer)],
                 "oom": train.oom() or infer.oom(), "errors": train.errors(),
@@ -354,16 +395,14 @@ def row_move(args, folder):
     try:
         train = Worker(args, n, "train", 0, args.move_total, 0, 3 * args.seconds)
         train.wait_for("ready")
-        t_end = time.time() + args.seconds / 2
-        while time.time() < t_end:
-            train.poll(0.1)
+        wait(args.seconds / 2, train)
         infer = Worker(args, n, "infer", args.move_infer_need, args.move_infer_need, 10,
-                       args.seconds)
+                       WARM_S + args.seconds)
         run_until_done(infer, train)
         report = n.report()
         return {"row": "move: the trainer holds the budget, infer joins with priority",
                 "move": move_figures(report, train), "report": report,
-                "infer": infer.throughput(), "oom": train.oom() or infer.oom(),
+                "infer": infer_rate(infer), "oom": train.oom() or infer.oom(),
                 "errors": train.errors() + infer.errors()}
     finally:
         n.stop()
@@ -386,7 +425,9 @@ def move_figures(report, train):
     member = next((m for d in report.get("devices", []) for m in d["members"]
                    if m["tenant"].endswith("/train")), {})
     budget = shrink["from_bytes"] - shrink["to_bytes"]
-    out = {"budget_moved_bytes": budget, "trainer_spilled_bytes": spilled,
+    acked = next((d["why"] for d in ds if d["at_ms"] >= shrink["at_ms"] and "evicted to" in d["why"]),
+                 None)
+    out = {"budget_moved_bytes": budget, "acknowledged": acked, "trainer_spilled_bytes": spilled,
            "trainer_slowest_shrink_ms": member.get("slowest_shrink_ms"),
            "trainer_resident_after": member.get("resident_bytes"),
            "target_ms": round(budget / 45e9 * 1e3 + 50, 1)}
@@ -415,11 +456,13 @@ def arguments():
     p.add_argument("--infer-need-gb", type=float, default=6)
     p.add_argument("--train-wanted-gb", type=float, default=12)
     p.add_argument("--move-total-gb", type=float, default=24)
-    p.add_argument("--move-infer-need-gb", type=float, default=8)
+    p.add_argument("--move-infer-need-gb", type=float, default=14)
     p.add_argument("--ask-more-gb", type=float, default=20)
     p.add_argument("--infer-shape", default="24x2048x16", help="LAYERSxWIDTHxBATCH")
     p.add_argument("--train-shape", default="24x2048x4", help="LAYERSxWIDTHxBATCH")
     p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--warm", type=float, default=WARM_S,
+                   help="seconds of the inference process not measured (its memory faults in)")
     p.add_argument("--rows", default="alone,static,arbiter,move")
     p.add_argument("--json")
     args = p.parse_args()
@@ -435,7 +478,8 @@ def arguments():
 def summarize(rows):
     alone = {r["row"].split()[0]: r["throughput"] for r in rows if r["row"].endswith("alone")}
     for r in rows:
-        line = {k: v for k, v in r.items() if not k.startswith("report") and k != "decisions"}
+        line = {k: (v[:12] + ["..."] if isinstance(v, list) and len(v) > 12 else v)
+                for k, v in r.items() if not k.startswith("report")}
         for kind in ("infer", "train"):
             if isinstance(r.get(kind), (int, float)) and alone.get(kind):
                 line[f"{kind}_vs_alone"] = round(r[kind] / alone[kind], 3)
@@ -443,7 +487,9 @@ def summarize(rows):
 
 
 def main():
+    global WARM_S
     args = arguments()
+    WARM_S = args.warm
     if args.worker:
         return worker_main(args)
     if not args.uma_bin:

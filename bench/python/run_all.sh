@@ -105,8 +105,8 @@ for part in "${parts[@]}"; do
       run dry_offload offload_bench.py --dry-run --repeat 1
       run dry_infer infer_bench.py --dry-run
       [ -z "${UMA_BIN:-}" ] || run dry_arbiter arbiter_bench.py --dry-run --uma-bin "$UMA_BIN" \
-        --total-gb 4 --infer-need-gb 1 --train-wanted-gb 1 --ask-more-gb 2 --move-total-gb 3 \
-        --move-infer-need-gb 1 --seconds 3
+        --total-gb 4 --infer-need-gb 1 --train-wanted-gb 1 --ask-more-gb 3 --move-total-gb 3 \
+        --move-infer-need-gb 1 --seconds 3 --warm 1
       ;;
     *) echo "run_all.sh: unknown part '$part' (tests torch_step torch_alloc cupy big offload_smoke offload infer pool spill arbiter dry)"; rc=2 ;;
   esac
