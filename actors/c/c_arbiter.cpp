@@ -17,6 +17,8 @@
 #include <uma/actors/c/c_guard.hpp>
 #include <uma/actors/c/c_torch_spill.hpp>
 #include <uma/actors/remote/arbiter/arbiter_member.hpp>
+#include <uma/sys/log.hpp>
+#include <uma/sys/log.hpp>
 
 /// A membership (the C side of `uma_arbiter`): the member and what it was joined with.
 struct uma_arbiter {
@@ -94,12 +96,26 @@ std::vector<arbiter_claim> claims_of(const uma_allocator& a, const uma_arbiter_c
 /// limit, and their blocks placed on the device count as resident.
 arbiter_apply apply_of(uma_allocator* a) {
   return [a, allocator_side = apply_to(*a->client)](const arbiter_grant& g) {
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
     auto capped = g;
     capped.budget_bytes =
         std::min<std::uint64_t>(g.budget_bytes, a->backend->capabilities(g.device).total_memory);
     auto resident = allocator_side(capped);
+    const auto allocator_done = clock::now();
     if (a == default_allocator_if_made())
       resident += process_torch_spill().shrink_to(a, g.device, g.revoked ? 0 : g.budget_bytes);
+    const auto ms = [](clock::duration d) {
+      return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+    };
+    // One line a grant (grants are rare): how long a member takes to apply one is what decides
+    // how fast bytes move between processes (docs/distributed.md).
+    log(log_level::info, "arbiter member: budget " + std::to_string(g.budget_bytes) +
+                             " bytes on device " + std::to_string(g.device) + " applied in " +
+                             ms(clock::now() - start) + " ms (the allocator's budget and report " +
+                             ms(allocator_done - start) + " ms, PyTorch's blocks " +
+                             ms(clock::now() - allocator_done) + " ms); resident " +
+                             std::to_string(resident) + " bytes");
     return resident;
   };
 }
