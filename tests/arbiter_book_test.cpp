@@ -339,6 +339,18 @@ TEST_F(ArbiterBook, AMissedDeadlineRevokesEveryGrantAndFreesItsBytes) {
   EXPECT_FALSE(book_.is_member(a_));
 }
 
+TEST_F(ArbiterBook, AnotherShrinkDoesNotPutTheDeadlineOff) {
+  two_members_contend();  // a told at t0 + 1s to shrink to 512 MiB: deadline t0 + 11s
+  // a's own demands make the arbiter shrink and raise it again, without evicting anything.
+  book_.demand(a_, "uid 1", 0, 0, false, t0 + 9s);
+  book_.demand(a_, "uid 1", 0, GiB, false, t0 + 10s);
+  static_cast<void>(grants());
+  ASSERT_TRUE(book_.next_deadline());
+  EXPECT_EQ(*book_.next_deadline(), t0 + 11s);
+  EXPECT_EQ(book_.expire(t0 + 11s), 1u);
+  EXPECT_EQ(row(a_).state, "revoked");
+}
+
 TEST_F(ArbiterBook, LeavingFreesItsBytesAtOnce) {
   two_members_contend();
   book_.leave(a_, "connection closed", t0 + 2s);  // its shrink never acknowledged

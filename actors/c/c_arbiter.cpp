@@ -18,7 +18,6 @@
 #include <uma/actors/c/c_torch_spill.hpp>
 #include <uma/actors/remote/arbiter/arbiter_member.hpp>
 #include <uma/sys/log.hpp>
-#include <uma/sys/log.hpp>
 
 /// A membership (the C side of `uma_arbiter`): the member and what it was joined with.
 struct uma_arbiter {
@@ -103,8 +102,11 @@ arbiter_apply apply_of(uma_allocator* a) {
         std::min<std::uint64_t>(g.budget_bytes, a->backend->capabilities(g.device).total_memory);
     auto resident = allocator_side(capped);
     const auto allocator_done = clock::now();
+    // PyTorch's blocks are slabs no plan covers: the account does not count them, so they get
+    // what the grant leaves after the planned bytes, and the two together stay within it.
     if (a == default_allocator_if_made())
-      resident += process_torch_spill().shrink_to(a, g.device, g.revoked ? 0 : g.budget_bytes);
+      resident += process_torch_spill().shrink_to(
+          a, g.device, g.revoked || resident >= g.budget_bytes ? 0 : g.budget_bytes - resident);
     const auto ms = [](clock::duration d) {
       return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
     };

@@ -131,6 +131,8 @@ void arbiter_member::apply_one(const arbiter_grant& g) {
     std::lock_guard lock(mutex_);
     budgets_[g.device] = g.revoked ? 0 : g.budget_bytes;
     revoked_ = revoked_ || g.revoked;
+    if (g.revoked && ended_.empty())
+      ended_ = "the node revoked every grant of this member (" + g.why + ")";
   }
   changed_.notify_all();
 }

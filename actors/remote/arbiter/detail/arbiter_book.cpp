@@ -396,9 +396,13 @@ void arbiter_book::grant(std::uint64_t id, member& m, int device, std::uint64_t 
   ++m.sequence;
   s.granted = bytes;
   if (shrink) {
+    // A shrink sent while another waits keeps the first one's deadline: a member cannot put its
+    // deadline off by making the arbiter shrink it again (its own demands can).
+    if (s.shrink_sequence == 0) {
+      s.shrink_sent = now;
+      s.deadline = now + settings_.evict_deadline;
+    }
     s.shrink_sequence = m.sequence;
-    s.shrink_sent = now;
-    s.deadline = now + settings_.evict_deadline;
   } else {
     s.grown += bytes - from;
   }

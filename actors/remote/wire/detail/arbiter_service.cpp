@@ -52,6 +52,8 @@ grpc::ServerUnaryReactor* arbiter_service::answer(ctx* c, Body body) {
   } catch (const error& e) {
     c->AddTrailingMetadata("uma-errc", std::to_string(static_cast<int>(e.code())));
     r->Finish(to_status(e));
+  } catch (const std::exception& e) {  // out of memory: nothing escapes into gRPC
+    r->Finish({grpc::StatusCode::INTERNAL, e.what()});
   }
   return r;
 }

@@ -10,6 +10,16 @@ void grant_stream::outbox::send(const arbiter_grant& g) {
   std::lock_guard lock(mutex);
   if (finished)
     return;
+  if (queue.size() >= max_queued) {
+    // A member that does not read its grants would make the node queue them without end: its
+    // stream ends (it leaves, and its bytes are free).
+    finished = true;
+    if (reactor != nullptr)
+      reactor->Finish(
+          {grpc::StatusCode::RESOURCE_EXHAUSTED, "the member left " + std::to_string(max_queued) +
+                                                     " grants unread: its membership ends"});
+    return;
+  }
   to_wire(g, queue.emplace_back());
   pump();
 }
@@ -49,6 +59,9 @@ grant_stream::grant_stream(grpc::CallbackServerContext* c, std::shared_ptr<arbit
   } catch (const error& e) {
     c->AddTrailingMetadata("uma-errc", std::to_string(static_cast<int>(e.code())));
     out_->end(to_status(e));
+    return;
+  } catch (const std::exception& e) {
+    out_->end({grpc::StatusCode::INTERNAL, std::string("join: ") + e.what()});
     return;
   }
   wire::v1::GrantEvent first;

@@ -35,6 +35,8 @@ class grant_stream final : public grpc::ServerWriteReactor<wire::v1::GrantEvent>
   struct outbox final : arbiter_sink {
     std::mutex mutex;
     grant_stream* reactor = nullptr;  // null once gRPC is done with it
+    /// Grants written when the member reads; past `max_queued` unread the stream ends.
+    static constexpr std::size_t max_queued = 1024;
     std::deque<wire::v1::GrantEvent> queue;
     bool writing = false;
     bool started = false;  // the key went first
