@@ -416,8 +416,9 @@ UMA_C_EXPORT uma_status uma_copy(uma_allocator* a, void* dst, const void* src, s
  * each device it claimed on a thread of its own and applies it to the allocator it joined with:
  * the grant becomes the allocator's device budget (uma_set_device_budget's path: a lowered one
  * evicts at once, least recently used first, contents kept; 0 bytes is 1 byte) and, when that
- * allocator is the default one PyTorch's hooks use, the hooks' spill limit of the device (a
- * lowered one spills the most recently allocated blocks to the host at once). Only then is a
+ * allocator is the default one PyTorch's hooks use, the hooks' spill limit of the device is
+ * what the grant leaves after the allocator's planned resident bytes (a lowered one spills the
+ * most recently allocated blocks to the host at once). Only then is a
  * lowered budget acknowledged, with the bytes still resident, so the bytes reach another process
  * once they are off the device. A revoked member (it did not evict in time) also gets a quota of
  * what it holds: its further allocations are refused. Additions to ABI 1. */

@@ -1,6 +1,7 @@
 """Joining a serving node's arbiter from PyTorch (docs/frameworks.md "Joining the node's
 arbiter"): under uma_torch.install() the budget the node grants on a device becomes uma's
-residency budget there and the spill limit of the install's hooks, so a lowered budget moves
+residency budget there, and what it leaves after uma's planned bytes the spill limit of the
+install's hooks, so a lowered budget moves
 PyTorch's most recently allocated blocks to the host at once (contents kept) and a raised one
 brings them back, oldest first."""
 
