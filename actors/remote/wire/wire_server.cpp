@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include <uma/actors/remote/wire/detail/arbiter_service.hpp>
 #include <uma/actors/remote/detail/remote_checks.hpp>
+#include <uma/actors/remote/wire/detail/arbiter_service.hpp>
 #include <uma/actors/remote/wire/detail/connection_guards.hpp>
 #include <uma/actors/remote/wire/detail/tls_front.hpp>
 #include <uma/actors/remote/wire/detail/unix_listener.hpp>
