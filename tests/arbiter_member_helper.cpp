@@ -3,15 +3,17 @@
 // at TARGET as NAME with one claim on device 0. "honest" applies each grant to the allocator
 // (client::device_budget evicts at once); "stubborn" never evicts: it reports what it holds.
 // Prints "joined member ID" and then one line per grant applied:
-// "grant SEQ budget BYTES shrink 0|1 revoked 0|1 resident BYTES". With WANT_AFTER_MS and
-// WANT_BYTES it asks for that much after that long. Waits to be killed (a minute at most).
+// "grant SEQ budget BYTES shrink 0|1 revoked 0|1 resident BYTES". Then waits for SIGTERM or
+// SIGKILL (a minute at most: the test ends it first, and PR_SET_PDEATHSIG if the test dies).
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include <pthread.h>
+#include <signal.h>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -34,13 +36,17 @@ std::uint64_t number(const char* text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 9 && argc != 11) {
+  if (argc != 9) {
     std::fprintf(stderr,
-                 "usage: %s TARGET NAME MIN WANTED PRIORITY REGIONS BYTES honest|stubborn "
-                 "[WANT_AFTER_MS WANT_BYTES]\n",
+                 "usage: %s TARGET NAME MIN WANTED PRIORITY REGIONS BYTES honest|stubborn\n",
                  argv[0]);
     return 2;
   }
+  // SIGTERM is waited for below, not delivered: blocked before any thread starts.
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, nullptr);
   const bool honest = std::string(argv[8]) == "honest";
   try {
     config cfg;
@@ -74,11 +80,8 @@ int main(int argc, char** argv) {
                                {.timeout = std::chrono::seconds(10)});
     std::printf("joined member %llu\n", static_cast<unsigned long long>(member.id()));
     std::fflush(stdout);
-    if (argc == 11) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(number(argv[9])));
-      member.want(0, number(argv[10]));
-    }
-    std::this_thread::sleep_for(std::chrono::seconds(60));  // bounded: the test kills it first
+    const timespec bound{60, 0};
+    static_cast<void>(sigtimedwait(&term, nullptr, &bound));
   } catch (const std::exception& e) {
     std::printf("refused: %s\n", e.what());
     std::fflush(stdout);
