@@ -138,7 +138,10 @@ void arbiter::watch_deadlines() {
 }
 
 std::string arbiter::prometheus_text() const {
-  const auto r = report();
+  const auto r = [this] {
+    std::lock_guard lock(mutex_);
+    return book_->report({}, false);  // the state only: no copy of the ledger a scrape
+  }();
   std::ostringstream out;
   out << "# HELP uma_arbiter_total_bytes A device's bytes the arbiter divides.\n"
          "# TYPE uma_arbiter_total_bytes gauge\n";

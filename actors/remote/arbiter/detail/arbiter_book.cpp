@@ -305,7 +305,7 @@ std::vector<arbiter_grant> arbiter_book::take_grants() {
   return out;
 }
 
-arbiter_report arbiter_book::report(const std::string& identity) const {
+arbiter_report arbiter_book::report(const std::string& identity, bool with_ledger) const {
   arbiter_report r;
   for (const auto& [device, total] : settings_.totals) {
     arbiter_device_row row{device, total, 0, {}};
@@ -322,7 +322,8 @@ arbiter_report arbiter_book::report(const std::string& identity) const {
   for (const auto& [id, m] : members_)
     r.members += identity.empty() || m.identity == identity ? 1 : 0;
   for (const auto& d : ledger_)
-    if (identity.empty() || (!d.tenant.empty() && identity_of(d.tenant) == identity))
+    if (with_ledger &&
+        (identity.empty() || (!d.tenant.empty() && identity_of(d.tenant) == identity)))
       r.decisions.push_back(d);
   r.revocations = revocations_;
   return r;

@@ -76,7 +76,8 @@ class arbiter_book {
   [[nodiscard]] std::vector<arbiter_grant> take_grants();
   /// Every device with its members, and the ledger. `identity` empty: all members (the
   /// operator); else only that identity's members are listed (totals are for everyone).
-  [[nodiscard]] arbiter_report report(const std::string& identity) const;
+  /// Without `with_ledger`, no decisions (the metrics need only the state).
+  [[nodiscard]] arbiter_report report(const std::string& identity, bool with_ledger = true) const;
   [[nodiscard]] bool is_member(std::uint64_t member) const { return members_.count(member) != 0; }
 
  private:
